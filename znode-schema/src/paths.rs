@@ -1,0 +1,202 @@
+//! Builders for every path in the tree, relative to the chroot.
+//!
+//! Each builder has a row in [`EXAMPLES`]; a test checks that every example matches a
+//! pattern of `schema.yml` with the same shape, and that every pattern has a builder.
+
+use crate::JobState;
+
+/// Default chroot under which the whole tree lives.
+pub const DEFAULT_CHROOT: &str = "/archivist";
+
+/// `/meta`
+pub const META: &str = "/meta";
+/// `/clock`
+pub const CLOCK: &str = "/clock";
+/// `/counters/jobs`
+pub const JOB_COUNTER: &str = "/counters/jobs";
+/// `/counters/clips`
+pub const CLIP_COUNTER: &str = "/counters/clips";
+/// `/counters/episodes`
+pub const EPISODE_COUNTER: &str = "/counters/episodes";
+/// `/catalog/episodes`
+pub const EPISODES: &str = "/catalog/episodes";
+/// `/catalog/clips`
+pub const CLIPS: &str = "/catalog/clips";
+/// `/catalog/aliases`
+pub const ALIASES: &str = "/catalog/aliases";
+/// `/research`
+pub const RESEARCH: &str = "/research";
+/// `/jobs`
+pub const JOBS: &str = "/jobs";
+/// `/leases`
+pub const LEASES: &str = "/leases";
+/// `/reports`
+pub const REPORTS: &str = "/reports";
+/// `/researchers`
+pub const RESEARCHERS: &str = "/researchers";
+/// `/daemons`
+pub const DAEMONS: &str = "/daemons";
+/// `/control/pause`
+pub const PAUSES: &str = "/control/pause";
+/// `/batches`
+pub const BATCHES: &str = "/batches";
+
+/// Every persistent directory `archivist init` creates, parents first.
+pub fn directories() -> Vec<String> {
+    let mut dirs: Vec<String> = [
+        "/counters", JOB_COUNTER, CLIP_COUNTER, EPISODE_COUNTER, CLOCK, "/catalog", EPISODES,
+        CLIPS, ALIASES, RESEARCH, JOBS, "/queues", LEASES, REPORTS, RESEARCHERS, DAEMONS,
+        "/election", "/control", PAUSES, BATCHES,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    dirs.extend(JobState::ALL.iter().map(|s| queue(*s)));
+    dirs.extend(["planner", "reaper"].iter().map(|r| election(r)));
+    dirs
+}
+
+/// `/catalog/episodes/{episode}`
+pub fn episode(id: &str) -> String {
+    format!("{EPISODES}/{id}")
+}
+
+/// `/catalog/clips/{clip}`
+pub fn clip(id: &str) -> String {
+    format!("{CLIPS}/{id}")
+}
+
+/// `/catalog/aliases/{alias}`
+pub fn alias(key: &str) -> String {
+    format!("{ALIASES}/{key}")
+}
+
+/// `/research/{episode}`
+pub fn research(episode: &str) -> String {
+    format!("{RESEARCH}/{episode}")
+}
+
+/// `/jobs/{job}`
+pub fn job(id: &str) -> String {
+    format!("{JOBS}/{id}")
+}
+
+/// `/jobs/{job}/lock`
+pub fn job_lock(id: &str) -> String {
+    format!("{JOBS}/{id}/lock")
+}
+
+/// `/queues/{state}`
+pub fn queue(state: JobState) -> String {
+    format!("/queues/{}", state.as_str())
+}
+
+/// `/queues/{state}/{entry}`
+pub fn queue_entry(state: JobState, entry: &str) -> String {
+    format!("/queues/{}/{entry}", state.as_str())
+}
+
+/// `/leases/{job}`
+pub fn lease(job: &str) -> String {
+    format!("{LEASES}/{job}")
+}
+
+/// `/reports/{report}`
+pub fn report(name: &str) -> String {
+    format!("{REPORTS}/{name}")
+}
+
+/// The deterministic report name for one clip of one job.
+pub fn report_name(job: &str, clip: &str) -> String {
+    format!("{job}-{clip}")
+}
+
+/// `/researchers/{member}`
+pub fn researcher(member: &str) -> String {
+    format!("{RESEARCHERS}/{member}")
+}
+
+/// `/daemons/{member}`
+pub fn daemon(member: &str) -> String {
+    format!("{DAEMONS}/{member}")
+}
+
+/// `/election/{role}`
+pub fn election(role: &str) -> String {
+    format!("/election/{role}")
+}
+
+/// `/election/{role}/n_` (the prefix of a sequential candidate node)
+pub fn election_candidate_prefix(role: &str) -> String {
+    format!("/election/{role}/n_")
+}
+
+/// `/control/pause/{state}`
+pub fn pause(state: JobState) -> String {
+    format!("{PAUSES}/{}", state.as_str())
+}
+
+/// `/batches/{batch}`
+pub fn batch(id: &str) -> String {
+    format!("{BATCHES}/{id}")
+}
+
+/// Job id from its number: `j` + 10 digits.
+pub fn job_id(number: u64) -> String {
+    format!("j{number:010}")
+}
+
+/// Clip id from its number: `c` + 6 digits (more digits beyond a million).
+pub fn clip_id(number: u32) -> String {
+    format!("c{number:06}")
+}
+
+/// Clip number back from its id.
+pub fn clip_number(id: &str) -> Option<u32> {
+    id.strip_prefix('c')?.parse().ok()
+}
+
+/// Episode id from its number: `e` + 7 digits.
+pub fn episode_id(number: u64) -> String {
+    format!("e{number:07}")
+}
+
+/// One example of every path builder, for the schema-drift test.
+pub const EXAMPLES: &[(&str, fn() -> String)] = &[
+    ("/meta", || META.to_string()),
+    ("/clock", || CLOCK.to_string()),
+    ("/counters/jobs", || JOB_COUNTER.to_string()),
+    ("/counters/clips", || CLIP_COUNTER.to_string()),
+    ("/counters/episodes", || EPISODE_COUNTER.to_string()),
+    ("/catalog/episodes", || EPISODES.to_string()),
+    ("/catalog/episodes/{episode}", || episode("e0000001")),
+    ("/catalog/clips", || CLIPS.to_string()),
+    ("/catalog/clips/{clip}", || clip("c000001")),
+    ("/catalog/aliases", || ALIASES.to_string()),
+    ("/catalog/aliases/{alias}", || alias("url-0123abcd")),
+    ("/research", || RESEARCH.to_string()),
+    ("/research/{episode}", || research("e0000001")),
+    ("/jobs", || JOBS.to_string()),
+    ("/jobs/{job}", || job("j0000000001")),
+    ("/jobs/{job}/lock", || job_lock("j0000000001")),
+    ("/queues/{state}", || queue(JobState::Pending)),
+    ("/queues/{state}/{entry}", || {
+        queue_entry(JobState::Pending, "7fffffffffffffff-0000000000000-j0000000001")
+    }),
+    ("/leases", || LEASES.to_string()),
+    ("/leases/{job}", || lease("j0000000001")),
+    ("/reports", || REPORTS.to_string()),
+    ("/reports/{report}", || report(&report_name("j0000000001", "c000001"))),
+    ("/researchers", || RESEARCHERS.to_string()),
+    ("/researchers/{member}", || researcher("host-1234")),
+    ("/daemons", || DAEMONS.to_string()),
+    ("/daemons/{member}", || daemon("planner-host-1234")),
+    ("/election/{role}", || election("planner")),
+    ("/election/{role}/{candidate}", || {
+        format!("{}0000000001", election_candidate_prefix("planner"))
+    }),
+    ("/control/pause", || PAUSES.to_string()),
+    ("/control/pause/{state}", || pause(JobState::Pending)),
+    ("/batches", || BATCHES.to_string()),
+    ("/batches/{batch}", || batch("b0000000001")),
+];
