@@ -1,1 +1,38 @@
-pub fn x(){}
+//! The state-machine engine: ZooKeeper session, locks, priority state queues, atomic
+//! transitions and the consumer loop. It knows nothing about audio.
+//!
+//! Layout:
+//! - [`config`]: where ZooKeeper is and how to talk to it ([`ZkConfig`]).
+//! - [`session`]: a connected session whose [`Session::lost`] token fires when the
+//!   session expires or is closed, so work guarded by its locks stops.
+//! - [`ops`]: owned multi operations; [`ops::commit`] runs them as one ZooKeeper `multi`
+//!   and says which operation failed and whether it was a precondition.
+//! - [`tree`]: creating and checking the tree described by `znode-schema`.
+//! - [`store`]: typed reads and writes of YAML records.
+//! - [`lock`]: the per-job ephemeral lock.
+//! - [`queue`]: state queues in processing order.
+//! - [`transition`]: job transitions, validated against the state table, as one multi.
+//! - [`leader`]: leader election for roles where one acts at a time.
+//! - [`consumer`]: the loop that claims jobs from a state's queue and runs a step.
+//! - [`clock`]: ZooKeeper's own time, for leases.
+#![deny(missing_docs)]
+
+pub mod clock;
+pub mod config;
+pub mod consumer;
+pub mod daemon;
+pub mod error;
+pub mod jobs;
+pub mod leader;
+pub mod lock;
+pub mod ops;
+pub mod queue;
+pub mod session;
+pub mod store;
+pub mod transition;
+pub mod tree;
+
+pub use config::ZkConfig;
+pub use error::{EngineError, Result};
+pub use session::Session;
+pub use znode_schema as schema;

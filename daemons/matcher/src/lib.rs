@@ -1,1 +1,40 @@
-//! Placeholder: the clip matcher.
+//! Archivist clip matcher: finds every occurrence of known short audio clips
+//! (drops, jingles, stings, themes; 1-30 s) inside long episodes.
+//!
+//! Pipeline (see `docs/matcher.md` for the design and measurements):
+//!
+//! 1. [`decode`]: any supported file (MP3, AAC/M4A, Ogg Vorbis, FLAC, WAV)
+//!    is decoded with symphonia (gapless on), all channels are mixed to mono
+//!    and resampled to [`ANALYSIS_RATE`] (8 kHz).
+//! 2. [`Matcher::new`] analyses the episode once: it keeps the 8 kHz samples
+//!    and computes a compact band-energy feature matrix (62.5 frames/s) whose
+//!    block spectra are shared by every clip.
+//! 3. [`Matcher::find`] / [`Matcher::find_all`] run, per clip, a cheap
+//!    feature-domain correlation (coarse pass) whose candidates are verified
+//!    and timed by energy-normalised waveform cross-correlation (NCC) at
+//!    8 kHz, plus a segment-voting detector that survives speed/tempo changes
+//!    of a few percent and partial (truncated) uses of a clip; its hits are
+//!    verified by piecewise NCC on the re-timed clip.
+//!    [`MatchMode::Exhaustive`] instead runs one full-resolution FFT NCC per
+//!    clip (the reference baseline).
+//! 4. [`report`] renders the results as a table or JSON.
+//!
+//! Everything is deterministic: the same inputs give the same outputs
+//! (parallel work is merged in a fixed order).
+#![deny(missing_docs)]
+
+pub mod corpus;
+pub mod decode;
+pub mod dsp;
+mod features;
+mod matcher;
+mod ncc;
+pub mod report;
+mod speed;
+
+pub use matcher::{Detector, 
+    ClipResult, MatchConfig, MatchError, MatchMode, Matcher, Occurrence,
+};
+
+/// Sample rate (Hz) of all analysis signals: episodes and clips are mono f32 at this rate.
+pub const ANALYSIS_RATE: u32 = 8000;

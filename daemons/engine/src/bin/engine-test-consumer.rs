@@ -1,0 +1,87 @@
+//! A consumer process with tiny work, for the engine's multi-process tests and the
+//! transitions benchmark: claims jobs from one state, waits `--work-ms`, moves each to
+//! the state's default success target, and prints `processed <job>` per job.
+//!
+//! Usage: engine-test-consumer <connect> <chroot> <state> <work-ms> <concurrency> <session-timeout-ms>
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use archivist_engine::consumer::{self, Claimed, ConsumerOptions, Step};
+use archivist_engine::transition::{machine, LockAction, Transition};
+use archivist_engine::{EngineError, Session, ZkConfig};
+use tokio_util::sync::CancellationToken;
+
+struct TinyWork {
+    work: Duration,
+    owner: String,
+}
+
+impl Step for TinyWork {
+    async fn run(&self, claimed: Claimed) -> Result<(), EngineError> {
+        let lost = claimed.lost();
+        tokio::select! {
+            _ = tokio::time::sleep(self.work) => {}
+            _ = lost.cancelled() => return Err(EngineError::SessionLost("during work".into())),
+        }
+        let to = machine()
+            .state(claimed.job.status)
+            .on_success
+            .ok_or_else(|| EngineError::Config("state has no success target".into()))?;
+        Transition::new(&claimed.job, claimed.version, to)
+            .lock(LockAction::Release(claimed.lock.clone()))
+            .event(&self.owner, "tiny work", "ok")
+            .commit(&claimed.session)
+            .await?;
+        println!("processed {}", claimed.job.id);
+        Ok(())
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 7 {
+        eprintln!("usage: engine-test-consumer <connect> <chroot> <state> <work-ms> <concurrency> <session-timeout-ms>");
+        std::process::exit(2);
+    }
+    let parse = |i: usize| -> u64 {
+        args[i].parse().unwrap_or_else(|_| {
+            eprintln!("argument {i} must be a number");
+            std::process::exit(2)
+        })
+    };
+    let state = args[3].parse().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    let config = ZkConfig::new(&args[1])
+        .with_chroot(&args[2])
+        .with_session_timeout(Duration::from_millis(parse(6)));
+    let session = match Session::connect(&config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1)
+        }
+    };
+    let owner = format!("test-consumer-{}", std::process::id());
+    println!("session {}", session.id());
+    let step = Arc::new(TinyWork {
+        work: Duration::from_millis(parse(4)),
+        owner: owner.clone(),
+    });
+    let options = ConsumerOptions::new(state, owner)
+        .with_concurrency(parse(5) as usize)
+        .with_poll_interval(Duration::from_millis(200));
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    if let Err(e) = consumer::run(&session, options, step, shutdown).await {
+        eprintln!("consumer stopped: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,62 @@
+//! Keeping a daemon's role running across session losses.
+//!
+//! A lost session ends every lock and lease the role held, so the role's work is stopped
+//! (its futures observe [`Session::lost`]) and the role restarts on a fresh session,
+//! re-registering its ephemeral nodes and watches.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ZkConfig;
+use crate::error::Result;
+use crate::session::Session;
+
+/// Runs `role` on a session, reconnecting with backoff whenever the session is lost or
+/// the role fails, until `shutdown` fires.
+pub async fn supervise<F, Fut>(config: &ZkConfig, name: &str, shutdown: CancellationToken, mut role: F) -> Result<()>
+where
+    F: FnMut(Session) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let mut backoff = Duration::from_millis(200);
+    while !shutdown.is_cancelled() {
+        let session = tokio::select! {
+            s = Session::connect(config) => s,
+            _ = shutdown.cancelled() => break,
+        };
+        let session = match session {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(daemon = name, error = %e, "cannot connect; retrying in {backoff:?}");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            }
+        };
+        tracing::info!(daemon = name, session = %session.id(), "session established");
+        match role(session.clone()).await {
+            Ok(()) if shutdown.is_cancelled() => break,
+            Ok(()) => {}
+            Err(e) if e.is_session_lost() => {
+                tracing::warn!(daemon = name, "session lost; stopping guarded work and reconnecting");
+                backoff = Duration::from_millis(200);
+                continue;
+            }
+            Err(e) => {
+                tracing::error!(daemon = name, error = %e, "role failed; restarting in {backoff:?}");
+                session.abandon();
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+    Ok(())
+}

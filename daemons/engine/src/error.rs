@@ -1,0 +1,141 @@
+//! Engine errors, with questions callers ask instead of matching variants.
+
+use znode_schema::records::RecordError;
+use znode_schema::JobState;
+
+/// Result with [`EngineError`].
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// What went wrong talking to ZooKeeper or handling the tree.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// No ZooKeeper server answered.
+    #[error("cannot reach ZooKeeper at {connect}: {source} (is it running? try `scripts/zk.sh start`)")]
+    Unreachable {
+        /// Connect string used.
+        connect: String,
+        /// Client error.
+        source: zookeeper_client::Error,
+    },
+    /// The tree has not been created (`archivist init`).
+    #[error("the Archivist tree is not initialised under {chroot} (missing {missing}): run `archivist init`")]
+    NotInitialised {
+        /// Chroot in use.
+        chroot: String,
+        /// First missing path.
+        missing: String,
+    },
+    /// The session expired or was closed; everything it guarded is lost.
+    #[error("ZooKeeper session lost ({0})")]
+    SessionLost(String),
+    /// A ZooKeeper call failed.
+    #[error("{op} {path}: {source}")]
+    Zk {
+        /// Operation.
+        op: &'static str,
+        /// Node path.
+        path: String,
+        /// Client error.
+        source: zookeeper_client::Error,
+    },
+    /// A multi's precondition did not hold (version moved, node gone or already there).
+    #[error("precondition failed: {op} ({source}); the tree changed meanwhile")]
+    Precondition {
+        /// Which operation of the multi failed, described.
+        op: String,
+        /// Client error (BadVersion, NoNode, NodeExists, NotEmpty).
+        source: zookeeper_client::Error,
+    },
+    /// A multi failed for a reason other than a precondition.
+    #[error("write failed: {op}: {source}")]
+    WriteFailed {
+        /// Which operation failed, described (or `request` if the whole request failed).
+        op: String,
+        /// Client error.
+        source: zookeeper_client::Error,
+    },
+    /// The state table does not allow this transition.
+    #[error("transition {from} -> {to} is not in the state table")]
+    IllegalTransition {
+        /// Current state.
+        from: JobState,
+        /// Requested state.
+        to: JobState,
+    },
+    /// The job is not in the state the caller expected.
+    #[error("job {job} is {actual}, not {expected}: it moved meanwhile")]
+    WrongState {
+        /// Job id.
+        job: String,
+        /// Expected state.
+        expected: JobState,
+        /// Actual state.
+        actual: JobState,
+    },
+    /// A node does not exist.
+    #[error("{0} does not exist")]
+    NotFound(String),
+    /// Node data could not be used.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// The configuration is unusable.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+impl EngineError {
+    /// Wraps a client error for one call on a path.
+    pub fn zk(op: &'static str, path: impl Into<String>, source: zookeeper_client::Error) -> Self {
+        match source {
+            zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed => {
+                EngineError::SessionLost(source.to_string())
+            }
+            source => EngineError::Zk {
+                op,
+                path: path.into(),
+                source,
+            },
+        }
+    }
+
+    /// Is the session gone? Work guarded by its locks must stop; reconnect.
+    pub fn is_session_lost(&self) -> bool {
+        match self {
+            EngineError::SessionLost(_) => true,
+            EngineError::Zk { source, .. }
+            | EngineError::WriteFailed { source, .. }
+            | EngineError::Unreachable { source, .. } => matches!(
+                source,
+                zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed
+            ),
+            _ => false,
+        }
+    }
+
+    /// Could the same call succeed if tried again (connection loss, timeouts, throttling,
+    /// or a lost race)?
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            EngineError::Precondition { .. } => true,
+            EngineError::Zk { source, .. }
+            | EngineError::WriteFailed { source, .. }
+            | EngineError::Unreachable { source, .. } => matches!(
+                source,
+                zookeeper_client::Error::ConnectionLoss
+                    | zookeeper_client::Error::Timeout
+                    | zookeeper_client::Error::Throttled
+                    | zookeeper_client::Error::NoHosts
+            ),
+            _ => false,
+        }
+    }
+
+    /// Did a race with another writer cause it (version moved, node gone or present)?
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            EngineError::Precondition { .. } | EngineError::WrongState { .. }
+        )
+    }
+}

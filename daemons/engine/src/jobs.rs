@@ -1,0 +1,115 @@
+//! Creating and reading jobs.
+
+use znode_schema::paths;
+use znode_schema::records::{JobEvent, JobProgress, JobRecord};
+use znode_schema::{JobState, SCHEMA_VERSION};
+
+use crate::error::{EngineError, Result};
+use crate::ops::{self, Mode, Op};
+use crate::session::Session;
+use crate::store;
+
+/// What a new job is about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    /// Episode id.
+    pub episode: String,
+    /// Episode media URL.
+    pub media_url: String,
+    /// Clip ids to research.
+    pub clips: Vec<String>,
+    /// Queue priority (the episode's).
+    pub priority: i64,
+    /// The episode's initial curation, unix ms.
+    pub curated_ms: i64,
+    /// Batch, if any.
+    pub batch: Option<String>,
+}
+
+/// Reads a job and its data version.
+pub async fn read(session: &Session, id: &str) -> Result<(JobRecord, i32)> {
+    let (job, stat) = store::read_required::<JobRecord>(session, &paths::job(id)).await?;
+    Ok((job, stat.version))
+}
+
+/// Reads a job if it exists.
+pub async fn read_optional(session: &Session, id: &str) -> Result<Option<(JobRecord, i32)>> {
+    Ok(store::read::<JobRecord>(session, &paths::job(id))
+        .await?
+        .map(|(job, stat)| (job, stat.version)))
+}
+
+/// Creates a job in the start state's queue, together with `extra(job_id)` operations
+/// (the planner's lease), as one multi. The id comes from `/counters/jobs`, whose version
+/// check in the same multi makes ids unique; a lost race is retried.
+pub async fn create(
+    session: &Session,
+    new: &NewJob,
+    by: &str,
+    extra: impl Fn(&str) -> Vec<Op>,
+) -> Result<JobRecord> {
+    loop {
+        let stat = store::exists(session, paths::JOB_COUNTER)
+            .await?
+            .ok_or_else(|| EngineError::NotInitialised {
+                chroot: session.chroot().to_string(),
+                missing: paths::JOB_COUNTER.to_string(),
+            })?;
+        let id = paths::job_id(stat.version as u64 + 1);
+        let now = crate::clock::local_now();
+        let job = JobRecord {
+            schema: SCHEMA_VERSION,
+            id: id.clone(),
+            status: JobState::Pending,
+            last_successful_status: None,
+            retry_count: 0,
+            message: None,
+            priority: new.priority,
+            curated_ms: new.curated_ms,
+            episode: new.episode.clone(),
+            media_url: new.media_url.clone(),
+            clips: new.clips.clone(),
+            batch: new.batch.clone(),
+            holder: None,
+            request: None,
+            progress: JobProgress::default(),
+            created: now,
+            updated: now,
+            events: vec![JobEvent {
+                at: now,
+                by: by.to_string(),
+                step: "create".into(),
+                result: "ok".into(),
+            }],
+        };
+        let job_path = paths::job(&id);
+        let mut batch = vec![
+            Op::SetData {
+                path: paths::JOB_COUNTER.to_string(),
+                data: Vec::new(),
+                version: Some(stat.version),
+            },
+            Op::Create {
+                path: job_path.clone(),
+                data: store::encode(&job_path, &job)?,
+                mode: Mode::Persistent,
+            },
+            Op::Create {
+                path: paths::queue_entry(JobState::Pending, &job.queue_entry().name()),
+                data: Vec::new(),
+                mode: Mode::Persistent,
+            },
+        ];
+        batch.extend(extra(&id));
+        match ops::commit(session, &batch).await {
+            Ok(_) => return Ok(job),
+            Err(EngineError::Precondition { op, .. })
+                if op.contains(paths::JOB_COUNTER) || op.contains(&job_path) =>
+            {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

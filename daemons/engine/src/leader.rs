@@ -1,0 +1,161 @@
+//! Leader election for roles where only one daemon may act at a time (planner, reaper).
+//!
+//! Curator's LeaderLatch: each candidate creates an ephemeral sequential node
+//! `/election/{role}/n_<session>_<seq>`; the lowest sequence leads; every other candidate
+//! watches only its predecessor. The session id in the name lets a create lost to a
+//! connection drop be found again. The decision itself is the pure [`decide`].
+
+use zookeeper_client as zk;
+use znode_schema::paths;
+
+use crate::error::{EngineError, Result};
+use crate::session::Session;
+use crate::store;
+
+/// What a candidate should do, given the sorted candidates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// This candidate leads.
+    Lead,
+    /// Wait until this predecessor's node is gone, then decide again.
+    Watch(String),
+    /// This candidate's node is gone (session lost or deleted): join again.
+    Rejoin,
+}
+
+fn sequence(name: &str) -> Option<u64> {
+    name.rsplit('_').next()?.parse().ok()
+}
+
+/// Decides from the children of the election node and this candidate's node name.
+pub fn decide(children: &[String], mine: &str) -> Decision {
+    let mut ordered: Vec<(u64, &String)> = children
+        .iter()
+        .filter_map(|c| sequence(c).map(|s| (s, c)))
+        .collect();
+    ordered.sort();
+    match ordered.iter().position(|(_, c)| c.as_str() == mine) {
+        None => Decision::Rejoin,
+        Some(0) => Decision::Lead,
+        Some(i) => Decision::Watch(ordered[i - 1].1.clone()),
+    }
+}
+
+/// A candidate in one role's election.
+pub struct LeaderLatch {
+    session: Session,
+    role: String,
+    node: String,
+}
+
+impl LeaderLatch {
+    /// Joins the election for `role`, storing `data` (a member record) in the node.
+    pub async fn join(session: &Session, role: &str, data: &[u8]) -> Result<LeaderLatch> {
+        let dir = paths::election(role);
+        let prefix = format!("{dir}/n_{:x}_", session.id_number());
+        let options = session.create_options(zk::CreateMode::EphemeralSequential);
+        let node = match session.client().create(&prefix, data, &options).await {
+            Ok((_, seq)) => format!("n_{:x}_{seq}", session.id_number()),
+            Err(zk::Error::NoNode) => {
+                session
+                    .client()
+                    .mkdir(&dir, &session.create_options(zk::CreateMode::Persistent))
+                    .await
+                    .map_err(|e| EngineError::zk("create", &dir, e))?;
+                let (_, seq) = session
+                    .client()
+                    .create(&prefix, data, &options)
+                    .await
+                    .map_err(|e| EngineError::zk("create", &prefix, e))?;
+                format!("n_{:x}_{seq}", session.id_number())
+            }
+            Err(zk::Error::ConnectionLoss) => {
+                let mine = format!("n_{:x}_", session.id_number());
+                store::children(session, &dir)
+                    .await?
+                    .into_iter()
+                    .find(|c| c.starts_with(&mine))
+                    .ok_or_else(|| EngineError::zk("create", &prefix, zk::Error::ConnectionLoss))?
+            }
+            Err(e) => return Err(EngineError::zk("create", &prefix, e)),
+        };
+        Ok(LeaderLatch {
+            session: session.clone(),
+            role: role.to_string(),
+            node,
+        })
+    }
+
+    /// Waits until this candidate leads. Returns an error if the session is lost or the
+    /// candidate's node disappeared.
+    pub async fn wait_leadership(&self) -> Result<()> {
+        let dir = paths::election(&self.role);
+        loop {
+            self.session.ensure_alive()?;
+            let children = store::children(&self.session, &dir).await?;
+            match decide(&children, &self.node) {
+                Decision::Lead => return Ok(()),
+                Decision::Rejoin => {
+                    return Err(EngineError::NotFound(format!("{dir}/{}", self.node)))
+                }
+                Decision::Watch(prev) => {
+                    let path = format!("{dir}/{prev}");
+                    let (stat, watcher) = self
+                        .session
+                        .client()
+                        .check_and_watch_stat(&path)
+                        .await
+                        .map_err(|e| EngineError::zk("watch", &path, e))?;
+                    if stat.is_some() {
+                        let lost = self.session.lost();
+                        tokio::select! {
+                            _ = watcher.changed() => {}
+                            _ = lost.cancelled() => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Is this candidate the leader right now?
+    pub async fn is_leader(&self) -> Result<bool> {
+        let children = store::children(&self.session, &paths::election(&self.role)).await?;
+        Ok(decide(&children, &self.node) == Decision::Lead)
+    }
+
+    /// Leaves the election (deletes the node).
+    pub async fn leave(self) -> Result<()> {
+        let path = format!("{}/{}", paths::election(&self.role), self.node);
+        store::delete_if_present(&self.session, &path).await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn lowest_sequence_leads_regardless_of_session_prefix() {
+        let c = names(&["n_ff_0000000003", "n_1_0000000001", "n_a_0000000002"]);
+        assert_eq!(decide(&c, "n_1_0000000001"), Decision::Lead);
+        assert_eq!(
+            decide(&c, "n_ff_0000000003"),
+            Decision::Watch("n_a_0000000002".into())
+        );
+        assert_eq!(
+            decide(&c, "n_a_0000000002"),
+            Decision::Watch("n_1_0000000001".into())
+        );
+    }
+
+    #[test]
+    fn a_missing_node_means_rejoin() {
+        let c = names(&["n_1_0000000001"]);
+        assert_eq!(decide(&c, "n_2_0000000002"), Decision::Rejoin);
+    }
+}

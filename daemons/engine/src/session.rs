@@ -1,0 +1,241 @@
+//! A connected ZooKeeper session and the token that says it is gone.
+//!
+//! ZooKeeper tells a client its session expired only when it reconnects, so a session
+//! also counts as lost when it stays disconnected for a whole session timeout (Curator's
+//! "lost" rule): by then the server may have expired it and given its locks away. Work
+//! guarded by the session's locks selects on [`Session::lost`] and stops.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use sha1::{Digest, Sha1};
+use tokio_util::sync::CancellationToken;
+use zookeeper_client as zk;
+
+use crate::config::ZkConfig;
+use crate::error::{EngineError, Result};
+
+/// A connected session. Cheap to clone; the session closes when the last clone drops.
+#[derive(Clone)]
+pub struct Session {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id())
+            .field("chroot", &self.inner.chroot)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+struct Inner {
+    client: zk::Client,
+    lost: CancellationToken,
+    chroot: String,
+    acls: Vec<zk::Acl>,
+    reconnects: Arc<AtomicU64>,
+    config: ZkConfig,
+}
+
+/// The digest ACL id of a user (`user:base64(sha1(user:password))`).
+pub fn digest_id(user: &str, password: &str) -> String {
+    let hash = Sha1::digest(format!("{user}:{password}").as_bytes());
+    format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    )
+}
+
+fn acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
+    match &config.credentials {
+        None => vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
+        Some(creds) => {
+            let mut acls = vec![zk::Acl::new(
+                zk::Permission::ALL,
+                zk::AuthId::new("digest", &digest_id(&creds.user, &creds.password)),
+            )];
+            if let Some(reader) = &config.reader {
+                acls.push(zk::Acl::new(
+                    zk::Permission::READ,
+                    zk::AuthId::new("digest", &digest_id(&reader.user, &reader.password)),
+                ));
+            }
+            acls
+        }
+    }
+}
+
+impl Session {
+    /// Connects, creates the chroot node if it is missing, and starts watching the
+    /// session state.
+    ///
+    /// # Errors
+    /// [`EngineError::Unreachable`] when no server answers within the connect timeout.
+    pub async fn connect(config: &ZkConfig) -> Result<Session> {
+        let (hosts, chroot) = config.hosts_and_chroot();
+        let unreachable = |source| EngineError::Unreachable {
+            connect: config.connect.clone(),
+            source,
+        };
+        let mut connector = zk::Client::connector()
+            .with_session_timeout(config.session_timeout)
+            .with_connection_timeout(config.connect_timeout.min(config.session_timeout));
+        if let Some(creds) = &config.credentials {
+            connector = connector.with_auth(
+                "digest",
+                format!("{}:{}", creds.user, creds.password).as_bytes(),
+            );
+        }
+        let client = tokio::time::timeout(config.connect_timeout, connector.connect(&hosts))
+            .await
+            .map_err(|_| unreachable(zk::Error::Timeout))?
+            .map_err(unreachable)?;
+        let acls = acls_for(config);
+        if chroot != "/" && !chroot.is_empty() {
+            let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acls));
+            client
+                .mkdir(&chroot, &options)
+                .await
+                .map_err(|e| EngineError::zk("create chroot", &chroot, e))?;
+        }
+        let client = if chroot == "/" || chroot.is_empty() {
+            client
+        } else {
+            client
+                .chroot(chroot.clone())
+                .map_err(|_| EngineError::Config(format!("invalid chroot {chroot:?}")))?
+        };
+        let lost = CancellationToken::new();
+        let reconnects = Arc::new(AtomicU64::new(0));
+        spawn_state_watch(
+            client.state_watcher(),
+            lost.clone(),
+            reconnects.clone(),
+            config.session_timeout,
+        );
+        tracing::debug!(session = %client.session_id(), %chroot, "zookeeper session established");
+        Ok(Session {
+            inner: Arc::new(Inner {
+                client,
+                lost,
+                chroot,
+                acls,
+                reconnects,
+                config: config.clone(),
+            }),
+        })
+    }
+
+    /// The client, with the chroot applied.
+    pub fn client(&self) -> &zk::Client {
+        &self.inner.client
+    }
+
+    /// Fires when the session expired, was closed or stayed disconnected past its
+    /// timeout. Guarded work must stop; make a new session.
+    pub fn lost(&self) -> CancellationToken {
+        self.inner.lost.clone()
+    }
+
+    /// Has [`Session::lost`] fired?
+    pub fn is_lost(&self) -> bool {
+        self.inner.lost.is_cancelled()
+    }
+
+    /// Fails with [`EngineError::SessionLost`] if the session is gone.
+    pub fn ensure_alive(&self) -> Result<()> {
+        if self.is_lost() {
+            Err(EngineError::SessionLost("session expired or closed".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Session id, as ZooKeeper prints it (`0x...`).
+    pub fn id(&self) -> String {
+        self.inner.client.session_id().to_string()
+    }
+
+    /// Session id as a number (the `ephemeralOwner` of nodes it creates).
+    pub fn id_number(&self) -> i64 {
+        self.inner.client.session_id().0
+    }
+
+    /// Current client-side session state.
+    pub fn state(&self) -> zk::SessionState {
+        self.inner.client.state()
+    }
+
+    /// Times the client reconnected within this session.
+    pub fn reconnects(&self) -> u64 {
+        self.inner.reconnects.load(Ordering::Relaxed)
+    }
+
+    /// The chroot the tree lives under.
+    pub fn chroot(&self) -> &str {
+        &self.inner.chroot
+    }
+
+    /// The configuration this session was made from.
+    pub fn config(&self) -> &ZkConfig {
+        &self.inner.config
+    }
+
+    /// Create options for a node of this mode, with this session's ACLs.
+    pub fn create_options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'_> {
+        mode.with_acls(zk::Acls::new(&self.inner.acls))
+    }
+
+    /// Marks the session lost now (used on shutdown and by tests).
+    pub fn abandon(&self) {
+        self.inner.lost.cancel();
+    }
+}
+
+fn spawn_state_watch(
+    mut watcher: zk::StateWatcher,
+    lost: CancellationToken,
+    reconnects: Arc<AtomicU64>,
+    session_timeout: std::time::Duration,
+) {
+    tokio::spawn(async move {
+        let mut state = watcher.state();
+        loop {
+            match state {
+                zk::SessionState::Expired
+                | zk::SessionState::Closed
+                | zk::SessionState::AuthFailed => {
+                    tracing::warn!(?state, "zookeeper session lost");
+                    lost.cancel();
+                    return;
+                }
+                zk::SessionState::Disconnected => {
+                    tokio::select! {
+                        next = watcher.changed() => {
+                            if next == zk::SessionState::SyncConnected {
+                                reconnects.fetch_add(1, Ordering::Relaxed);
+                            }
+                            state = next;
+                            continue;
+                        }
+                        _ = tokio::time::sleep(session_timeout) => {
+                            tracing::warn!("zookeeper disconnected for a whole session timeout; treating the session as lost");
+                            lost.cancel();
+                            return;
+                        }
+                        _ = lost.cancelled() => return,
+                    }
+                }
+                _ => {}
+            }
+            tokio::select! {
+                next = watcher.changed() => state = next,
+                _ = lost.cancelled() => return,
+            }
+        }
+    });
+}

@@ -1,0 +1,78 @@
+//! Typed reads and writes of YAML records, with the path in every error.
+
+use zookeeper_client as zk;
+use znode_schema::records::{self, Record};
+
+use crate::error::{EngineError, Result};
+use crate::session::Session;
+
+/// Reads and decodes a record; `None` if the node does not exist.
+pub async fn read<T: Record>(session: &Session, path: &str) -> Result<Option<(T, zk::Stat)>> {
+    match session.client().get_data(path).await {
+        Ok((bytes, stat)) => Ok(Some((records::decode(path, &bytes)?, stat))),
+        Err(zk::Error::NoNode) => Ok(None),
+        Err(e) => Err(EngineError::zk("get", path, e)),
+    }
+}
+
+/// Reads and decodes a record that must exist.
+pub async fn read_required<T: Record>(session: &Session, path: &str) -> Result<(T, zk::Stat)> {
+    read(session, path)
+        .await?
+        .ok_or_else(|| EngineError::NotFound(path.to_string()))
+}
+
+/// Raw data of a node; `None` if it does not exist.
+pub async fn read_raw(session: &Session, path: &str) -> Result<Option<(Vec<u8>, zk::Stat)>> {
+    match session.client().get_data(path).await {
+        Ok(found) => Ok(Some(found)),
+        Err(zk::Error::NoNode) => Ok(None),
+        Err(e) => Err(EngineError::zk("get", path, e)),
+    }
+}
+
+/// Encodes a record for writing at `path`.
+pub fn encode<T: Record>(path: &str, record: &T) -> Result<Vec<u8>> {
+    Ok(records::encode(path, record)?)
+}
+
+/// Children names, sorted; empty if the node does not exist.
+pub async fn children(session: &Session, path: &str) -> Result<Vec<String>> {
+    match session.client().list_children(path).await {
+        Ok(mut names) => {
+            names.sort_unstable();
+            Ok(names)
+        }
+        Err(zk::Error::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(EngineError::zk("list", path, e)),
+    }
+}
+
+/// The node's stat, if it exists.
+pub async fn exists(session: &Session, path: &str) -> Result<Option<zk::Stat>> {
+    session
+        .client()
+        .check_stat(path)
+        .await
+        .map_err(|e| EngineError::zk("stat", path, e))
+}
+
+/// Creates a persistent node with a record; `false` if it already existed.
+pub async fn create_if_absent<T: Record>(session: &Session, path: &str, record: &T) -> Result<bool> {
+    let data = encode(path, record)?;
+    let options = session.create_options(zk::CreateMode::Persistent);
+    match session.client().create(path, &data, &options).await {
+        Ok(_) => Ok(true),
+        Err(zk::Error::NodeExists) => Ok(false),
+        Err(e) => Err(EngineError::zk("create", path, e)),
+    }
+}
+
+/// Deletes a node if present (any version); `false` if it was not there.
+pub async fn delete_if_present(session: &Session, path: &str) -> Result<bool> {
+    match session.client().delete(path, None).await {
+        Ok(()) => Ok(true),
+        Err(zk::Error::NoNode) => Ok(false),
+        Err(e) => Err(EngineError::zk("delete", path, e)),
+    }
+}

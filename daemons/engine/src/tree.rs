@@ -1,0 +1,56 @@
+//! Creating and checking the tree that `znode-schema` describes.
+
+use zookeeper_client as zk;
+use znode_schema::records::TreeMeta;
+use znode_schema::{paths, SCHEMA_VERSION};
+
+use crate::error::{EngineError, Result};
+use crate::session::Session;
+use crate::store;
+
+/// What `init` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InitReport {
+    /// Directories created now.
+    pub created: Vec<String>,
+    /// Whether `/meta` was written now (false: the tree already existed).
+    pub new_tree: bool,
+}
+
+/// Creates every persistent directory and `/meta`. Idempotent: safe to run again and
+/// concurrently from several daemons.
+pub async fn init(session: &Session, created_by: &str) -> Result<InitReport> {
+    let mut report = InitReport::default();
+    let options = session.create_options(zk::CreateMode::Persistent);
+    // Issue every create at once (ZooKeeper keeps per-session order, parents first).
+    let dirs = paths::directories();
+    let pending: Vec<_> = dirs
+        .iter()
+        .map(|dir| session.client().create(dir, b"", &options))
+        .collect();
+    for (dir, result) in dirs.iter().zip(crate::ops::await_all(pending).await) {
+        match result {
+            Ok(_) => report.created.push(dir.clone()),
+            Err(zk::Error::NodeExists) => {}
+            Err(e) => return Err(EngineError::zk("create", dir, e)),
+        }
+    }
+    let meta = TreeMeta {
+        schema: SCHEMA_VERSION,
+        created: crate::clock::local_now(),
+        created_by: created_by.to_string(),
+    };
+    report.new_tree = store::create_if_absent(session, paths::META, &meta).await?;
+    Ok(report)
+}
+
+/// Fails with [`EngineError::NotInitialised`] unless `init` has run on this tree.
+pub async fn check_initialised(session: &Session) -> Result<TreeMeta> {
+    match store::read::<TreeMeta>(session, paths::META).await? {
+        Some((meta, _)) => Ok(meta),
+        None => Err(EngineError::NotInitialised {
+            chroot: session.chroot().to_string(),
+            missing: paths::META.to_string(),
+        }),
+    }
+}

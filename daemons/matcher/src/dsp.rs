@@ -1,0 +1,205 @@
+//! Small DSP helpers shared by the matcher, the corpus generator and tests:
+//! resampling (rubato), speed and tempo changes, gains and noise.
+
+use rubato::{
+    Resampler, SincFixedIn, SincInterpolationParameters, SincInterpolationType, WindowFunction,
+};
+
+/// Resamples `x` by `ratio` (output rate / input rate) with a windowed-sinc
+/// resampler (rubato). The output has `round(len * ratio)` samples and is
+/// time-aligned with the input (the resampler delay is removed).
+pub fn resample(x: &[f32], ratio: f64) -> Vec<f32> {
+    let out_len = (x.len() as f64 * ratio).round() as usize;
+    if x.is_empty() || out_len == 0 {
+        return Vec::new();
+    }
+    if (ratio - 1.0).abs() < 1e-12 {
+        return x.to_vec();
+    }
+    let params = SincInterpolationParameters {
+        sinc_len: 128,
+        f_cutoff: 0.92,
+        interpolation: SincInterpolationType::Cubic,
+        oversampling_factor: 128,
+        window: WindowFunction::BlackmanHarris2,
+    };
+    let chunk = 4096usize;
+    let mut rs = match SincFixedIn::<f32>::new(ratio, 1.0, params, chunk, 1) {
+        Ok(r) => r,
+        Err(_) => return linear_resample(x, ratio),
+    };
+    let delay = rs.output_delay();
+    let want = out_len + delay;
+    let mut out = Vec::with_capacity(want + chunk * 2);
+    let mut outbuf = vec![vec![0.0f32; rs.output_frames_max()]];
+    let zeros = vec![0.0f32; chunk];
+    let mut pos = 0usize;
+    while out.len() < want {
+        let slice: &[f32] = if pos + chunk <= x.len() {
+            &x[pos..pos + chunk]
+        } else if pos < x.len() {
+            &x[pos..]
+        } else {
+            &zeros
+        };
+        pos += chunk;
+        let res = if slice.len() == chunk {
+            rs.process_into_buffer(&[slice], &mut outbuf, None)
+        } else {
+            rs.process_partial_into_buffer(Some(&[slice]), &mut outbuf, None)
+        };
+        match res {
+            Ok((_, n)) => out.extend_from_slice(&outbuf[0][..n]),
+            Err(_) => return linear_resample(x, ratio),
+        }
+    }
+    out.truncate(want);
+    out.drain(..delay);
+    out
+}
+
+fn linear_resample(x: &[f32], ratio: f64) -> Vec<f32> {
+    let out_len = (x.len() as f64 * ratio).round() as usize;
+    (0..out_len)
+        .map(|i| {
+            let t = i as f64 / ratio;
+            let i0 = t.floor() as usize;
+            let f = (t - i0 as f64) as f32;
+            let a = x.get(i0).copied().unwrap_or(0.0);
+            let b = x.get(i0 + 1).copied().unwrap_or(0.0);
+            a + (b - a) * f
+        })
+        .collect()
+}
+
+/// Plays `x` `speed` times faster (pitch changes too, like a tape or a
+/// resampled file): the result lasts `len / speed` samples.
+pub fn change_speed(x: &[f32], speed: f64) -> Vec<f32> {
+    resample(x, 1.0 / speed)
+}
+
+/// Changes tempo by `tempo` (1.03 = 3% faster) without changing pitch, with
+/// WSOLA (waveform-similarity overlap-add: 40 ms Hann frames, 50% overlap,
+/// +-8 ms similarity search). The result lasts about `len / tempo` samples.
+pub fn change_tempo(x: &[f32], tempo: f64, rate: u32) -> Vec<f32> {
+    let n = ((0.040 * rate as f64) as usize).max(8) & !1;
+    let hop = n / 2;
+    let tol = (0.008 * rate as f64) as usize;
+    let out_len = (x.len() as f64 / tempo).round() as usize;
+    let mut out = vec![0.0f32; out_len + n];
+    let mut wsum = vec![0.0f32; out_len + n];
+    let win: Vec<f32> = (0..n)
+        .map(|i| 0.5 - 0.5 * (2.0 * std::f32::consts::PI * i as f32 / n as f32).cos())
+        .collect();
+    let get = |i: isize| -> f32 {
+        if i >= 0 && (i as usize) < x.len() {
+            x[i as usize]
+        } else {
+            0.0
+        }
+    };
+    // Natural continuation of the previously copied frame (in input time).
+    let mut prev_src: isize = 0;
+    let mut k = 0usize;
+    loop {
+        let out_pos = k * hop;
+        if out_pos >= out_len {
+            break;
+        }
+        let nominal = (out_pos as f64 * tempo).round() as isize;
+        let src = if k == 0 {
+            0
+        } else {
+            // Choose the offset near `nominal` whose frame best matches the
+            // natural continuation of the previous frame.
+            let cont = prev_src + hop as isize;
+            let mut best = nominal;
+            let mut best_v = f32::NEG_INFINITY;
+            for d in -(tol as isize)..=(tol as isize) {
+                let cand = nominal + d;
+                let mut acc = 0.0f32;
+                for i in (0..hop).step_by(2) {
+                    acc += get(cand + i as isize) * get(cont + i as isize);
+                }
+                if acc > best_v {
+                    best_v = acc;
+                    best = cand;
+                }
+            }
+            best
+        };
+        for i in 0..n {
+            out[out_pos + i] += get(src + i as isize) * win[i];
+            wsum[out_pos + i] += win[i];
+        }
+        prev_src = src;
+        k += 1;
+    }
+    for (o, w) in out.iter_mut().zip(&wsum) {
+        if *w > 1e-3 {
+            *o /= *w;
+        }
+    }
+    out.truncate(out_len);
+    out
+}
+
+/// Root-mean-square level of `x` (0 for an empty slice).
+pub fn rms(x: &[f32]) -> f32 {
+    if x.is_empty() {
+        return 0.0;
+    }
+    (x.iter().map(|v| (*v as f64) * (*v as f64)).sum::<f64>() / x.len() as f64).sqrt() as f32
+}
+
+/// Multiplies `x` by a gain given in dB.
+pub fn apply_gain_db(x: &mut [f32], db: f32) {
+    let g = 10f32.powf(db / 20.0);
+    x.iter_mut().for_each(|v| *v *= g);
+}
+
+/// Deterministic xorshift64* generator (no external RNG, stable across versions).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeds the generator (any seed, 0 included).
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03 | 1)
+    }
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in [lo, hi).
+    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.uniform()
+    }
+    /// Uniform integer in [0, n) (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.uniform() * n as f64) as usize % n.max(1)
+    }
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = self.uniform().max(1e-300);
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+}
+
+/// Adds white Gaussian noise at `snr_db` relative to the RMS of `x`.
+pub fn add_noise_snr(x: &mut [f32], snr_db: f32, seed: u64) {
+    let level = rms(x) / 10f32.powf(snr_db / 20.0);
+    let mut rng = Rng::new(seed);
+    x.iter_mut()
+        .for_each(|v| *v += level * rng.normal() as f32);
+}

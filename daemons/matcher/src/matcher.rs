@@ -1,0 +1,382 @@
+//! The public matcher: configuration, results, errors and the per-clip pipeline.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::decode::DecodeError;
+use crate::features::{self, FeatureIndex, HOP};
+use crate::ncc::{self, PreparedClip};
+use crate::speed;
+use crate::ANALYSIS_RATE;
+
+/// Which detector produced an occurrence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Detector {
+    /// Whole clip at unchanged speed, timed by full-band waveform NCC.
+    Ncc,
+    /// Speed/tempo-changed and/or partial use, verified by piecewise NCC on the re-timed clip.
+    Warped,
+}
+
+/// One occurrence of a clip in the episode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Occurrence {
+    /// Episode time (s, rounded to 1 ms) where the matched part of the clip
+    /// (`clip_start_s`) begins. For whole-clip matches this is where the clip starts.
+    pub offset_s: f64,
+    /// Confidence in [0, 1]: the NCC of the match (mean piecewise NCC for warped matches).
+    pub confidence: f32,
+    /// Playback speed of the clip in the episode (1.0 = unchanged; 1.03 = 3% faster/shorter).
+    pub speed: f32,
+    /// Start of the matched part of the clip (s, clip time).
+    pub clip_start_s: f64,
+    /// End of the matched part of the clip (s, clip time).
+    pub clip_end_s: f64,
+    /// Detector that found it.
+    pub detector: Detector,
+}
+
+/// All occurrences of one clip.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClipResult {
+    /// Occurrences sorted by `offset_s`.
+    pub occurrences: Vec<Occurrence>,
+    /// Duration of the clip (s).
+    pub clip_duration_s: f64,
+    /// Time spent matching this clip (s). For a batch in exhaustive mode this is
+    /// the batch time divided by the number of clips.
+    pub elapsed_s: f64,
+}
+
+/// Why a clip could not be matched. Every variant names the clip.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MatchError {
+    /// The clip has no samples.
+    #[error("clip {clip}: empty (no samples)")]
+    EmptyClip {
+        /// Clip label.
+        clip: String,
+    },
+    /// The clip is digital silence (or nearly: RMS below -80 dBFS).
+    #[error("clip {clip}: silent (RMS {rms_db:.1} dBFS)")]
+    SilentClip {
+        /// Clip label.
+        clip: String,
+        /// Measured RMS level.
+        rms_db: f32,
+    },
+    /// The clip is shorter than [`MatchConfig::min_clip_s`].
+    #[error("clip {clip}: too short ({duration_s:.3} s < {min_s:.3} s)")]
+    TooShort {
+        /// Clip label.
+        clip: String,
+        /// Clip duration.
+        duration_s: f64,
+        /// Configured minimum.
+        min_s: f64,
+    },
+    /// The clip contains NaN or infinite samples.
+    #[error("clip {clip}: contains non-finite samples")]
+    NonFinite {
+        /// Clip label.
+        clip: String,
+    },
+    /// The clip file could not be decoded.
+    #[error("clip {clip}: {source}")]
+    Decode {
+        /// Clip label.
+        clip: String,
+        /// Decoder error.
+        source: DecodeError,
+    },
+}
+
+/// Matching strategy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchMode {
+    /// Coarse feature-domain pass, NCC verification, plus the warped detector (default).
+    #[default]
+    Fast,
+    /// Reference baseline: one full-resolution FFT NCC per clip over the whole
+    /// episode, unchanged speed only.
+    Exhaustive,
+}
+
+/// Matcher configuration. All fields have documented defaults ([`Default`]);
+/// a partial JSON/YAML object deserialises with defaults for missing fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MatchConfig {
+    /// Strategy (default [`MatchMode::Fast`]).
+    pub mode: MatchMode,
+    /// Minimum waveform NCC for a whole-clip, unchanged-speed match (default 0.30).
+    pub threshold: f32,
+    /// Minimum feature-domain correlation for a coarse candidate (default 0.30).
+    pub coarse_threshold: f32,
+    /// Coarse candidates verified per clip, best first (default 48).
+    pub max_candidates: usize,
+    /// Run the warped (speed/tempo/partial) detector (default true).
+    pub speed_search: bool,
+    /// Largest speed/tempo deviation searched, as a fraction (default 0.04 = +-4%).
+    pub max_speed_deviation: f32,
+    /// Minimum feature correlation of a clip segment to vote (default 0.45).
+    pub segment_threshold: f32,
+    /// Minimum mean piecewise NCC for a warped/partial match (default 0.45).
+    pub warped_threshold: f32,
+    /// Warped candidates verified per clip, best first (default 12).
+    pub max_warped_candidates: usize,
+    /// Shortest matched part reported for a partial use (s, default 1.5).
+    pub min_partial_s: f64,
+    /// Most occurrences reported per clip (default 1000).
+    pub max_occurrences: usize,
+    /// Two occurrences of a clip must start at least this fraction of the clip
+    /// length apart (default 0.75).
+    pub min_separation: f64,
+    /// Shortest accepted clip (s, default 0.25).
+    pub min_clip_s: f64,
+}
+
+impl Default for MatchConfig {
+    fn default() -> Self {
+        Self {
+            mode: MatchMode::Fast,
+            threshold: 0.30,
+            coarse_threshold: 0.30,
+            max_candidates: 48,
+            speed_search: true,
+            max_speed_deviation: 0.04,
+            segment_threshold: 0.45,
+            warped_threshold: 0.45,
+            max_warped_candidates: 12,
+            min_partial_s: 1.5,
+            max_occurrences: 1000,
+            min_separation: 0.75,
+            min_clip_s: 0.25,
+        }
+    }
+}
+
+/// A matcher built once per episode and shared by all clips.
+pub struct Matcher {
+    episode: Vec<f32>,
+    config: MatchConfig,
+    index: Option<FeatureIndex>,
+}
+
+pub(crate) fn round_ms(s: f64) -> f64 {
+    (s * 1000.0).round() / 1000.0
+}
+
+impl Matcher {
+    /// Builds a matcher for `episode` (mono f32 at [`ANALYSIS_RATE`]); copies the samples.
+    pub fn new(episode: &[f32], config: MatchConfig) -> Self {
+        Self::from_samples(episode.to_vec(), config)
+    }
+
+    /// Builds a matcher taking ownership of the samples (no copy: use this for
+    /// long episodes to keep memory low).
+    pub fn from_samples(mut episode: Vec<f32>, config: MatchConfig) -> Self {
+        episode.iter_mut().for_each(|v| {
+            if !v.is_finite() {
+                *v = 0.0
+            }
+        });
+        let index = match config.mode {
+            MatchMode::Fast => Some(FeatureIndex::new(&episode)),
+            MatchMode::Exhaustive => None,
+        };
+        Self {
+            episode,
+            config,
+            index,
+        }
+    }
+
+    /// Episode duration (s).
+    pub fn episode_duration_s(&self) -> f64 {
+        self.episode.len() as f64 / ANALYSIS_RATE as f64
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &MatchConfig {
+        &self.config
+    }
+
+    /// Approximate heap memory held by the matcher (bytes).
+    pub fn heap_bytes(&self) -> usize {
+        self.episode.len() * 4 + self.index.as_ref().map_or(0, |i| i.heap_bytes())
+    }
+
+    fn validate(&self, clip: &[f32], label: &str) -> Result<PreparedClip, MatchError> {
+        if clip.is_empty() {
+            return Err(MatchError::EmptyClip {
+                clip: label.to_owned(),
+            });
+        }
+        if clip.iter().any(|v| !v.is_finite()) {
+            return Err(MatchError::NonFinite {
+                clip: label.to_owned(),
+            });
+        }
+        let dur = clip.len() as f64 / ANALYSIS_RATE as f64;
+        if dur < self.config.min_clip_s {
+            return Err(MatchError::TooShort {
+                clip: label.to_owned(),
+                duration_s: dur,
+                min_s: self.config.min_clip_s,
+            });
+        }
+        let p = PreparedClip::new(clip);
+        let rms = p.norm / (clip.len() as f64).sqrt();
+        let rms_db = 20.0 * (rms.max(1e-30)).log10() as f32;
+        if rms_db < -80.0 {
+            return Err(MatchError::SilentClip {
+                clip: label.to_owned(),
+                rms_db,
+            });
+        }
+        Ok(p)
+    }
+
+    /// Finds every occurrence of one clip (mono f32 at [`ANALYSIS_RATE`]).
+    pub fn find(&self, clip: &[f32], label: &str) -> Result<ClipResult, MatchError> {
+        self.find_all(&[(label, clip)])
+            .pop()
+            .unwrap_or_else(|| Err(MatchError::EmptyClip { clip: label.to_owned() }))
+    }
+
+    /// Finds every occurrence of each clip; one result per clip, in order.
+    /// A bad clip yields an error in its slot and does not stop the others.
+    pub fn find_all<L: AsRef<str> + Sync, S: AsRef<[f32]> + Sync>(
+        &self,
+        clips: &[(L, S)],
+    ) -> Vec<Result<ClipResult, MatchError>> {
+        match self.config.mode {
+            MatchMode::Exhaustive => self.find_all_exhaustive(clips),
+            MatchMode::Fast => clips
+                .par_iter()
+                .map(|(label, clip)| self.find_fast(clip.as_ref(), label.as_ref()))
+                .collect(),
+        }
+    }
+
+    fn find_all_exhaustive<L: AsRef<str> + Sync, S: AsRef<[f32]> + Sync>(
+        &self,
+        clips: &[(L, S)],
+    ) -> Vec<Result<ClipResult, MatchError>> {
+        let t0 = Instant::now();
+        let prepared: Vec<Result<PreparedClip, MatchError>> = clips
+            .iter()
+            .map(|(l, c)| self.validate(c.as_ref(), l.as_ref()))
+            .collect();
+        let ok: Vec<&PreparedClip> = prepared.iter().filter_map(|p| p.as_ref().ok()).collect();
+        let peaks = ncc::exhaustive(
+            &self.episode,
+            &ok,
+            self.config.threshold,
+            self.config.min_separation,
+            self.config.max_occurrences,
+        );
+        let per = t0.elapsed().as_secs_f64() / ok.len().max(1) as f64;
+        let mut it = peaks.into_iter();
+        prepared
+            .into_iter()
+            .map(|p| {
+                let p = p?;
+                let pk = it.next().unwrap_or_default();
+                let dur = p.len() as f64 / ANALYSIS_RATE as f64;
+                Ok(ClipResult {
+                    occurrences: pk
+                        .into_iter()
+                        .map(|k| whole(k.pos, k.ncc, dur))
+                        .collect(),
+                    clip_duration_s: dur,
+                    elapsed_s: per,
+                })
+            })
+            .collect()
+    }
+
+    fn find_fast(&self, clip: &[f32], label: &str) -> Result<ClipResult, MatchError> {
+        let t0 = Instant::now();
+        let p = self.validate(clip, label)?;
+        let cfg = &self.config;
+        let dur = p.len() as f64 / ANALYSIS_RATE as f64;
+        let index = match &self.index {
+            Some(i) => i,
+            None => unreachable_index(),
+        };
+        let qf = features::compute(&p.samples);
+        let mut occ: Vec<Occurrence> = Vec::new();
+        if p.len() <= self.episode.len() {
+            if qf.frames > features::MAX_QUERY || qf.frames == 0 {
+                // Very long clip: full-resolution NCC for this one.
+                let pk = ncc::exhaustive(
+                    &self.episode,
+                    &[&p],
+                    cfg.threshold,
+                    cfg.min_separation,
+                    cfg.max_occurrences,
+                );
+                occ.extend(
+                    pk.into_iter()
+                        .flatten()
+                        .map(|k| whole(k.pos, k.ncc, dur)),
+                );
+            } else {
+                let curve = index.correlate(&qf);
+                let cands = ncc::pick_peaks(
+                    &curve,
+                    0,
+                    cfg.coarse_threshold,
+                    qf.frames,
+                    cfg.min_separation,
+                    cfg.max_candidates,
+                );
+                let mut hits = Vec::new();
+                for c in cands {
+                    let center = (c.pos.round() as i64) * HOP as i64;
+                    if let Some(pk) = ncc::local_ncc(&self.episode, &p, center, 2 * HOP) {
+                        if pk.ncc >= cfg.threshold {
+                            hits.push(pk);
+                        }
+                    }
+                }
+                let hits = ncc::nms(hits, p.len(), cfg.min_separation, cfg.max_occurrences);
+                occ.extend(hits.into_iter().map(|k| whole(k.pos, k.ncc, dur)));
+            }
+        }
+        if cfg.speed_search && qf.frames > 0 {
+            let warped = speed::detect(&self.episode, index, &p, &qf, cfg, &occ);
+            occ.extend(warped);
+        }
+        occ.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));
+        occ.truncate(cfg.max_occurrences);
+        Ok(ClipResult {
+            occurrences: occ,
+            clip_duration_s: dur,
+            elapsed_s: t0.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+fn unreachable_index() -> &'static FeatureIndex {
+    // Fast mode always builds the index in `from_samples`.
+    static EMPTY: std::sync::OnceLock<FeatureIndex> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| FeatureIndex::new(&[]))
+}
+
+fn whole(pos: f64, ncc: f32, dur: f64) -> Occurrence {
+    Occurrence {
+        offset_s: round_ms(pos / ANALYSIS_RATE as f64),
+        confidence: ncc.clamp(0.0, 1.0),
+        speed: 1.0,
+        clip_start_s: 0.0,
+        clip_end_s: round_ms(dur),
+        detector: Detector::Ncc,
+    }
+}

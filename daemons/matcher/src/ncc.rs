@@ -1,0 +1,282 @@
+//! Energy-normalised waveform cross-correlation (NCC) at the analysis rate:
+//! NCC(t) = sum_i x[t+i] c[i] / (|c| * sqrt(sum_i x[t+i]^2)).
+//!
+//! * [`exhaustive`]: one full-resolution overlap-save FFT correlation per clip
+//!   over the whole episode. Episode block spectra are computed once per block
+//!   and shared by all clips of the same FFT size (the blocks are streamed, so
+//!   memory stays at a few blocks per thread).
+//! * [`local_ncc`]: NCC over a small lag range around a candidate (used to
+//!   verify and time the candidates of the cheap passes).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use realfft::num_complex::Complex32;
+use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
+
+thread_local! {
+    static PLANNER: RefCell<RealFftPlanner<f32>> = RefCell::new(RealFftPlanner::new());
+}
+
+/// Forward/inverse real FFT plans of size `n` (cached per thread).
+pub(crate) fn plans(n: usize) -> (Arc<dyn RealToComplex<f32>>, Arc<dyn ComplexToReal<f32>>) {
+    PLANNER.with(|p| {
+        let mut p = p.borrow_mut();
+        (p.plan_fft_forward(n), p.plan_fft_inverse(n))
+    })
+}
+
+/// A clip prepared for correlation: DC removed, norm precomputed.
+#[derive(Clone, Debug)]
+pub(crate) struct PreparedClip {
+    pub samples: Vec<f32>,
+    pub norm: f64,
+}
+
+impl PreparedClip {
+    pub fn new(x: &[f32]) -> Self {
+        let mean = x.iter().map(|v| *v as f64).sum::<f64>() / x.len().max(1) as f64;
+        let samples: Vec<f32> = x.iter().map(|v| (*v as f64 - mean) as f32).collect();
+        let norm = samples
+            .iter()
+            .map(|v| (*v as f64) * (*v as f64))
+            .sum::<f64>()
+            .sqrt();
+        Self { samples, norm }
+    }
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+}
+
+/// A correlation peak: episode position (fractional samples) and NCC value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Peak {
+    pub pos: f64,
+    pub ncc: f32,
+}
+
+/// FFT size used by the overlap-save correlation of a clip of `len` samples.
+pub(crate) fn block_size(len: usize) -> usize {
+    (2 * (2 * len).next_power_of_two()).max(8192)
+}
+
+/// Minimum energy (sum of squares) of a window for its NCC to count, per sample.
+const MIN_WINDOW_POWER: f64 = 1e-10;
+
+/// Full-resolution NCC of every clip over the whole episode; returns, per
+/// clip, the peaks with NCC >= `threshold` after non-maximum suppression
+/// (peaks of one clip closer than `min_sep_frac * len` keep only the best).
+pub(crate) fn exhaustive(
+    episode: &[f32],
+    clips: &[&PreparedClip],
+    threshold: f32,
+    min_sep_frac: f64,
+    max_peaks: usize,
+) -> Vec<Vec<Peak>> {
+    let mut out: Vec<Vec<Peak>> = vec![Vec::new(); clips.len()];
+    // Group clips by FFT size.
+    let mut sizes: Vec<usize> = clips.iter().map(|c| block_size(c.len())).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for n in sizes {
+        let idx: Vec<usize> = (0..clips.len())
+            .filter(|&i| block_size(clips[i].len()) == n && clips[i].len() <= episode.len())
+            .collect();
+        if idx.is_empty() {
+            continue;
+        }
+        let lmax = idx.iter().map(|&i| clips[i].len()).max().unwrap_or(1);
+        let hop = n - lmax + 1;
+        let (fwd, inv) = plans(n);
+        // Conjugated clip spectra, scaled by 1/n (realfft is unnormalised).
+        let spectra: Vec<Vec<Complex32>> = idx
+            .par_iter()
+            .map(|&i| {
+                let (fwd, _) = plans(n);
+                let mut buf = vec![0.0f32; n];
+                buf[..clips[i].len()].copy_from_slice(&clips[i].samples);
+                let mut spec = fwd.make_output_vec();
+                let _ = fwd.process(&mut buf, &mut spec);
+                let s = 1.0 / n as f32;
+                spec.iter_mut().for_each(|c| *c = c.conj() * s);
+                spec
+            })
+            .collect();
+        drop((fwd, inv));
+        let last_start = episode.len() - idx.iter().map(|&i| clips[i].len()).min().unwrap_or(1);
+        let nblocks = last_start / hop + 1;
+        let per_block: Vec<Vec<Vec<Peak>>> = (0..nblocks)
+            .into_par_iter()
+            .map(|b| {
+                let p = b * hop;
+                let (fwd, inv) = plans(n);
+                let end = (p + n).min(episode.len());
+                let mut xb = vec![0.0f32; n];
+                xb[..end - p].copy_from_slice(&episode[p..end]);
+                // Block-local prefix energy.
+                let mut pre = Vec::with_capacity(n + 1);
+                pre.push(0.0f64);
+                let mut acc = 0.0f64;
+                for v in &xb {
+                    acc += (*v as f64) * (*v as f64);
+                    pre.push(acc);
+                }
+                let mut xs = fwd.make_output_vec();
+                let mut tmp = xb.clone();
+                let _ = fwd.process(&mut tmp, &mut xs);
+                let mut prod = inv.make_input_vec();
+                let mut y = vec![0.0f32; n];
+                let mut res = Vec::with_capacity(idx.len());
+                let mut ncc = vec![0.0f32; hop + 2];
+                for (k, &ci) in idx.iter().enumerate() {
+                    let clip = clips[ci];
+                    let l = clip.len();
+                    for ((o, a), b) in prod.iter_mut().zip(&xs).zip(&spectra[k]) {
+                        *o = a * b;
+                    }
+                    let _ = inv.process(&mut prod, &mut y);
+                    // Valid lags in this block: t in [0, hop), p + t + l <= len.
+                    let valid = hop.min((episode.len() - l + 1).saturating_sub(p));
+                    let min_e = MIN_WINDOW_POWER * l as f64;
+                    for t in 0..valid.min(n - l + 1) {
+                        let e = pre[t + l] - pre[t];
+                        ncc[t] = if e > min_e {
+                            (y[t] as f64 / (clip.norm * e.sqrt())) as f32
+                        } else {
+                            0.0
+                        };
+                    }
+                    let valid = valid.min(n - l + 1);
+                    res.push(pick_peaks(&ncc[..valid], p, threshold, l, min_sep_frac, max_peaks));
+                }
+                res
+            })
+            .collect();
+        for (k, &ci) in idx.iter().enumerate() {
+            let all: Vec<Peak> = per_block.iter().flat_map(|r| r[k].iter().copied()).collect();
+            out[ci] = nms(all, clips[ci].len(), min_sep_frac, max_peaks);
+        }
+    }
+    out
+}
+
+/// Local maxima >= threshold of an NCC curve starting at episode sample `offset`,
+/// with parabolic sub-sample refinement, then suppression.
+pub(crate) fn pick_peaks(
+    ncc: &[f32],
+    offset: usize,
+    threshold: f32,
+    len: usize,
+    min_sep_frac: f64,
+    max_peaks: usize,
+) -> Vec<Peak> {
+    let mut cands = Vec::new();
+    for t in 0..ncc.len() {
+        let v = ncc[t];
+        if v < threshold {
+            continue;
+        }
+        let l = if t > 0 { ncc[t - 1] } else { f32::NEG_INFINITY };
+        let r = if t + 1 < ncc.len() { ncc[t + 1] } else { f32::NEG_INFINITY };
+        if v >= l && v > r {
+            let mut d = 0.0f64;
+            if l.is_finite() && r.is_finite() {
+                let den = (l - 2.0 * v + r) as f64;
+                if den < 0.0 {
+                    d = (0.5 * (l - r) as f64 / den).clamp(-0.5, 0.5);
+                }
+            }
+            cands.push(Peak {
+                pos: (offset + t) as f64 + d,
+                ncc: v.min(1.0),
+            });
+        }
+    }
+    nms(cands, len, min_sep_frac, max_peaks)
+}
+
+/// Greedy non-maximum suppression, deterministic (ties broken by position);
+/// the result is sorted by position.
+pub(crate) fn nms(mut cands: Vec<Peak>, len: usize, min_sep_frac: f64, max_peaks: usize) -> Vec<Peak> {
+    cands.sort_by(|a, b| b.ncc.total_cmp(&a.ncc).then(a.pos.total_cmp(&b.pos)));
+    let sep = (len as f64 * min_sep_frac).max(1.0);
+    let mut kept: Vec<Peak> = Vec::new();
+    for c in cands {
+        if kept.iter().all(|k| (k.pos - c.pos).abs() >= sep) {
+            kept.push(c);
+            if kept.len() >= max_peaks {
+                break;
+            }
+        }
+    }
+    kept.sort_by(|a, b| a.pos.total_cmp(&b.pos));
+    kept
+}
+
+/// NCC of `clip` against `episode` for start positions in
+/// `[center - radius, center + radius]`; returns the best peak (sub-sample).
+pub(crate) fn local_ncc(episode: &[f32], clip: &PreparedClip, center: i64, radius: usize) -> Option<Peak> {
+    let l = clip.len();
+    if l == 0 || l > episode.len() {
+        return None;
+    }
+    let lo = (center - radius as i64).max(0) as usize;
+    let hi = ((center + radius as i64).max(0) as usize).min(episode.len() - l);
+    if lo > hi {
+        return None;
+    }
+    let nlags = hi - lo + 1;
+    let seg = &episode[lo..hi + l];
+    let n = (seg.len() + 1).next_power_of_two();
+    let (fwd, inv) = plans(n);
+    let mut a = vec![0.0f32; n];
+    a[..seg.len()].copy_from_slice(seg);
+    let mut b = vec![0.0f32; n];
+    b[..l].copy_from_slice(&clip.samples);
+    let mut sa = fwd.make_output_vec();
+    let mut sb = fwd.make_output_vec();
+    let _ = fwd.process(&mut a, &mut sa);
+    let _ = fwd.process(&mut b, &mut sb);
+    let s = 1.0 / n as f32;
+    for (x, y) in sa.iter_mut().zip(&sb) {
+        *x = *x * y.conj() * s;
+    }
+    let mut y = vec![0.0f32; n];
+    let _ = inv.process(&mut sa, &mut y);
+    let mut pre = Vec::with_capacity(seg.len() + 1);
+    pre.push(0.0f64);
+    let mut acc = 0.0;
+    for v in seg {
+        acc += (*v as f64) * (*v as f64);
+        pre.push(acc);
+    }
+    let min_e = MIN_WINDOW_POWER * l as f64;
+    let ncc: Vec<f32> = (0..nlags)
+        .map(|t| {
+            let e = pre[t + l] - pre[t];
+            if e > min_e && clip.norm > 0.0 {
+                (y[t] as f64 / (clip.norm * e.sqrt())) as f32
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let (bt, bv) = ncc
+        .iter()
+        .enumerate()
+        .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, v)| if *v > bv { (i, *v) } else { (bi, bv) });
+    let mut d = 0.0;
+    if bt > 0 && bt + 1 < nlags {
+        let (l, r) = (ncc[bt - 1], ncc[bt + 1]);
+        let den = (l - 2.0 * bv + r) as f64;
+        if den < 0.0 {
+            d = (0.5 * (l - r) as f64 / den).clamp(-0.5, 0.5);
+        }
+    }
+    Some(Peak {
+        pos: (lo + bt) as f64 + d,
+        ncc: bv.min(1.0),
+    })
+}

@@ -1,0 +1,1 @@
+//! Rendering match results as a human table or JSON.

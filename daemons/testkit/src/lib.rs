@@ -1,0 +1,115 @@
+//! Test harness shared by the crates' integration tests.
+//!
+//! Tests talk to a real ZooKeeper: `ARCHIVIST_TEST_ZK` (default `127.0.0.1:2181`). If
+//! nothing serves there, [`zk_connect`] starts one with `scripts/zk.sh start` (which
+//! installs Debian's package if missing). Each test gets its own chroot, so tests run in
+//! parallel without seeing each other.
+#![deny(missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use archivist_engine::{Session, ZkConfig};
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."))
+}
+
+fn serving(addr: &str) -> bool {
+    let Ok(mut stream) = TcpStream::connect_timeout(
+        &match addr.parse() {
+            Ok(a) => a,
+            Err(_) => return false,
+        },
+        Duration::from_millis(500),
+    ) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream.write_all(b"srvr").is_err() {
+        return false;
+    }
+    let mut out = String::new();
+    let _ = stream.read_to_string(&mut out);
+    out.contains("Mode:")
+}
+
+/// The ZooKeeper connect string for tests, starting a local server if none serves.
+pub fn zk_connect() -> String {
+    static CONNECT: OnceLock<String> = OnceLock::new();
+    CONNECT
+        .get_or_init(|| {
+            let connect =
+                std::env::var("ARCHIVIST_TEST_ZK").unwrap_or_else(|_| "127.0.0.1:2181".into());
+            let first = connect.split(',').next().unwrap_or_default().to_string();
+            if !serving(&first) {
+                let port = first.rsplit(':').next().unwrap_or("2181").to_string();
+                let status = Command::new("bash")
+                    .arg(repo_root().join("scripts/zk.sh"))
+                    .arg("start")
+                    .env("ZK_PORT", port)
+                    .status()
+                    .expect("run scripts/zk.sh start");
+                assert!(status.success(), "scripts/zk.sh start failed");
+            }
+            connect
+        })
+        .clone()
+}
+
+/// A unique chroot for one test.
+pub fn unique_chroot(name: &str) -> String {
+    format!(
+        "/test/{name}-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+/// A config for a fresh chroot with a short session timeout.
+pub fn config(name: &str) -> ZkConfig {
+    ZkConfig::new(zk_connect())
+        .with_chroot(unique_chroot(name))
+        .with_session_timeout(Duration::from_secs(4))
+}
+
+/// Connects to a fresh chroot and creates the tree.
+pub async fn fresh_tree(name: &str) -> (ZkConfig, Session) {
+    let config = config(name);
+    let session = Session::connect(&config).await.expect("connect to test ZooKeeper");
+    archivist_engine::tree::init(&session, "test")
+        .await
+        .expect("init tree");
+    (config, session)
+}
+
+/// Another session on the same tree.
+pub async fn another_session(config: &ZkConfig) -> Session {
+    Session::connect(config).await.expect("connect to test ZooKeeper")
+}
+
+/// Polls `check` until it returns true or `timeout` passes.
+pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
