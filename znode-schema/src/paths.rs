@@ -44,9 +44,26 @@ pub const BATCHES: &str = "/batches";
 /// Every persistent directory `archivist init` creates, parents first.
 pub fn directories() -> Vec<String> {
     let mut dirs: Vec<String> = [
-        "/counters", JOB_COUNTER, CLIP_COUNTER, EPISODE_COUNTER, CLOCK, "/catalog", EPISODES,
-        CLIPS, ALIASES, RESEARCH, JOBS, "/queues", LEASES, REPORTS, RESEARCHERS, DAEMONS,
-        "/election", "/control", PAUSES, BATCHES,
+        "/counters",
+        JOB_COUNTER,
+        CLIP_COUNTER,
+        EPISODE_COUNTER,
+        CLOCK,
+        "/catalog",
+        EPISODES,
+        CLIPS,
+        ALIASES,
+        RESEARCH,
+        JOBS,
+        "/queues",
+        LEASES,
+        REPORTS,
+        RESEARCHERS,
+        DAEMONS,
+        "/election",
+        "/control",
+        PAUSES,
+        BATCHES,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -181,12 +198,17 @@ pub const EXAMPLES: &[(&str, fn() -> String)] = &[
     ("/jobs/{job}/lock", || job_lock("j0000000001")),
     ("/queues/{state}", || queue(JobState::Pending)),
     ("/queues/{state}/{entry}", || {
-        queue_entry(JobState::Pending, "7fffffffffffffff-0000000000000-j0000000001")
+        queue_entry(
+            JobState::Pending,
+            "7fffffffffffffff-0000000000000-j0000000001",
+        )
     }),
     ("/leases", || LEASES.to_string()),
     ("/leases/{job}", || lease("j0000000001")),
     ("/reports", || REPORTS.to_string()),
-    ("/reports/{report}", || report(&report_name("j0000000001", "c000001"))),
+    ("/reports/{report}", || {
+        report(&report_name("j0000000001", "c000001"))
+    }),
     ("/researchers", || RESEARCHERS.to_string()),
     ("/researchers/{member}", || researcher("host-1234")),
     ("/daemons", || DAEMONS.to_string()),

@@ -119,7 +119,12 @@ mod tests {
 
     #[test]
     fn bad_names_are_refused_with_the_name() {
-        for bad in ["", "x", "zzzzzzzzzzzzzzzz-0000000000000-j1", "7fffffffffffffff-12-j1"] {
+        for bad in [
+            "",
+            "x",
+            "zzzzzzzzzzzzzzzz-0000000000000-j1",
+            "7fffffffffffffff-12-j1",
+        ] {
             let err = QueueEntry::parse(bad).unwrap_err();
             assert_eq!(err.name, bad);
         }

@@ -577,8 +577,11 @@ mod tests {
 
     #[test]
     fn newer_schema_is_refused_with_the_path() {
-        let err = decode::<TreeMeta>("/meta", b"schema: 99\ncreated: 1970-01-01T00:00:00Z\ncreated_by: x\n")
-            .unwrap_err();
+        let err = decode::<TreeMeta>(
+            "/meta",
+            b"schema: 99\ncreated: 1970-01-01T00:00:00Z\ncreated_by: x\n",
+        )
+        .unwrap_err();
         assert!(matches!(err, RecordError::NewerSchema { found: 99, .. }));
         assert!(err.to_string().starts_with("/meta:"));
     }

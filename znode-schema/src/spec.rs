@@ -43,7 +43,9 @@ pub enum SchemaError {
         to: String,
     },
     /// A default next state (`on_success`, `on_failure`) has no matching transition.
-    #[error("state {from}: default {which} -> {to} is not a listed transition: add it to transitions")]
+    #[error(
+        "state {from}: default {which} -> {to} is not a listed transition: add it to transitions"
+    )]
     DefaultNotTransition {
         /// Source state.
         from: String,

@@ -19,7 +19,11 @@ fn every_path_builder_matches_its_pattern_and_every_pattern_has_a_builder() {
         covered.insert(spec.pattern.clone());
     }
     for spec in &schema.paths {
-        assert!(covered.contains(&spec.pattern), "no builder for {}", spec.pattern);
+        assert!(
+            covered.contains(&spec.pattern),
+            "no builder for {}",
+            spec.pattern
+        );
     }
 }
 
@@ -38,8 +42,14 @@ fn every_job_state_has_a_row_and_a_queue_directory() {
 fn defaults_and_resume_points_follow_the_table() {
     let m = Schema::embedded().machine;
     assert_eq!(m.start, JobState::Pending);
-    assert_eq!(m.state(JobState::Pending).on_success, Some(JobState::Leased));
-    assert_eq!(m.state(JobState::Reported).on_success, Some(JobState::Recorded));
+    assert_eq!(
+        m.state(JobState::Pending).on_success,
+        Some(JobState::Leased)
+    );
+    assert_eq!(
+        m.state(JobState::Reported).on_success,
+        Some(JobState::Recorded)
+    );
     assert_eq!(m.resume_at(None), JobState::Pending);
     assert_eq!(m.resume_at(Some(JobState::Leased)), JobState::Pending);
     assert_eq!(m.resume_at(Some(JobState::Researching)), JobState::Reported);
@@ -73,10 +83,7 @@ fn invalid_tables_are_refused_with_what_to_fix() {
         Err(SchemaError::UnknownTarget { .. })
     ));
     assert!(matches!(
-        broken(
-            "{from: pending, to: failed,",
-            "{from: pending, to: leased,"
-        ),
+        broken("{from: pending, to: failed,", "{from: pending, to: leased,"),
         Err(SchemaError::DuplicateTransition { .. })
     ));
     assert!(matches!(
@@ -91,7 +98,10 @@ fn invalid_tables_are_refused_with_what_to_fix() {
         Err(SchemaError::DefaultNotTransition { .. })
     ));
     assert!(matches!(
-        broken("    - name: held\n", "    - name: held\n      terminal: true\n"),
+        broken(
+            "    - name: held\n",
+            "    - name: held\n      terminal: true\n"
+        ),
         Err(SchemaError::TerminalHasExit(_))
     ));
     assert!(matches!(

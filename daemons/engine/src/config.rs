@@ -19,7 +19,11 @@ pub struct Credentials {
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Credentials {{ user: {:?}, password: <hidden> }}", self.user)
+        write!(
+            f,
+            "Credentials {{ user: {:?}, password: <hidden> }}",
+            self.user
+        )
     }
 }
 

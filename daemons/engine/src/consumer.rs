@@ -93,7 +93,9 @@ pub async fn claim_next(
 
 /// Is the state paused by an operator?
 pub async fn is_paused(session: &Session, state: JobState) -> Result<bool> {
-    Ok(store::exists(session, &paths::pause(state)).await?.is_some())
+    Ok(store::exists(session, &paths::pause(state))
+        .await?
+        .is_some())
 }
 
 /// Moves a job the worker still holds to its state's failure target with a reason, and

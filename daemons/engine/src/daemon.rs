@@ -15,7 +15,12 @@ use crate::session::Session;
 
 /// Runs `role` on a session, reconnecting with backoff whenever the session is lost or
 /// the role fails, until `shutdown` fires.
-pub async fn supervise<F, Fut>(config: &ZkConfig, name: &str, shutdown: CancellationToken, mut role: F) -> Result<()>
+pub async fn supervise<F, Fut>(
+    config: &ZkConfig,
+    name: &str,
+    shutdown: CancellationToken,
+    mut role: F,
+) -> Result<()>
 where
     F: FnMut(Session) -> Fut,
     Fut: Future<Output = Result<()>>,
@@ -43,7 +48,10 @@ where
             Ok(()) if shutdown.is_cancelled() => break,
             Ok(()) => {}
             Err(e) if e.is_session_lost() => {
-                tracing::warn!(daemon = name, "session lost; stopping guarded work and reconnecting");
+                tracing::warn!(
+                    daemon = name,
+                    "session lost; stopping guarded work and reconnecting"
+                );
                 backoff = Duration::from_millis(200);
                 continue;
             }

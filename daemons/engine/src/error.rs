@@ -11,7 +11,9 @@ pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum EngineError {
     /// No ZooKeeper server answered.
-    #[error("cannot reach ZooKeeper at {connect}: {source} (is it running? try `scripts/zk.sh start`)")]
+    #[error(
+        "cannot reach ZooKeeper at {connect}: {source} (is it running? try `scripts/zk.sh start`)"
+    )]
     Unreachable {
         /// Connect string used.
         connect: String,

@@ -5,8 +5,8 @@
 //! watches only its predecessor. The session id in the name lets a create lost to a
 //! connection drop be found again. The decision itself is the pure [`decide`].
 
-use zookeeper_client as zk;
 use znode_schema::paths;
+use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
 use crate::session::Session;
@@ -127,7 +127,9 @@ impl LeaderLatch {
     /// Leaves the election (deletes the node).
     pub async fn leave(self) -> Result<()> {
         let path = format!("{}/{}", paths::election(&self.role), self.node);
-        store::delete_if_present(&self.session, &path).await.map(|_| ())
+        store::delete_if_present(&self.session, &path)
+            .await
+            .map(|_| ())
     }
 }
 

@@ -36,3 +36,4 @@ pub use config::ZkConfig;
 pub use error::{EngineError, Result};
 pub use session::Session;
 pub use znode_schema as schema;
+pub use zookeeper_client as zk;

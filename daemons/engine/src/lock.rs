@@ -5,10 +5,10 @@
 //! callers must re-read the job and check its state (Merritt's duplicate-acquire bug:
 //! the job may have moved between listing the queue and locking it).
 
-use zookeeper_client as zk;
 use znode_schema::paths;
 use znode_schema::records::LockRecord;
 use znode_schema::SCHEMA_VERSION;
+use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
 use crate::ops::Op;
@@ -48,16 +48,14 @@ impl JobLock {
                 version: if stat.version >= 0 { stat.version } else { 0 },
             })),
             Err(zk::Error::NodeExists) | Err(zk::Error::NoNode) => Ok(None),
-            Err(zk::Error::ConnectionLoss) => {
-                match store::exists(session, &path).await? {
-                    Some(stat) if stat.ephemeral_owner == session.id_number() => Ok(Some(JobLock {
-                        job: job.to_string(),
-                        path,
-                        version: stat.version,
-                    })),
-                    _ => Ok(None),
-                }
-            }
+            Err(zk::Error::ConnectionLoss) => match store::exists(session, &path).await? {
+                Some(stat) if stat.ephemeral_owner == session.id_number() => Ok(Some(JobLock {
+                    job: job.to_string(),
+                    path,
+                    version: stat.version,
+                })),
+                _ => Ok(None),
+            },
             Err(e) => Err(EngineError::zk("create", &path, e)),
         }
     }
@@ -80,7 +78,11 @@ impl JobLock {
 
     /// Releases the lock on its own (when no transition happens).
     pub async fn release(self, session: &Session) -> Result<()> {
-        match session.client().delete(&self.path, Some(self.version)).await {
+        match session
+            .client()
+            .delete(&self.path, Some(self.version))
+            .await
+        {
             Ok(()) | Err(zk::Error::NoNode) => Ok(()),
             Err(e) => Err(EngineError::zk("delete", &self.path, e)),
         }

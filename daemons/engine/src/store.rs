@@ -1,7 +1,7 @@
 //! Typed reads and writes of YAML records, with the path in every error.
 
-use zookeeper_client as zk;
 use znode_schema::records::{self, Record};
+use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
 use crate::session::Session;
@@ -58,7 +58,11 @@ pub async fn exists(session: &Session, path: &str) -> Result<Option<zk::Stat>> {
 }
 
 /// Creates a persistent node with a record; `false` if it already existed.
-pub async fn create_if_absent<T: Record>(session: &Session, path: &str, record: &T) -> Result<bool> {
+pub async fn create_if_absent<T: Record>(
+    session: &Session,
+    path: &str,
+    record: &T,
+) -> Result<bool> {
     let data = encode(path, record)?;
     let options = session.create_options(zk::CreateMode::Persistent);
     match session.client().create(path, &data, &options).await {

@@ -1,8 +1,8 @@
 //! Creating and checking the tree that `znode-schema` describes.
 
-use zookeeper_client as zk;
 use znode_schema::records::TreeMeta;
 use znode_schema::{paths, SCHEMA_VERSION};
+use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
 use crate::session::Session;

@@ -84,7 +84,9 @@ pub fn config(name: &str) -> ZkConfig {
 /// Connects to a fresh chroot and creates the tree.
 pub async fn fresh_tree(name: &str) -> (ZkConfig, Session) {
     let config = config(name);
-    let session = Session::connect(&config).await.expect("connect to test ZooKeeper");
+    let session = Session::connect(&config)
+        .await
+        .expect("connect to test ZooKeeper");
     archivist_engine::tree::init(&session, "test")
         .await
         .expect("init tree");
@@ -93,7 +95,9 @@ pub async fn fresh_tree(name: &str) -> (ZkConfig, Session) {
 
 /// Another session on the same tree.
 pub async fn another_session(config: &ZkConfig) -> Session {
-    Session::connect(config).await.expect("connect to test ZooKeeper")
+    Session::connect(config)
+        .await
+        .expect("connect to test ZooKeeper")
 }
 
 /// Polls `check` until it returns true or `timeout` passes.
@@ -112,4 +116,19 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Ends a live session from outside, as the server does when a client stops answering:
+/// a second client attaches to the same session and closes it. The original client sees
+/// its session expire.
+pub async fn expire_session(session: &Session) {
+    use archivist_engine::zk;
+    let (hosts, _) = session.config().hosts_and_chroot();
+    let info = session.client().session().clone();
+    let other = zk::Client::connector()
+        .with_session(info)
+        .connect(&hosts)
+        .await
+        .expect("attach to the session");
+    drop(other);
 }

@@ -1,0 +1,132 @@
+use std::collections::HashSet;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use archivist_engine::consumer;
+use archivist_engine::jobs;
+use archivist_engine::schema::paths;
+use archivist_engine::schema::JobState;
+use archivist_engine::store;
+use archivist_engine::transition::{LockAction, Transition};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{create, queues_holding};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_consumer_loses_its_lock_after_the_session_timeout_and_another_finishes() {
+    let (config, session) = archivist_testkit::fresh_tree("sigkill").await;
+    let job = create(&session, 0, 1_700_000_000_000).await;
+    let (hosts, chroot) = config.hosts_and_chroot();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-test-consumer"))
+        .args([&hosts, &chroot, "pending", "600000", "1", "2000"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn consumer");
+    let lock_path = paths::job_lock(&job.id);
+    let locked = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        store::exists(&session, &lock_path).await.unwrap().is_some()
+    })
+    .await;
+    assert!(locked, "the consumer never took the lock");
+    let killed_at = Instant::now();
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let released = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        store::exists(&session, &lock_path).await.unwrap().is_none()
+    })
+    .await;
+    let waited = killed_at.elapsed();
+    assert!(released, "the dead consumer's lock never went away");
+    assert!(
+        waited >= Duration::from_millis(1000),
+        "lock vanished too early: {waited:?}"
+    );
+    println!("lock released {waited:?} after SIGKILL (session timeout 2 s)");
+    let claimed = consumer::claim_next(
+        &session,
+        JobState::Pending,
+        "survivor",
+        &HashSet::new(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap()
+    .expect("the job is claimable again");
+    assert_eq!(claimed.job.id, job.id);
+    Transition::new(&claimed.job, claimed.version, JobState::Leased)
+        .lock(LockAction::Release(claimed.lock))
+        .commit(&session)
+        .await
+        .unwrap();
+    assert_eq!(
+        queues_holding(&session, &job.id).await,
+        vec![JobState::Leased]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_whose_session_expires_stops_and_commits_nothing() {
+    let (config, observer) = archivist_testkit::fresh_tree("expiry").await;
+    let job = create(&observer, 0, 1_700_000_000_000).await;
+    let worker = archivist_testkit::another_session(&config).await;
+    let claimed = consumer::claim_next(
+        &worker,
+        JobState::Pending,
+        "doomed",
+        &HashSet::new(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap()
+    .expect("claim");
+    archivist_testkit::expire_session(&worker).await;
+    let noticed =
+        archivist_testkit::eventually(Duration::from_secs(20), || async { worker.is_lost() }).await;
+    assert!(noticed, "the worker never noticed its session expired");
+    let err = Transition::new(&claimed.job, claimed.version, JobState::Leased)
+        .lock(LockAction::Release(claimed.lock))
+        .commit(&worker)
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_session_lost(),
+        "stale commit must fail as session lost, got {err}"
+    );
+    let (stored, _) = jobs::read(&observer, &job.id).await.unwrap();
+    assert_eq!(stored.status, JobState::Pending);
+    assert!(store::exists(&observer, &paths::job_lock(&job.id))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(
+        consumer::claim_next(
+            &observer,
+            JobState::Pending,
+            "next",
+            &HashSet::new(),
+            &CancellationToken::new()
+        )
+        .await
+        .unwrap()
+        .is_some(),
+        "another consumer can take the job"
+    );
+}
+
+#[tokio::test]
+async fn a_paused_state_claims_nothing() {
+    let (_config, session) = archivist_testkit::fresh_tree("paused").await;
+    create(&session, 0, 1_700_000_000_000).await;
+    session
+        .client()
+        .create(
+            &paths::pause(JobState::Pending),
+            b"by: test\n",
+            &session.create_options(archivist_engine::zk::CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+    assert!(consumer::is_paused(&session, JobState::Pending)
+        .await
+        .unwrap());
+}

@@ -1,0 +1,7 @@
+//! Engine tests against a real ZooKeeper (see `archivist-testkit`).
+
+mod concurrency;
+mod failures;
+mod order;
+mod support;
+mod transitions;

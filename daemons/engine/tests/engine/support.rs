@@ -1,0 +1,76 @@
+use archivist_engine::jobs::{self, NewJob};
+use archivist_engine::ops::{self, Mode, Op};
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::JobRecord;
+use archivist_engine::schema::JobState;
+use archivist_engine::{store, Session};
+
+pub fn new_job(episode: &str, priority: i64, curated_ms: i64) -> NewJob {
+    NewJob {
+        episode: episode.to_string(),
+        media_url: format!("http://127.0.0.1:1/{episode}.mp3"),
+        clips: vec!["c000001".into(), "c000002".into()],
+        priority,
+        curated_ms,
+        batch: None,
+    }
+}
+
+pub async fn create(session: &Session, priority: i64, curated_ms: i64) -> JobRecord {
+    jobs::create(
+        session,
+        &new_job("e0000001", priority, curated_ms),
+        "test",
+        |_| vec![],
+    )
+    .await
+    .expect("create job")
+}
+
+/// Puts a fresh job directly into `state` (test setup only: bypasses the table).
+pub async fn job_in_state(session: &Session, state: JobState) -> JobRecord {
+    let job = create(session, 0, 1_700_000_000_000).await;
+    if state == JobState::Pending {
+        return job;
+    }
+    let (current, version) = jobs::read(session, &job.id).await.unwrap();
+    let mut next = current.clone();
+    next.status = state;
+    let path = paths::job(&job.id);
+    ops::commit(
+        session,
+        &[
+            Op::SetData {
+                path: path.clone(),
+                data: store::encode(&path, &next).unwrap(),
+                version: Some(version),
+            },
+            Op::Delete {
+                path: paths::queue_entry(JobState::Pending, &job.queue_entry().name()),
+                version: None,
+            },
+            Op::Create {
+                path: paths::queue_entry(state, &job.queue_entry().name()),
+                data: vec![],
+                mode: Mode::Persistent,
+            },
+        ],
+    )
+    .await
+    .expect("place job");
+    next
+}
+
+/// Every queue that holds an entry for `job`.
+pub async fn queues_holding(session: &Session, job: &str) -> Vec<JobState> {
+    let mut found = Vec::new();
+    for state in JobState::ALL {
+        let names = store::children(session, &paths::queue(state))
+            .await
+            .unwrap();
+        if names.iter().any(|n| n.ends_with(job)) {
+            found.push(state);
+        }
+    }
+    found
+}

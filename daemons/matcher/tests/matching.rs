@@ -1,0 +1,162 @@
+//! Small-corpus matching tests (8 kHz, 30-40 s episodes: fast in debug builds).
+
+use archivist_matcher::corpus::{BedKind, ClipKind, Degrade, Placement, Scenario};
+use archivist_matcher::{MatchConfig, MatchError, MatchMode, Matcher, Occurrence};
+
+const TOL_S: f64 = 0.005;
+
+fn run(s: &Scenario, mode: MatchMode) -> (Vec<(String, Vec<f32>)>, Vec<Result<archivist_matcher::ClipResult, MatchError>>, Vec<archivist_matcher::corpus::TruthOccurrence>) {
+    let r = s.render();
+    let cfg = MatchConfig { mode, ..Default::default() };
+    let m = Matcher::new(&r.episode, cfg);
+    let res = m.find_all(&r.clips);
+    (r.clips, res, r.truth.occurrences)
+}
+
+fn offsets(res: &Result<archivist_matcher::ClipResult, MatchError>) -> Vec<f64> {
+    res.as_ref().expect("clip should match").occurrences.iter().map(|o| o.offset_s).collect()
+}
+
+fn assert_offsets(got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "got {got:?}, want {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() <= tol, "offset {g} vs truth {w} (got {got:?})");
+    }
+}
+
+fn truth_offsets(t: &[archivist_matcher::corpus::TruthOccurrence], clip: &str) -> Vec<f64> {
+    t.iter().filter(|o| o.clip == clip).map(|o| o.offset_s).collect()
+}
+
+#[test]
+fn head_tail_adjacent_repeated_absent() {
+    let mut s = Scenario::new(1, 40.0, BedKind::Speech);
+    let sting = s.add_clip("sting", ClipKind::Sting, 1.0);
+    let drop = s.add_clip("drop", ClipKind::SpokenDrop, 2.0);
+    let jingle = s.add_clip("jingle", ClipKind::Jingle, 4.0);
+    let absent = s.add_clip("absent", ClipKind::Jingle, 3.0);
+    let _ = absent;
+    s.place(sting, 0.0, Placement::Splice) // head
+        .place(sting, 39.0, Placement::Splice) // tail: ends exactly at the end
+        .place(drop, 10.0, Placement::Splice)
+        .place(drop, 12.0, Placement::Splice) // adjacent
+        .place(jingle, 20.0, Placement::Mix { clip_db: -3.0 })
+        .place(jingle, 27.5, Placement::Splice)
+        .place(jingle, 33.25, Placement::Mix { clip_db: 0.0 }); // repeated
+    for mode in [MatchMode::Fast, MatchMode::Exhaustive] {
+        let (_, res, truth) = run(&s, mode);
+        assert_offsets(&offsets(&res[0]), &truth_offsets(&truth, "sting"), TOL_S);
+        assert_eq!(truth_offsets(&truth, "sting"), vec![0.0, 39.0]);
+        assert_offsets(&offsets(&res[1]), &[10.0, 12.0], TOL_S);
+        assert_offsets(&offsets(&res[2]), &[20.0, 27.5, 33.25], TOL_S);
+        assert!(offsets(&res[3]).is_empty(), "absent clip found: {:?}", res[3]);
+        for o in res[1].as_ref().unwrap().occurrences.iter() {
+            assert_whole(o, 2.0);
+        }
+    }
+}
+
+fn assert_whole(o: &Occurrence, dur: f64) {
+    assert!(o.confidence > 0.3 && o.confidence <= 1.0, "{o:?}");
+    assert_eq!(o.speed, 1.0);
+    assert_eq!(o.clip_start_s, 0.0);
+    assert!((o.clip_end_s - dur).abs() < 0.002, "{o:?}");
+}
+
+#[test]
+fn overlapping_clips_mixed_over_each_other_and_music() {
+    let mut s = Scenario::new(2, 30.0, BedKind::Music);
+    let a = s.add_clip("a", ClipKind::Jingle, 5.0);
+    let b = s.add_clip("b", ClipKind::SpokenDrop, 2.5);
+    s.place(a, 8.0, Placement::Mix { clip_db: 0.0 })
+        .place(b, 10.0, Placement::Mix { clip_db: 0.0 })
+        .place(b, 20.0, Placement::Mix { clip_db: -6.0 });
+    let (_, res, _) = run(&s, MatchMode::Fast);
+    assert_offsets(&offsets(&res[0]), &[8.0], TOL_S);
+    assert_offsets(&offsets(&res[1]), &[10.0, 20.0], TOL_S);
+}
+
+#[test]
+fn gain_noise_and_mixing_robustness() {
+    let mut s = Scenario::new(3, 40.0, BedKind::Mixed);
+    let sting = s.add_clip("sting", ClipKind::Sting, 1.0);
+    let drop = s.add_clip("drop", ClipKind::SpokenDrop, 1.5);
+    // Spliced copies at -12 dB with their own noise at 10 dB SNR; mixed copies
+    // 6 dB below the bed; then the whole episode gets noise at 10 dB SNR.
+    let d = Degrade { gain_db: -12.0, noise_snr_db: Some(10.0), ..Default::default() };
+    let mix = Degrade { noise_snr_db: Some(10.0), ..Default::default() };
+    s.place_degraded(sting, 5.0, Placement::Splice, d.clone())
+        .place_degraded(sting, 21.0, Placement::Mix { clip_db: -6.0 }, mix.clone())
+        .place_degraded(drop, 14.0, Placement::Mix { clip_db: -6.0 }, mix)
+        .place_degraded(drop, 30.0, Placement::Splice, d);
+    s.episode_noise_snr_db = Some(10.0);
+    for mode in [MatchMode::Exhaustive, MatchMode::Fast] {
+        let (_, res, truth) = run(&s, mode);
+        eprintln!("{mode:?}: {res:?}");
+        assert_offsets(&offsets(&res[0]), &truth_offsets(&truth, "sting"), TOL_S);
+        assert_offsets(&offsets(&res[1]), &truth_offsets(&truth, "drop"), TOL_S);
+    }
+}
+
+#[test]
+fn bad_clips_give_errors_without_stopping_others() {
+    let mut s = Scenario::new(4, 20.0, BedKind::Speech);
+    let c = s.add_clip("c", ClipKind::Sting, 1.0);
+    s.place(c, 7.0, Placement::Splice);
+    let r = s.render();
+    let m = Matcher::new(&r.episode, MatchConfig::default());
+    let clips: Vec<(&str, Vec<f32>)> = vec![
+        ("empty", vec![]),
+        ("silent", vec![0.0; 8000]),
+        ("short", r.clips[0].1[..400].to_vec()),
+        ("nan", vec![f32::NAN; 8000]),
+        ("good", r.clips[0].1.clone()),
+    ];
+    let res = m.find_all(&clips);
+    assert!(matches!(&res[0], Err(MatchError::EmptyClip { clip }) if clip == "empty"));
+    assert!(matches!(&res[1], Err(MatchError::SilentClip { clip, .. }) if clip == "silent"));
+    assert!(matches!(&res[2], Err(MatchError::TooShort { clip, .. }) if clip == "short"));
+    assert!(matches!(&res[3], Err(MatchError::NonFinite { clip }) if clip == "nan"));
+    assert_offsets(&offsets(&res[4]), &[7.0], TOL_S);
+}
+
+#[test]
+fn clip_longer_than_episode_is_not_an_error() {
+    let mut s = Scenario::new(5, 10.0, BedKind::Speech);
+    let c = s.add_clip("long", ClipKind::Theme, 15.0);
+    let _ = c;
+    let (_, res, _) = run(&s, MatchMode::Fast);
+    let r = res[0].as_ref().expect("ok result");
+    assert!(r.occurrences.is_empty());
+    assert!((r.clip_duration_s - 15.0).abs() < 1e-6);
+    let (_, res, _) = run(&s, MatchMode::Exhaustive);
+    assert!(res[0].as_ref().unwrap().occurrences.is_empty());
+}
+
+#[test]
+fn deterministic_and_modes_agree() {
+    let mut s = Scenario::new(6, 30.0, BedKind::Mixed);
+    let a = s.add_clip("a", ClipKind::Jingle, 3.0);
+    let b = s.add_clip("b", ClipKind::Sting, 1.2);
+    s.place(a, 3.3, Placement::Mix { clip_db: -3.0 }).place(b, 17.77, Placement::Splice);
+    let (_, r1, _) = run(&s, MatchMode::Fast);
+    let (_, r2, _) = run(&s, MatchMode::Fast);
+    assert_eq!(r1, r2.iter().map(|r| r.clone().map(|mut c| { c.elapsed_s = r1_elapsed(&r1, &c); c })).collect::<Vec<_>>());
+    let (_, r3, _) = run(&s, MatchMode::Exhaustive);
+    for (x, y) in r1.iter().zip(&r3) {
+        let (x, y) = (x.as_ref().unwrap(), y.as_ref().unwrap());
+        assert_eq!(x.occurrences.len(), y.occurrences.len());
+        for (p, q) in x.occurrences.iter().zip(&y.occurrences) {
+            assert!((p.offset_s - q.offset_s).abs() <= 0.001);
+            assert!((p.confidence - q.confidence).abs() < 0.01);
+        }
+    }
+}
+
+fn r1_elapsed(r1: &[Result<archivist_matcher::ClipResult, MatchError>], c: &archivist_matcher::ClipResult) -> f64 {
+    r1.iter()
+        .filter_map(|r| r.as_ref().ok())
+        .find(|x| x.clip_duration_s == c.clip_duration_s)
+        .map(|x| x.elapsed_s)
+        .unwrap_or(0.0)
+}
