@@ -113,3 +113,60 @@ pub async fn create(
         }
     }
 }
+
+/// Changes the priority of a job that is still `pending`, renaming its queue entry so it
+/// is served in the new order. Returns `false` if the job is not pending, is locked by a
+/// worker, or already has that priority (work that is leased is not re-ordered).
+pub async fn reprioritize(session: &Session, id: &str, priority: i64, by: &str) -> Result<bool> {
+    let Some(lock) = crate::lock::JobLock::try_acquire(session, id, by).await? else {
+        return Ok(false);
+    };
+    let outcome = async {
+        let Some((job, version)) = read_optional(session, id).await? else {
+            return Ok(false);
+        };
+        if job.status != JobState::Pending || job.priority == priority {
+            return Ok(false);
+        }
+        let mut next = job.clone();
+        next.priority = priority;
+        next.updated = crate::clock::local_now();
+        next.push_event(znode_schema::records::JobEvent {
+            at: next.updated,
+            by: by.to_string(),
+            step: "reprioritize".into(),
+            result: format!("priority {} -> {priority}", job.priority),
+        });
+        let path = paths::job(id);
+        ops::commit(
+            session,
+            &[
+                Op::SetData {
+                    path: path.clone(),
+                    data: store::encode(&path, &next)?,
+                    version: Some(version),
+                },
+                Op::Delete {
+                    path: paths::queue_entry(JobState::Pending, &job.queue_entry().name()),
+                    version: None,
+                },
+                Op::Create {
+                    path: paths::queue_entry(JobState::Pending, &next.queue_entry().name()),
+                    data: Vec::new(),
+                    mode: Mode::Persistent,
+                },
+                lock.release_op(),
+            ],
+        )
+        .await?;
+        Ok(true)
+    }
+    .await;
+    match outcome {
+        Ok(true) => Ok(true),
+        other => {
+            let _ = lock.clone().release(session).await;
+            other
+        }
+    }
+}

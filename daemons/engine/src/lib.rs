@@ -25,6 +25,7 @@ pub mod error;
 pub mod jobs;
 pub mod leader;
 pub mod lock;
+pub mod member;
 pub mod ops;
 pub mod queue;
 pub mod session;

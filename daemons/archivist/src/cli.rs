@@ -1,0 +1,106 @@
+//! The command line: global options and the subcommand tree. Each subcommand's own
+//! arguments live beside its code in `cmd/`.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::cmd;
+
+/// Archivist: find where known short audio clips occur inside long podcast episodes,
+/// coordinated through ZooKeeper.
+#[derive(Debug, Parser)]
+#[command(name = "archivist", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: GlobalOpts,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Output format of admin commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum OutputFormat {
+    /// Human-readable tables.
+    #[default]
+    Table,
+    /// JSON, for scripts.
+    Json,
+    /// YAML, for scripts.
+    Yaml,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Options shared by every command.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalOpts {
+    /// ZooKeeper connect string (`host:port[,host:port...][/chroot]`).
+    #[arg(long, global = true, env = "ARCHIVIST_ZK", default_value = "127.0.0.1:2181")]
+    pub zk: String,
+    /// Chroot under which the tree lives (when `--zk` names none).
+    #[arg(long, global = true, env = "ARCHIVIST_CHROOT", default_value = "/archivist")]
+    pub chroot: String,
+    /// ZooKeeper session timeout, in milliseconds.
+    #[arg(long, global = true, env = "ARCHIVIST_SESSION_TIMEOUT_MS", default_value_t = 10_000)]
+    pub session_timeout_ms: u64,
+    /// Digest credentials `user:password` for an ACL-protected tree (never logged).
+    #[arg(long, global = true, env = "ARCHIVIST_ZK_AUTH", hide_env_values = true)]
+    pub zk_auth: Option<String>,
+    /// Read-only digest user `user:password` granted READ on nodes this process creates.
+    #[arg(long, global = true, env = "ARCHIVIST_ZK_READER", hide_env_values = true)]
+    pub zk_reader: Option<String>,
+    /// Log format.
+    #[arg(long, global = true, env = "ARCHIVIST_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+    /// Output format of admin commands.
+    #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+}
+
+impl GlobalOpts {
+    /// The session timeout.
+    pub fn session_timeout(&self) -> Duration {
+        Duration::from_millis(self.session_timeout_ms)
+    }
+}
+
+/// Every subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the tree in ZooKeeper (idempotent).
+    Init,
+    /// Show or check the znode schema and state machine.
+    #[command(subcommand)]
+    Schema(cmd::schema::SchemaCommand),
+    /// Find where clips occur in an episode (files or URLs), without ZooKeeper.
+    Match(cmd::matching::MatchArgs),
+    /// Register episodes and clips in the catalog.
+    #[command(subcommand)]
+    Curate(cmd::curate::CurateCommand),
+    /// Run the curator daemon (polls configured feeds).
+    Curator(cmd::curate::CuratorArgs),
+    /// Run the planner daemon.
+    Planner(cmd::planner::PlannerArgs),
+    /// Run the audio researcher daemon.
+    Researcher(cmd::researcher::ResearcherArgs),
+    /// Run the recorder daemon.
+    Recorder(cmd::recorder::RecorderArgs),
+    /// Run the reaper daemon.
+    Reaper(cmd::recorder::ReaperArgs),
+    /// Run several daemons in one process (`--all` for a single machine).
+    Run(cmd::run::RunArgs),
+    /// Admin commands.
+    #[command(flatten)]
+    Admin(cmd::admin::AdminCommand),
+}

@@ -1,0 +1,34 @@
+//! One module per subcommand (mini-redis style); [`run`] dispatches.
+
+pub mod admin;
+pub mod curate;
+pub mod matching;
+pub mod planner;
+pub mod recorder;
+pub mod researcher;
+pub mod run;
+pub mod schema;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::cli::{Cli, Command};
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    let global = cli.global;
+    match cli.command {
+        Command::Init => schema::init(&global).await,
+        Command::Schema(c) => schema::run(&global, c).await,
+        Command::Match(a) => matching::run(&global, a).await,
+        Command::Curate(c) => curate::run(&global, c).await,
+        Command::Curator(a) => curate::run_daemon(&global, a).await,
+        Command::Planner(a) => planner::run(&global, a).await,
+        Command::Researcher(a) => researcher::run(&global, a).await,
+        Command::Recorder(a) => recorder::run_recorder(&global, a).await,
+        Command::Reaper(a) => recorder::run_reaper(&global, a).await,
+        Command::Run(a) => run::run(&global, a).await,
+        Command::Admin(c) => admin::run(&global, c).await,
+    }
+}

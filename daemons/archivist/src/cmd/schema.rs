@@ -1,0 +1,57 @@
+//! `archivist init` and `archivist schema`.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use archivist_engine::schema::spec::Schema;
+use archivist_engine::Session;
+use clap::Subcommand;
+
+use crate::cli::GlobalOpts;
+use crate::context::zk_config;
+
+/// `archivist schema ...`
+#[derive(Debug, Subcommand)]
+pub enum SchemaCommand {
+    /// Print the job state machine as Graphviz DOT.
+    Graph,
+    /// Print the znode tree reference (paths, kinds, data types).
+    Paths,
+    /// Validate the embedded schema (always true for a released build).
+    Check,
+}
+
+/// `archivist init`: creates the tree; safe to run again.
+pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
+    let session = Session::connect(&zk_config(global)?).await?;
+    let report = archivist_engine::tree::init(&session, concat!("archivist ", env!("CARGO_PKG_VERSION"))).await?;
+    if report.new_tree {
+        println!("initialised a new tree under {} ({} nodes created)", session.chroot(), report.created.len());
+    } else if report.created.is_empty() {
+        println!("tree under {} is already initialised", session.chroot());
+    } else {
+        println!("tree under {} existed; created {} missing nodes", session.chroot(), report.created.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `archivist schema ...`
+pub async fn run(_global: &GlobalOpts, command: SchemaCommand) -> Result<ExitCode> {
+    let schema = Schema::parse(archivist_engine::schema::SCHEMA_YAML)?;
+    match command {
+        SchemaCommand::Graph => print!("{}", schema.machine.to_dot()),
+        SchemaCommand::Paths => {
+            for p in &schema.paths {
+                println!("{:<32} {:<22} {:<16} {}", p.pattern, format!("{:?}", p.kind), p.data, p.doc);
+            }
+        }
+        SchemaCommand::Check => println!(
+            "schema version {}: {} paths, {} states, {} transitions: valid",
+            schema.schema_version,
+            schema.paths.len(),
+            schema.machine.states.len(),
+            schema.machine.transitions.len()
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,1 @@
+//! The planner: capacity check, work selection, leases (not built yet).

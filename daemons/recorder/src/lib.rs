@@ -1,0 +1,1 @@
+//! The recorder and the reaper (not built yet).

@@ -1,0 +1,1 @@
+//! The audio researcher daemon (not built yet).
