@@ -384,9 +384,9 @@ impl Scenario {
                     std::fs::remove_file(&wav)?;
                     truth.episode = "episode.mp3".into();
                 }
-                Err(e) => truth
-                    .notes
-                    .push(format!("MP3 {kbps} kbps variant skipped ({e}); episode left as WAV")),
+                Err(e) => truth.notes.push(format!(
+                    "MP3 {kbps} kbps variant skipped ({e}); episode left as WAV"
+                )),
             }
         }
         for (name, x) in &r.clips {
@@ -438,7 +438,10 @@ pub fn lame_encode(wav: &Path, mp3: &Path, kbps: u32, mono: bool) -> Result<(), 
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("lame failed: {}", String::from_utf8_lossy(&out.stderr)))
+        Err(format!(
+            "lame failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }
 
@@ -464,7 +467,13 @@ struct Reson {
 
 impl Reson {
     fn new() -> Self {
-        Self { a1: 0.0, a2: 0.0, g: 0.0, y1: 0.0, y2: 0.0 }
+        Self {
+            a1: 0.0,
+            a2: 0.0,
+            g: 0.0,
+            y1: 0.0,
+            y2: 0.0,
+        }
     }
     fn set(&mut self, f: f64, bw: f64, rate: f64) {
         let r = (-PI * bw / rate).exp();
@@ -558,14 +567,25 @@ fn midi_hz(m: f64) -> f64 {
 
 /// Adds a decaying harmonic tone.
 #[allow(clippy::too_many_arguments)]
-fn add_tone(out: &mut [f32], rate: f64, start: usize, len: usize, hz: f64, amp: f64, harmonics: usize, decay: f64) {
+fn add_tone(
+    out: &mut [f32],
+    rate: f64,
+    start: usize,
+    len: usize,
+    hz: f64,
+    amp: f64,
+    harmonics: usize,
+    decay: f64,
+) {
     for i in 0..len {
         let j = start + i;
         if j >= out.len() {
             break;
         }
         let t = i as f64 / rate;
-        let env = (1.0 - (-t * 200.0).exp()) * (-t * decay).exp() * (1.0 - i as f64 / len as f64).min(1.0).sqrt();
+        let env = (1.0 - (-t * 200.0).exp())
+            * (-t * decay).exp()
+            * (1.0 - i as f64 / len as f64).min(1.0).sqrt();
         let mut v = 0.0;
         for h in 1..=harmonics {
             let f = hz * h as f64;
@@ -588,7 +608,10 @@ fn add_drum(out: &mut [f32], rate: f64, start: usize, kind: usize, amp: f64, rng
         }
         let t = i as f64 / rate;
         let v = match kind {
-            0 => (2.0 * PI * (50.0 * t + 60.0 * (1.0 - (-t * 30.0).exp()) / 30.0 * 3.0)).sin() * (-t * 18.0).exp(),
+            0 => {
+                (2.0 * PI * (50.0 * t + 60.0 * (1.0 - (-t * 30.0).exp()) / 30.0 * 3.0)).sin()
+                    * (-t * 18.0).exp()
+            }
             1 => (rng.normal() * 0.6 + (2.0 * PI * 190.0 * t).sin() * 0.4) * (-t * 25.0).exp(),
             _ => {
                 let n = rng.normal();
@@ -610,21 +633,54 @@ pub fn synth_music(dur_s: f64, seed: u64, rate: u32) -> Vec<f32> {
     let bpm = rng.range(85.0, 135.0);
     let beat = (60.0 / bpm * rate_f) as usize;
     let key = 48.0 + rng.below(12) as f64;
-    const PROG: [[f64; 3]; 6] = [[0., 4., 7.], [5., 9., 12.], [7., 11., 14.], [9., 12., 16.], [2., 5., 9.], [4., 7., 11.]];
+    const PROG: [[f64; 3]; 6] = [
+        [0., 4., 7.],
+        [5., 9., 12.],
+        [7., 11., 14.],
+        [9., 12., 16.],
+        [2., 5., 9.],
+        [4., 7., 11.],
+    ];
     let mut t = 0usize;
     let mut bar = 0usize;
     while t < n {
         let chord = PROG[rng.below(PROG.len())];
         for (k, c) in chord.iter().enumerate() {
-            add_tone(&mut out, rate_f, t, beat * 4, midi_hz(key + 12.0 + c), 0.08, 6, 0.8 + k as f64 * 0.1);
+            add_tone(
+                &mut out,
+                rate_f,
+                t,
+                beat * 4,
+                midi_hz(key + 12.0 + c),
+                0.08,
+                6,
+                0.8 + k as f64 * 0.1,
+            );
         }
         for b in 0..4 {
             let bt = t + b * beat;
-            add_tone(&mut out, rate_f, bt, beat, midi_hz(key - 12.0 + chord[b % 3]), 0.12, 4, 3.0);
-            add_drum(&mut out, rate_f, bt, if b % 2 == 0 { 0 } else { 1 }, 0.35, &mut rng);
+            add_tone(
+                &mut out,
+                rate_f,
+                bt,
+                beat,
+                midi_hz(key - 12.0 + chord[b % 3]),
+                0.12,
+                4,
+                3.0,
+            );
+            add_drum(
+                &mut out,
+                rate_f,
+                bt,
+                if b % 2 == 0 { 0 } else { 1 },
+                0.35,
+                &mut rng,
+            );
             add_drum(&mut out, rate_f, bt + beat / 2, 2, 0.25, &mut rng);
             if rng.uniform() < 0.7 {
-                let note = key + 24.0 + chord[rng.below(3)] + if rng.uniform() < 0.3 { 2.0 } else { 0.0 };
+                let note =
+                    key + 24.0 + chord[rng.below(3)] + if rng.uniform() < 0.3 { 2.0 } else { 0.0 };
                 add_tone(&mut out, rate_f, bt, beat, midi_hz(note), 0.06, 3, 2.0);
             }
         }
@@ -687,7 +743,11 @@ pub fn synth_clip(kind: ClipKind, dur_s: f64, seed: u64, rate: u32, use_espeak: 
     let mut rng = Rng::new(seed);
     let mut out = match kind {
         ClipKind::SpokenDrop => {
-            let e = if use_espeak { espeak_drop(seed, rate) } else { None };
+            let e = if use_espeak {
+                espeak_drop(seed, rate)
+            } else {
+                None
+            };
             e.unwrap_or_else(|| synth_speech(dur_s + 0.5, seed, rate, rng.range(140.0, 180.0)))
         }
         ClipKind::Sting => {
@@ -696,7 +756,16 @@ pub fn synth_clip(kind: ClipKind, dur_s: f64, seed: u64, rate: u32, use_espeak: 
             let parts = 2 + rng.below(3);
             for k in 0..parts {
                 let m = root + [0.0, 7.0, 12.0, 16.0, 19.0][k];
-                add_tone(&mut x, rate_f, 0, n, midi_hz(m) * rng.range(0.995, 1.005), 0.3, 3 + rng.below(5), rng.range(1.5, 4.0));
+                add_tone(
+                    &mut x,
+                    rate_f,
+                    0,
+                    n,
+                    midi_hz(m) * rng.range(0.995, 1.005),
+                    0.3,
+                    3 + rng.below(5),
+                    rng.range(1.5, 4.0),
+                );
             }
             // Bright attack.
             let hit = (0.02 * rate_f) as usize;

@@ -165,12 +165,7 @@ pub fn decode_source(
     let rate = params.sample_rate;
     let source_rate = match rate {
         Some(r) if (MIN_SOURCE_RATE..=MAX_SOURCE_RATE).contains(&r) => r,
-        _ => {
-            return Err(DecodeError::AbsurdSampleRate {
-                input,
-                rate,
-            })
-        }
+        _ => return Err(DecodeError::AbsurdSampleRate { input, rate }),
     };
     let mut decoder = symphonia::default::get_codecs()
         .make(&params, &DecoderOptions::default())
@@ -382,4 +377,3 @@ impl MonoResampler {
         Ok(self.out)
     }
 }
-

@@ -200,6 +200,5 @@ impl Rng {
 pub fn add_noise_snr(x: &mut [f32], snr_db: f32, seed: u64) {
     let level = rms(x) / 10f32.powf(snr_db / 20.0);
     let mut rng = Rng::new(seed);
-    x.iter_mut()
-        .for_each(|v| *v += level * rng.normal() as f32);
+    x.iter_mut().for_each(|v| *v += level * rng.normal() as f32);
 }

@@ -84,7 +84,10 @@ pub(crate) fn compute(x: &[f32]) -> Features {
                     let _ = fwd.process(&mut buf, &mut spec);
                     let mut row = [0.0f32; BANDS];
                     for (b, r) in row.iter_mut().enumerate() {
-                        let e: f32 = spec[edges[b]..edges[b + 1]].iter().map(|c| c.norm_sqr()).sum();
+                        let e: f32 = spec[edges[b]..edges[b + 1]]
+                            .iter()
+                            .map(|c| c.norm_sqr())
+                            .sum();
                         *r = e.cbrt();
                     }
                     row

@@ -32,9 +32,7 @@ mod ncc;
 pub mod report;
 mod speed;
 
-pub use matcher::{Detector, 
-    ClipResult, MatchConfig, MatchError, MatchMode, Matcher, Occurrence,
-};
+pub use matcher::{ClipResult, Detector, MatchConfig, MatchError, MatchMode, Matcher, Occurrence};
 
 /// Sample rate (Hz) of all analysis signals: episodes and clips are mono f32 at this rate.
 pub const ANALYSIS_RATE: u32 = 8000;

@@ -98,8 +98,13 @@ pub enum MatchError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum MatchMode {
-    /// Coarse feature-domain pass, NCC verification, plus the warped detector (default).
+    /// Full-resolution NCC for whole clips plus the warped detector (default:
+    /// the most accurate).
     #[default]
+    Full,
+    /// Cheap feature-domain first pass whose candidates are verified by NCC,
+    /// plus the warped detector: about 10x cheaper per clip than `Full`, but
+    /// misses some clips mixed under louder speech (see docs/matcher.md).
     Fast,
     /// Reference baseline: one full-resolution FFT NCC per clip over the whole
     /// episode, unchanged speed only.
@@ -111,7 +116,7 @@ pub enum MatchMode {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct MatchConfig {
-    /// Strategy (default [`MatchMode::Fast`]).
+    /// Strategy (default [`MatchMode::Full`]).
     pub mode: MatchMode,
     /// Minimum waveform NCC for a whole-clip, unchanged-speed match (default 0.30).
     pub threshold: f32,
@@ -143,9 +148,9 @@ pub struct MatchConfig {
 impl Default for MatchConfig {
     fn default() -> Self {
         Self {
-            mode: MatchMode::Fast,
+            mode: MatchMode::Full,
             threshold: 0.30,
-            coarse_threshold: 0.30,
+            coarse_threshold: 0.12,
             max_candidates: 48,
             speed_search: true,
             max_speed_deviation: 0.04,
@@ -186,7 +191,7 @@ impl Matcher {
             }
         });
         let index = match config.mode {
-            MatchMode::Fast => Some(FeatureIndex::new(&episode)),
+            MatchMode::Fast | MatchMode::Full => Some(FeatureIndex::new(&episode)),
             MatchMode::Exhaustive => None,
         };
         Self {
@@ -244,9 +249,11 @@ impl Matcher {
 
     /// Finds every occurrence of one clip (mono f32 at [`ANALYSIS_RATE`]).
     pub fn find(&self, clip: &[f32], label: &str) -> Result<ClipResult, MatchError> {
-        self.find_all(&[(label, clip)])
-            .pop()
-            .unwrap_or_else(|| Err(MatchError::EmptyClip { clip: label.to_owned() }))
+        self.find_all(&[(label, clip)]).pop().unwrap_or_else(|| {
+            Err(MatchError::EmptyClip {
+                clip: label.to_owned(),
+            })
+        })
     }
 
     /// Finds every occurrence of each clip; one result per clip, in order.
@@ -256,7 +263,8 @@ impl Matcher {
         clips: &[(L, S)],
     ) -> Vec<Result<ClipResult, MatchError>> {
         match self.config.mode {
-            MatchMode::Exhaustive => self.find_all_exhaustive(clips),
+            MatchMode::Exhaustive => self.find_all_exhaustive(clips, false),
+            MatchMode::Full => self.find_all_exhaustive(clips, self.config.speed_search),
             MatchMode::Fast => clips
                 .par_iter()
                 .map(|(label, clip)| self.find_fast(clip.as_ref(), label.as_ref()))
@@ -267,6 +275,7 @@ impl Matcher {
     fn find_all_exhaustive<L: AsRef<str> + Sync, S: AsRef<[f32]> + Sync>(
         &self,
         clips: &[(L, S)],
+        warped: bool,
     ) -> Vec<Result<ClipResult, MatchError>> {
         let t0 = Instant::now();
         let prepared: Vec<Result<PreparedClip, MatchError>> = clips
@@ -283,19 +292,38 @@ impl Matcher {
         );
         let per = t0.elapsed().as_secs_f64() / ok.len().max(1) as f64;
         let mut it = peaks.into_iter();
-        prepared
+        let whole_hits: Vec<Result<(PreparedClip, Vec<Occurrence>), MatchError>> = prepared
             .into_iter()
             .map(|p| {
                 let p = p?;
                 let pk = it.next().unwrap_or_default();
                 let dur = p.len() as f64 / ANALYSIS_RATE as f64;
+                let occ = pk.into_iter().map(|k| whole(k.pos, k.ncc, dur)).collect();
+                Ok((p, occ))
+            })
+            .collect();
+        whole_hits
+            .into_par_iter()
+            .map(|r| {
+                let (p, mut occ) = r?;
+                let t1 = Instant::now();
+                let dur = p.len() as f64 / ANALYSIS_RATE as f64;
+                if warped {
+                    if let Some(index) = &self.index {
+                        let qf = features::compute(&p.samples);
+                        if qf.frames > 0 {
+                            let w =
+                                speed::detect(&self.episode, index, &p, &qf, &self.config, &occ);
+                            occ.extend(w);
+                        }
+                    }
+                }
+                occ.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));
+                occ.truncate(self.config.max_occurrences);
                 Ok(ClipResult {
-                    occurrences: pk
-                        .into_iter()
-                        .map(|k| whole(k.pos, k.ncc, dur))
-                        .collect(),
+                    occurrences: occ,
                     clip_duration_s: dur,
-                    elapsed_s: per,
+                    elapsed_s: per + t1.elapsed().as_secs_f64(),
                 })
             })
             .collect()
@@ -322,11 +350,7 @@ impl Matcher {
                     cfg.min_separation,
                     cfg.max_occurrences,
                 );
-                occ.extend(
-                    pk.into_iter()
-                        .flatten()
-                        .map(|k| whole(k.pos, k.ncc, dur)),
-                );
+                occ.extend(pk.into_iter().flatten().map(|k| whole(k.pos, k.ncc, dur)));
             } else {
                 let curve = index.correlate(&qf);
                 let cands = ncc::pick_peaks(

@@ -129,7 +129,6 @@ pub(crate) fn exhaustive(
                 let mut prod = inv.make_input_vec();
                 let mut y = vec![0.0f32; n];
                 let mut res = Vec::with_capacity(idx.len());
-                let mut ncc = vec![0.0f32; hop + 2];
                 for (k, &ci) in idx.iter().enumerate() {
                     let clip = clips[ci];
                     let l = clip.len();
@@ -138,28 +137,95 @@ pub(crate) fn exhaustive(
                     }
                     let _ = inv.process(&mut prod, &mut y);
                     // Valid lags in this block: t in [0, hop), p + t + l <= len.
-                    let valid = hop.min((episode.len() - l + 1).saturating_sub(p));
-                    let min_e = MIN_WINDOW_POWER * l as f64;
-                    for t in 0..valid.min(n - l + 1) {
-                        let e = pre[t + l] - pre[t];
-                        ncc[t] = if e > min_e {
-                            (y[t] as f64 / (clip.norm * e.sqrt())) as f32
-                        } else {
-                            0.0
-                        };
-                    }
-                    let valid = valid.min(n - l + 1);
-                    res.push(pick_peaks(&ncc[..valid], p, threshold, l, min_sep_frac, max_peaks));
+                    let valid = hop
+                        .min((episode.len() - l + 1).saturating_sub(p))
+                        .min(n - l + 1);
+                    res.push(peaks_from_corr(
+                        &y[..valid + 1],
+                        &pre,
+                        clip.norm,
+                        l,
+                        valid,
+                        p,
+                        threshold,
+                        min_sep_frac,
+                        max_peaks,
+                    ));
                 }
                 res
             })
             .collect();
         for (k, &ci) in idx.iter().enumerate() {
-            let all: Vec<Peak> = per_block.iter().flat_map(|r| r[k].iter().copied()).collect();
+            let all: Vec<Peak> = per_block
+                .iter()
+                .flat_map(|r| r[k].iter().copied())
+                .collect();
             out[ci] = nms(all, clips[ci].len(), min_sep_frac, max_peaks);
         }
     }
     out
+}
+
+/// Peaks of the NCC computed from a raw correlation `y` (lags 0..valid) and the
+/// block-local prefix energy: a multiply-only test rejects almost every lag, the
+/// exact NCC is computed only around lags that pass.
+#[allow(clippy::too_many_arguments)]
+fn peaks_from_corr(
+    y: &[f32],
+    pre: &[f64],
+    norm: f64,
+    l: usize,
+    valid: usize,
+    offset: usize,
+    threshold: f32,
+    min_sep_frac: f64,
+    max_peaks: usize,
+) -> Vec<Peak> {
+    let min_e = MIN_WINDOW_POWER * l as f64;
+    let k = (threshold as f64 * norm).powi(2);
+    let ncc_at = |t: usize| -> f32 {
+        if t >= valid {
+            return f32::NEG_INFINITY;
+        }
+        let e = pre[t + l] - pre[t];
+        if e > min_e {
+            (y[t] as f64 / (norm * e.sqrt())) as f32
+        } else {
+            0.0
+        }
+    };
+    let mut cands = Vec::new();
+    for t in 0..valid {
+        let yt = y[t];
+        if yt <= 0.0 {
+            continue;
+        }
+        let e = pre[t + l] - pre[t];
+        if (yt as f64) * (yt as f64) < k * e || e <= min_e {
+            continue;
+        }
+        let v = ncc_at(t);
+        let lv = if t > 0 {
+            ncc_at(t - 1)
+        } else {
+            f32::NEG_INFINITY
+        };
+        let rv = ncc_at(t + 1);
+        if v >= lv && v > rv {
+            let mut d = 0.0f64;
+            if lv.is_finite() && rv.is_finite() {
+                let den = (lv - 2.0 * v + rv) as f64;
+                if den < 0.0 {
+                    d = (0.5 * (lv - rv) as f64 / den).clamp(-0.5, 0.5);
+                }
+            }
+            cands.push(Peak {
+                pos: (offset + t) as f64 + d,
+                ncc: v.min(1.0),
+            });
+        }
+    }
+    nms(cands, l, min_sep_frac, max_peaks)
 }
 
 /// Local maxima >= threshold of an NCC curve starting at episode sample `offset`,
@@ -179,7 +245,11 @@ pub(crate) fn pick_peaks(
             continue;
         }
         let l = if t > 0 { ncc[t - 1] } else { f32::NEG_INFINITY };
-        let r = if t + 1 < ncc.len() { ncc[t + 1] } else { f32::NEG_INFINITY };
+        let r = if t + 1 < ncc.len() {
+            ncc[t + 1]
+        } else {
+            f32::NEG_INFINITY
+        };
         if v >= l && v > r {
             let mut d = 0.0f64;
             if l.is_finite() && r.is_finite() {
@@ -199,7 +269,12 @@ pub(crate) fn pick_peaks(
 
 /// Greedy non-maximum suppression, deterministic (ties broken by position);
 /// the result is sorted by position.
-pub(crate) fn nms(mut cands: Vec<Peak>, len: usize, min_sep_frac: f64, max_peaks: usize) -> Vec<Peak> {
+pub(crate) fn nms(
+    mut cands: Vec<Peak>,
+    len: usize,
+    min_sep_frac: f64,
+    max_peaks: usize,
+) -> Vec<Peak> {
     cands.sort_by(|a, b| b.ncc.total_cmp(&a.ncc).then(a.pos.total_cmp(&b.pos)));
     let sep = (len as f64 * min_sep_frac).max(1.0);
     let mut kept: Vec<Peak> = Vec::new();
@@ -217,7 +292,12 @@ pub(crate) fn nms(mut cands: Vec<Peak>, len: usize, min_sep_frac: f64, max_peaks
 
 /// NCC of `clip` against `episode` for start positions in
 /// `[center - radius, center + radius]`; returns the best peak (sub-sample).
-pub(crate) fn local_ncc(episode: &[f32], clip: &PreparedClip, center: i64, radius: usize) -> Option<Peak> {
+pub(crate) fn local_ncc(
+    episode: &[f32],
+    clip: &PreparedClip,
+    center: i64,
+    radius: usize,
+) -> Option<Peak> {
     let l = clip.len();
     if l == 0 || l > episode.len() {
         return None;
@@ -266,7 +346,13 @@ pub(crate) fn local_ncc(episode: &[f32], clip: &PreparedClip, center: i64, radiu
     let (bt, bv) = ncc
         .iter()
         .enumerate()
-        .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, v)| if *v > bv { (i, *v) } else { (bi, bv) });
+        .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, v)| {
+            if *v > bv {
+                (i, *v)
+            } else {
+                (bi, bv)
+            }
+        });
     let mut d = 0.0;
     if bt > 0 && bt + 1 < nlags {
         let (l, r) = (ncc[bt - 1], ncc[bt + 1]);

@@ -42,7 +42,13 @@ pub struct MatchReport {
 fn hms(s: f64) -> String {
     let ms = (s * 1000.0).round() as i64;
     let (h, rem) = (ms / 3_600_000, ms % 3_600_000);
-    format!("{:02}:{:02}:{:02}.{:03}", h, rem / 60_000, (rem % 60_000) / 1000, rem % 1000)
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        h,
+        rem / 60_000,
+        (rem % 60_000) / 1000,
+        rem % 1000
+    )
 }
 
 /// Renders a report as a table or JSON.
@@ -70,7 +76,9 @@ pub fn render(report: &MatchReport, format: Format) -> String {
                             r.elapsed_s
                         ));
                         if !r.occurrences.is_empty() {
-                            s.push_str("  offset_s      at            confidence  speed   clip part (s)\n");
+                            s.push_str(
+                                "  offset_s      at            confidence  speed   clip part (s)\n",
+                            );
                         }
                         for o in &r.occurrences {
                             let speed = if (o.speed - 1.0).abs() > 1e-4 {

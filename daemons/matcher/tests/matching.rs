@@ -5,27 +5,48 @@ use archivist_matcher::{MatchConfig, MatchError, MatchMode, Matcher, Occurrence}
 
 const TOL_S: f64 = 0.005;
 
-fn run(s: &Scenario, mode: MatchMode) -> (Vec<(String, Vec<f32>)>, Vec<Result<archivist_matcher::ClipResult, MatchError>>, Vec<archivist_matcher::corpus::TruthOccurrence>) {
+fn run(
+    s: &Scenario,
+    mode: MatchMode,
+) -> (
+    Vec<(String, Vec<f32>)>,
+    Vec<Result<archivist_matcher::ClipResult, MatchError>>,
+    Vec<archivist_matcher::corpus::TruthOccurrence>,
+) {
     let r = s.render();
-    let cfg = MatchConfig { mode, ..Default::default() };
+    let cfg = MatchConfig {
+        mode,
+        ..Default::default()
+    };
     let m = Matcher::new(&r.episode, cfg);
     let res = m.find_all(&r.clips);
     (r.clips, res, r.truth.occurrences)
 }
 
 fn offsets(res: &Result<archivist_matcher::ClipResult, MatchError>) -> Vec<f64> {
-    res.as_ref().expect("clip should match").occurrences.iter().map(|o| o.offset_s).collect()
+    res.as_ref()
+        .expect("clip should match")
+        .occurrences
+        .iter()
+        .map(|o| o.offset_s)
+        .collect()
 }
 
 fn assert_offsets(got: &[f64], want: &[f64], tol: f64) {
     assert_eq!(got.len(), want.len(), "got {got:?}, want {want:?}");
     for (g, w) in got.iter().zip(want) {
-        assert!((g - w).abs() <= tol, "offset {g} vs truth {w} (got {got:?})");
+        assert!(
+            (g - w).abs() <= tol,
+            "offset {g} vs truth {w} (got {got:?})"
+        );
     }
 }
 
 fn truth_offsets(t: &[archivist_matcher::corpus::TruthOccurrence], clip: &str) -> Vec<f64> {
-    t.iter().filter(|o| o.clip == clip).map(|o| o.offset_s).collect()
+    t.iter()
+        .filter(|o| o.clip == clip)
+        .map(|o| o.offset_s)
+        .collect()
 }
 
 #[test]
@@ -43,13 +64,17 @@ fn head_tail_adjacent_repeated_absent() {
         .place(jingle, 20.0, Placement::Mix { clip_db: -3.0 })
         .place(jingle, 27.5, Placement::Splice)
         .place(jingle, 33.25, Placement::Mix { clip_db: 0.0 }); // repeated
-    for mode in [MatchMode::Fast, MatchMode::Exhaustive] {
+    for mode in [MatchMode::Full, MatchMode::Fast, MatchMode::Exhaustive] {
         let (_, res, truth) = run(&s, mode);
         assert_offsets(&offsets(&res[0]), &truth_offsets(&truth, "sting"), TOL_S);
         assert_eq!(truth_offsets(&truth, "sting"), vec![0.0, 39.0]);
         assert_offsets(&offsets(&res[1]), &[10.0, 12.0], TOL_S);
         assert_offsets(&offsets(&res[2]), &[20.0, 27.5, 33.25], TOL_S);
-        assert!(offsets(&res[3]).is_empty(), "absent clip found: {:?}", res[3]);
+        assert!(
+            offsets(&res[3]).is_empty(),
+            "absent clip found: {:?}",
+            res[3]
+        );
         for o in res[1].as_ref().unwrap().occurrences.iter() {
             assert_whole(o, 2.0);
         }
@@ -83,16 +108,22 @@ fn gain_noise_and_mixing_robustness() {
     let drop = s.add_clip("drop", ClipKind::SpokenDrop, 1.5);
     // Spliced copies at -12 dB with their own noise at 10 dB SNR; mixed copies
     // 6 dB below the bed; then the whole episode gets noise at 10 dB SNR.
-    let d = Degrade { gain_db: -12.0, noise_snr_db: Some(10.0), ..Default::default() };
-    let mix = Degrade { noise_snr_db: Some(10.0), ..Default::default() };
+    let d = Degrade {
+        gain_db: -12.0,
+        noise_snr_db: Some(10.0),
+        ..Default::default()
+    };
+    let mix = Degrade {
+        noise_snr_db: Some(10.0),
+        ..Default::default()
+    };
     s.place_degraded(sting, 5.0, Placement::Splice, d.clone())
         .place_degraded(sting, 21.0, Placement::Mix { clip_db: -6.0 }, mix.clone())
         .place_degraded(drop, 14.0, Placement::Mix { clip_db: -6.0 }, mix)
         .place_degraded(drop, 30.0, Placement::Splice, d);
     s.episode_noise_snr_db = Some(10.0);
-    for mode in [MatchMode::Exhaustive, MatchMode::Fast] {
+    for mode in [MatchMode::Exhaustive, MatchMode::Full] {
         let (_, res, truth) = run(&s, mode);
-        eprintln!("{mode:?}: {res:?}");
         assert_offsets(&offsets(&res[0]), &truth_offsets(&truth, "sting"), TOL_S);
         assert_offsets(&offsets(&res[1]), &truth_offsets(&truth, "drop"), TOL_S);
     }
@@ -138,10 +169,19 @@ fn deterministic_and_modes_agree() {
     let mut s = Scenario::new(6, 30.0, BedKind::Mixed);
     let a = s.add_clip("a", ClipKind::Jingle, 3.0);
     let b = s.add_clip("b", ClipKind::Sting, 1.2);
-    s.place(a, 3.3, Placement::Mix { clip_db: -3.0 }).place(b, 17.77, Placement::Splice);
+    s.place(a, 3.3, Placement::Mix { clip_db: -3.0 })
+        .place(b, 17.77, Placement::Splice);
     let (_, r1, _) = run(&s, MatchMode::Fast);
     let (_, r2, _) = run(&s, MatchMode::Fast);
-    assert_eq!(r1, r2.iter().map(|r| r.clone().map(|mut c| { c.elapsed_s = r1_elapsed(&r1, &c); c })).collect::<Vec<_>>());
+    assert_eq!(
+        r1,
+        r2.iter()
+            .map(|r| r.clone().map(|mut c| {
+                c.elapsed_s = r1_elapsed(&r1, &c);
+                c
+            }))
+            .collect::<Vec<_>>()
+    );
     let (_, r3, _) = run(&s, MatchMode::Exhaustive);
     for (x, y) in r1.iter().zip(&r3) {
         let (x, y) = (x.as_ref().unwrap(), y.as_ref().unwrap());
@@ -153,7 +193,10 @@ fn deterministic_and_modes_agree() {
     }
 }
 
-fn r1_elapsed(r1: &[Result<archivist_matcher::ClipResult, MatchError>], c: &archivist_matcher::ClipResult) -> f64 {
+fn r1_elapsed(
+    r1: &[Result<archivist_matcher::ClipResult, MatchError>],
+    c: &archivist_matcher::ClipResult,
+) -> f64 {
     r1.iter()
         .filter_map(|r| r.as_ref().ok())
         .find(|x| x.clip_duration_s == c.clip_duration_s)
