@@ -38,8 +38,6 @@ pub const RESEARCHERS: &str = "/researchers";
 pub const DAEMONS: &str = "/daemons";
 /// `/control/pause`
 pub const PAUSES: &str = "/control/pause";
-/// `/batches`
-pub const BATCHES: &str = "/batches";
 
 /// Every persistent directory `archivist init` creates, parents first.
 pub fn directories() -> Vec<String> {
@@ -63,7 +61,6 @@ pub fn directories() -> Vec<String> {
         "/election",
         "/control",
         PAUSES,
-        BATCHES,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -153,11 +150,6 @@ pub fn pause(state: JobState) -> String {
     format!("{PAUSES}/{}", state.as_str())
 }
 
-/// `/batches/{batch}`
-pub fn batch(id: &str) -> String {
-    format!("{BATCHES}/{id}")
-}
-
 /// Job id from its number: `j` + 10 digits.
 pub fn job_id(number: u64) -> String {
     format!("j{number:010}")
@@ -219,6 +211,4 @@ pub const EXAMPLES: &[(&str, fn() -> String)] = &[
     }),
     ("/control/pause", || PAUSES.to_string()),
     ("/control/pause/{state}", || pause(JobState::Pending)),
-    ("/batches", || BATCHES.to_string()),
-    ("/batches/{batch}", || batch("b0000000001")),
 ];

@@ -405,3 +405,54 @@ fn validate_machine(raw: RawMachine) -> Result<StateMachine, SchemaError> {
         allowed,
     })
 }
+
+impl Schema {
+    /// The tree reference for `docs/znode-tree.md`, generated from this schema (a test
+    /// keeps the committed file equal to this output).
+    pub fn render_markdown(&self) -> String {
+        let mut out = String::new();
+        out.push_str("# The znode tree\n\n");
+        out.push_str("<!-- Generated from znode-schema/schema.yml by `UPDATE_DOCS=1 cargo test -p znode-schema`; do not edit. -->\n\n");
+        out.push_str(&format!(
+            "Schema version {}. Every path is relative to the chroot (default `/archivist`). \
+             Node data is YAML: `zkCli.sh get /archivist/<path>` shows it as text.\n\n",
+            self.schema_version
+        ));
+        out.push_str("| path | kind | data | what it is |\n|---|---|---|---|\n");
+        for p in &self.paths {
+            out.push_str(&format!(
+                "| `{}` | {:?} | {} | {} |\n",
+                p.pattern,
+                p.kind,
+                p.data,
+                p.doc.replace('|', "\\|")
+            ));
+        }
+        out.push_str("\n## Queue entry names\n\n");
+        for (k, v) in &self.queue_entry {
+            out.push_str(&format!("- **{k}**: {v}\n"));
+        }
+        out.push_str("\n## Job states\n\n| state | consumer | on success | on failure | retry resumes at | terminal | meaning |\n|---|---|---|---|---|---|---|\n");
+        let show = |s: Option<JobState>| s.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+        for s in &self.machine.states {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                s.state,
+                s.consumer.as_deref().unwrap_or("-"),
+                show(s.on_success),
+                show(s.on_failure),
+                show(s.resume_at),
+                if s.terminal { "yes" } else { "" },
+                s.doc
+            ));
+        }
+        out.push_str("\n## Allowed transitions\n\nAny other transition is refused by the engine.\n\n| from | to | by | event |\n|---|---|---|---|\n");
+        for t in &self.machine.transitions {
+            out.push_str(&format!("| {} | {} | {} | {} |\n", t.from, t.to, t.by, t.event));
+        }
+        out.push_str("\n## State diagram (Graphviz)\n\n```dot\n");
+        out.push_str(&self.machine.to_dot());
+        out.push_str("```\n");
+        out
+    }
+}

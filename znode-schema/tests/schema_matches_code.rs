@@ -109,3 +109,39 @@ fn invalid_tables_are_refused_with_what_to_fix() {
         Err(SchemaError::Parse(_))
     ));
 }
+
+#[test]
+fn docs_znode_tree_is_generated_from_the_schema() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/znode-tree.md");
+    let expected = Schema::embedded().render_markdown();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &expected).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == expected,
+        "docs/znode-tree.md is out of date: run `UPDATE_DOCS=1 cargo test -p znode-schema`"
+    );
+}
+
+#[test]
+fn every_data_type_in_the_schema_is_a_record_of_the_code() {
+    use znode_schema::records::*;
+    let known = [
+        "none",
+        TreeMeta::KIND,
+        EpisodeRecord::KIND,
+        ClipRecord::KIND,
+        AliasRecord::KIND,
+        ResearchRecord::KIND,
+        JobRecord::KIND,
+        LockRecord::KIND,
+        LeaseRecord::KIND,
+        ReportRecord::KIND,
+        MemberRecord::KIND,
+        PauseRecord::KIND,
+    ];
+    for p in &Schema::embedded().paths {
+        assert!(known.contains(&p.data.as_str()), "{} stores unknown type {}", p.pattern, p.data);
+    }
+}
