@@ -44,7 +44,11 @@ where
             }
         };
         tracing::info!(daemon = name, session = %session.id(), "session established");
-        match role(session.clone()).await {
+        metrics::counter!("archivist_zk_sessions_total", "daemon" => name.to_string()).increment(1);
+        metrics::gauge!("archivist_zk_session_connected", "daemon" => name.to_string()).set(1.0);
+        let outcome = role(session.clone()).await;
+        metrics::gauge!("archivist_zk_session_connected", "daemon" => name.to_string()).set(0.0);
+        match outcome {
             Ok(()) if shutdown.is_cancelled() => break,
             Ok(()) => {}
             Err(e) if e.is_session_lost() => {

@@ -22,6 +22,7 @@ pub mod config;
 pub mod consumer;
 pub mod daemon;
 pub mod error;
+pub mod health;
 pub mod jobs;
 pub mod leader;
 pub mod lock;

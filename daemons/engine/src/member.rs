@@ -70,12 +70,16 @@ pub async fn register(session: &Session, identity: &Identity, slots: u32, metric
     let data = store::encode(&path, &record)?;
     let options = session.create_options(zk::CreateMode::Ephemeral);
     match session.client().create(&path, &data, &options).await {
-        Ok(_) => Ok(path),
+        Ok(_) => {
+            crate::health::registered(&identity.role, session.lost());
+            Ok(path)
+        }
         Err(zk::Error::NodeExists) => {
             // Left by this name's previous session, which has not timed out yet: wait for
             // it to go rather than take over a node another session owns.
             let stat = store::exists(session, &path).await?;
             if stat.map(|s| s.ephemeral_owner) == Some(session.id_number()) {
+                crate::health::registered(&identity.role, session.lost());
                 return Ok(path);
             }
             Err(EngineError::Zk {

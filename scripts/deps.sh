@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what Archivist needs from Debian's packages, if missing: ZooKeeper (3.8, with
+# Java) for every test and daemon; sox, lame and espeak-ng for the audio corpus.
+set -euo pipefail
+need=()
+[[ -f /usr/share/java/zookeeper.jar ]] || need+=(zookeeper)
+command -v sox >/dev/null || need+=(sox)
+command -v lame >/dev/null || need+=(lame)
+command -v espeak-ng >/dev/null || need+=(espeak-ng)
+if [[ ${#need[@]} -gt 0 ]]; then
+    echo "deps.sh: installing ${need[*]} from Debian's packages" >&2
+    sudo=""
+    [[ $(id -u) -eq 0 ]] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every test: formatting, lints, and the whole workspace's tests against a real
+# local ZooKeeper (started here if none serves; see scripts/zk.sh).
+#
+#   scripts/test.sh            everything
+#   scripts/test.sh -p NAME    one package (extra args go to `cargo test`)
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+bash scripts/deps.sh
+export ARCHIVIST_TEST_ZK=${ARCHIVIST_TEST_ZK:-127.0.0.1:2181}
+ZK_PORT=${ARCHIVIST_TEST_ZK##*:} bash scripts/zk.sh start >/dev/null
+
+if [[ $# -eq 0 ]]; then
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --quiet -- -D warnings
+    cargo test --workspace
+else
+    cargo test "$@"
+fi
