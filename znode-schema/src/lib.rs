@@ -13,6 +13,7 @@
 //!   version.
 //! - [`queue_key`]: queue entry names whose lexicographic order is processing order.
 //! - [`clipset`]: compact sets of clip numbers (`"1-50,52"`) for research records.
+//! - [`occurrences`]: compact YAML for the occurrences of found clips.
 //!
 //! ```
 //! use znode_schema::{spec::Schema, JobState};
@@ -23,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod clipset;
+pub mod occurrences;
 pub mod paths;
 pub mod queue_key;
 pub mod records;

@@ -288,8 +288,9 @@ pub struct ResearchRecord {
     /// Runs that stored results, oldest first.
     #[serde(default)]
     pub runs: Vec<ResearchRun>,
-    /// Occurrences of the clips that were found, by clip id.
-    #[serde(default)]
+    /// Occurrences of the clips that were found, by clip id. Written compactly, one
+    /// string per clip (see [`crate::occurrences`]).
+    #[serde(default, with = "crate::occurrences")]
     pub found: BTreeMap<String, Vec<Occurrence>>,
     /// Clips whose research ended in a per-clip error (e.g. undecodable clip), by id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

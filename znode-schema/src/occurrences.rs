@@ -1,0 +1,223 @@
+//! Compact YAML for the occurrences of found clips in a research record.
+//!
+//! The research archive of 10k episodes x 2k clips must stay under 50 MB of znode data,
+//! about 5 KB per episode, and serde_yaml has no flow style. So each found clip's
+//! occurrences are written as one string, space separated, each
+//! `<at>@<conf>[x<speed>][[<start>-<end>]]` with times rounded to the millisecond and
+//! confidence and speed to 3 decimals:
+//!
+//! ```yaml
+//! found:
+//!   c000042: 812.345@0.912 2401.5@0.87x1.05
+//!   c000107: 12.25@0.95[0.5-3.25]
+//! ```
+//!
+//! Reading also accepts the plain list-of-maps form (`- at: 812.345\n  conf: 0.912`), so
+//! hand-written or older records still load. The Rust type is unchanged:
+//! `BTreeMap<String, Vec<Occurrence>>`.
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserializer, Serializer};
+
+use crate::records::Occurrence;
+
+/// Rounds seconds to the millisecond (what the archive keeps).
+pub fn round_ms(seconds: f64) -> f64 {
+    (seconds * 1000.0).round() / 1000.0
+}
+
+/// Rounds a confidence or speed factor to 3 decimals (what the archive keeps).
+pub fn round_3(value: f32) -> f32 {
+    ((value as f64 * 1000.0).round() / 1000.0) as f32
+}
+
+/// Writes one clip's occurrences in the compact form.
+pub fn format_list(occurrences: &[Occurrence]) -> String {
+    let mut out = String::with_capacity(occurrences.len() * 16);
+    for (i, o) in occurrences.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let _ = write!(out, "{}@{}", round_ms(o.at), round_3(o.conf));
+        if let Some(speed) = o.speed {
+            let _ = write!(out, "x{}", round_3(speed));
+        }
+        if let Some([start, end]) = o.part {
+            let _ = write!(out, "[{}-{}]", round_ms(start), round_ms(end));
+        }
+    }
+    out
+}
+
+/// Parses one clip's occurrences from the compact form; `None` names the bad token.
+pub fn parse_list(text: &str) -> Result<Vec<Occurrence>, String> {
+    text.split_whitespace().map(parse_one).collect()
+}
+
+fn parse_one(token: &str) -> Result<Occurrence, String> {
+    let bad = || format!("occurrence {token:?} is not <at>@<conf>[x<speed>][[<start>-<end>]]");
+    let (at, rest) = token.split_once('@').ok_or_else(bad)?;
+    let (rest, part) = match rest.split_once('[') {
+        Some((head, tail)) => {
+            let inner = tail.strip_suffix(']').ok_or_else(bad)?;
+            let (s, e) = inner.split_once('-').ok_or_else(bad)?;
+            let s: f64 = s.parse().map_err(|_| bad())?;
+            let e: f64 = e.parse().map_err(|_| bad())?;
+            (head, Some([s, e]))
+        }
+        None => (rest, None),
+    };
+    let (conf, speed) = match rest.split_once('x') {
+        Some((c, s)) => (c, Some(s.parse::<f32>().map_err(|_| bad())?)),
+        None => (rest, None),
+    };
+    let at: f64 = at.parse().map_err(|_| bad())?;
+    let conf: f32 = conf.parse().map_err(|_| bad())?;
+    if !at.is_finite() || !conf.is_finite() {
+        return Err(bad());
+    }
+    Ok(Occurrence {
+        at,
+        conf,
+        speed,
+        part,
+    })
+}
+
+/// `serialize_with` for `ResearchRecord::found`.
+pub fn serialize<S: Serializer>(
+    found: &BTreeMap<String, Vec<Occurrence>>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let mut map = serializer.serialize_map(Some(found.len()))?;
+    for (clip, occurrences) in found {
+        map.serialize_entry(clip, &format_list(occurrences))?;
+    }
+    map.end()
+}
+
+/// `deserialize_with` for `ResearchRecord::found`: the compact strings or plain lists.
+pub fn deserialize<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, Vec<Occurrence>>, D::Error> {
+    deserializer.deserialize_map(FoundVisitor)
+}
+
+struct FoundVisitor;
+
+impl<'de> Visitor<'de> for FoundVisitor {
+    type Value = BTreeMap<String, Vec<Occurrence>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a map of clip id to occurrences")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(BTreeMap::new())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+        let mut found = BTreeMap::new();
+        while let Some(clip) = access.next_key::<String>()? {
+            let List(occurrences) = access.next_value()?;
+            found.insert(clip, occurrences);
+        }
+        Ok(found)
+    }
+}
+
+struct List(Vec<Occurrence>);
+
+impl<'de> serde::Deserialize<'de> for List {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ListVisitor)
+    }
+}
+
+struct ListVisitor;
+
+impl<'de> Visitor<'de> for ListVisitor {
+    type Value = List;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("occurrences as \"<at>@<conf> ...\" or a list of {at, conf}")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<List, E> {
+        parse_list(text).map(List).map_err(E::custom)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<List, E> {
+        Ok(List(Vec::new()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<List, A::Error> {
+        let mut out = Vec::new();
+        while let Some(o) = seq.next_element::<Occurrence>()? {
+            out.push(o);
+        }
+        Ok(List(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::ResearchRecord;
+
+    fn occ(at: f64, conf: f32) -> Occurrence {
+        Occurrence {
+            at,
+            conf,
+            speed: None,
+            part: None,
+        }
+    }
+
+    #[test]
+    fn compact_form_rounds_and_round_trips() {
+        let list = vec![
+            occ(812.345_4, 0.912_4),
+            Occurrence {
+                at: 2401.5,
+                conf: 0.87,
+                speed: Some(1.050_2),
+                part: Some([0.5, 3.250_1]),
+            },
+        ];
+        let text = format_list(&list);
+        assert_eq!(text, "812.345@0.912 2401.5@0.87x1.05[0.5-3.25]");
+        let back = parse_list(&text).unwrap();
+        assert_eq!(back[0], occ(812.345, 0.912));
+        assert_eq!(back[1].speed, Some(1.05));
+        assert_eq!(back[1].part, Some([0.5, 3.25]));
+    }
+
+    #[test]
+    fn records_read_both_forms_and_write_the_compact_one() {
+        let plain = "episode: e0000001\nfound:\n  c000001:\n  - at: 1.5\n    conf: 0.9\n  c000002: 3.25@0.8 7@0.75\n";
+        let record: ResearchRecord =
+            crate::records::decode("/research/e0000001", plain.as_bytes()).unwrap();
+        assert_eq!(record.found["c000001"], vec![occ(1.5, 0.9)]);
+        assert_eq!(
+            record.found["c000002"],
+            vec![occ(3.25, 0.8), occ(7.0, 0.75)]
+        );
+        let written = String::from_utf8(crate::records::encode("/r", &record).unwrap()).unwrap();
+        assert!(written.contains("c000001: 1.5@0.9\n"), "{written}");
+        let again: ResearchRecord = crate::records::decode("/r", written.as_bytes()).unwrap();
+        assert_eq!(again, record);
+    }
+
+    #[test]
+    fn garbage_is_refused_with_the_token() {
+        for bad in ["1.5", "x@0.9", "1.5@0.9[1-", "1.5@0.9xq", "NaN@0.5"] {
+            let err = parse_list(bad).unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+    }
+}
