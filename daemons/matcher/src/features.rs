@@ -19,11 +19,10 @@ pub(crate) const FRAME: usize = 256;
 pub(crate) const HOP: usize = 128;
 /// Number of bands.
 pub(crate) const BANDS: usize = 16;
-/// Feature-domain FFT block size (frames).
+/// Feature-domain FFT block size (frames) for long episodes.
 const BLOCK: usize = 16384;
 /// Longest query (frames) the coarse pass handles; longer clips go exhaustive.
 pub(crate) const MAX_QUERY: usize = 4096;
-const BLOCK_HOP: usize = BLOCK - MAX_QUERY + 1;
 /// Half-width (frames) of the running mean used to centre episode features.
 const CENTER_HALF: usize = 62;
 
@@ -132,6 +131,9 @@ fn center_running(f: &mut Features) {
 /// and per-band block spectra for the overlap-save correlation.
 pub(crate) struct FeatureIndex {
     pub frames: usize,
+    /// FFT block size (frames) and hop.
+    block: usize,
+    hop: usize,
     /// prefix[t] = sum over frames < t of sum_b x_b(t)^2.
     prefix: Vec<f64>,
     /// blocks[k][b] = spectrum of band b of block k (BLOCK/2+1 bins).
@@ -153,16 +155,23 @@ impl FeatureIndex {
             }
             prefix.push(acc);
         }
-        let nblocks = if n == 0 { 0 } else { (n - 1) / BLOCK_HOP + 1 };
+        // Short episodes use one small block; long ones overlap-save blocks.
+        let block = BLOCK.min((2 * n).next_power_of_two()).max(64);
+        let hop = if block < BLOCK {
+            block - n.min(block / 2) + 1
+        } else {
+            BLOCK - MAX_QUERY + 1
+        };
+        let nblocks = if n == 0 { 0 } else { (n - 1) / hop + 1 };
         let blocks: Vec<Vec<Vec<Complex32>>> = (0..nblocks)
             .into_par_iter()
             .map(|k| {
-                let (fwd, _) = plans(BLOCK);
-                let p = k * BLOCK_HOP;
-                let end = (p + BLOCK).min(n);
+                let (fwd, _) = plans(block);
+                let p = k * hop;
+                let end = (p + block).min(n);
                 (0..BANDS)
                     .map(|b| {
-                        let mut buf = vec![0.0f32; BLOCK];
+                        let mut buf = vec![0.0f32; block];
                         buf[..end - p].copy_from_slice(&f.band(b)[p..end]);
                         let mut spec = fwd.make_output_vec();
                         let _ = fwd.process(&mut buf, &mut spec);
@@ -173,6 +182,8 @@ impl FeatureIndex {
             .collect();
         Self {
             frames: n,
+            block,
+            hop,
             prefix,
             blocks,
         }
@@ -180,21 +191,22 @@ impl FeatureIndex {
 
     /// Approximate heap size in bytes.
     pub fn heap_bytes(&self) -> usize {
-        self.prefix.len() * 8 + self.blocks.len() * BANDS * (BLOCK / 2 + 1) * 8
+        self.prefix.len() * 8 + self.blocks.len() * BANDS * (self.block / 2 + 1) * 8
     }
 
     /// Normalised feature correlation of `query` (raw features, any number of
     /// frames <= MAX_QUERY) at every episode frame lag; returns the curve.
     pub fn correlate(&self, query: &Features) -> Vec<f32> {
         let t = query.frames;
-        if t == 0 || t > MAX_QUERY || t > self.frames {
+        let (block, hop) = (self.block, self.hop);
+        if t == 0 || t > MAX_QUERY || t > self.frames || t > block - hop + 1 {
             return Vec::new();
         }
-        let (fwd, inv) = plans(BLOCK);
+        let (fwd, inv) = plans(block);
         // Centre the query per band, compute its norm and spectra.
         let mut qnorm = 0.0f64;
         let mut qspec: Vec<Vec<Complex32>> = Vec::with_capacity(BANDS);
-        let mut buf = vec![0.0f32; BLOCK];
+        let mut buf = vec![0.0f32; block];
         for b in 0..BANDS {
             let row = query.band(b);
             let mean = row.iter().map(|v| *v as f64).sum::<f64>() / t as f64;
@@ -205,7 +217,7 @@ impl FeatureIndex {
             }
             let mut spec = fwd.make_output_vec();
             let _ = fwd.process(&mut buf, &mut spec);
-            let s = 1.0 / BLOCK as f32;
+            let s = 1.0 / block as f32;
             spec.iter_mut().for_each(|c| *c = c.conj() * s);
             qspec.push(spec);
         }
@@ -216,9 +228,9 @@ impl FeatureIndex {
             return out;
         }
         let mut prod = inv.make_input_vec();
-        let mut y = vec![0.0f32; BLOCK];
+        let mut y = vec![0.0f32; block];
         for (k, blk) in self.blocks.iter().enumerate() {
-            let p = k * BLOCK_HOP;
+            let p = k * hop;
             if p >= nlags {
                 break;
             }
@@ -229,7 +241,7 @@ impl FeatureIndex {
                 }
             }
             let _ = inv.process(&mut prod, &mut y);
-            let valid = BLOCK_HOP.min(nlags - p);
+            let valid = hop.min(nlags - p);
             for i in 0..valid {
                 let lag = p + i;
                 let e = self.prefix[lag + t] - self.prefix[lag];

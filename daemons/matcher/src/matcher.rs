@@ -292,22 +292,33 @@ impl Matcher {
         );
         let per = t0.elapsed().as_secs_f64() / ok.len().max(1) as f64;
         let mut it = peaks.into_iter();
-        let whole_hits: Vec<Result<(PreparedClip, Vec<Occurrence>), MatchError>> = prepared
+        let whole_hits: Vec<Result<(PreparedClip, Vec<ncc::Peak>), MatchError>> = prepared
             .into_iter()
             .map(|p| {
                 let p = p?;
                 let pk = it.next().unwrap_or_default();
-                let dur = p.len() as f64 / ANALYSIS_RATE as f64;
-                let occ = pk.into_iter().map(|k| whole(k.pos, k.ncc, dur)).collect();
-                Ok((p, occ))
+                Ok((p, pk))
             })
             .collect();
         whole_hits
             .into_par_iter()
             .map(|r| {
-                let (p, mut occ) = r?;
+                let (p, peaks) = r?;
                 let t1 = Instant::now();
                 let dur = p.len() as f64 / ANALYSIS_RATE as f64;
+                let mut occ: Vec<Occurrence> = if warped {
+                    peaks
+                        .into_iter()
+                        .filter_map(|k| {
+                            refine_extent(&self.episode, &p, k.pos, k.ncc, &self.config)
+                        })
+                        .collect()
+                } else {
+                    peaks
+                        .into_iter()
+                        .map(|k| whole(k.pos, k.ncc, dur))
+                        .collect()
+                };
                 if warped {
                     if let Some(index) = &self.index {
                         let qf = features::compute(&p.samples);
@@ -371,7 +382,10 @@ impl Matcher {
                     }
                 }
                 let hits = ncc::nms(hits, p.len(), cfg.min_separation, cfg.max_occurrences);
-                occ.extend(hits.into_iter().map(|k| whole(k.pos, k.ncc, dur)));
+                occ.extend(
+                    hits.into_iter()
+                        .filter_map(|k| refine_extent(&self.episode, &p, k.pos, k.ncc, cfg)),
+                );
             }
         }
         if cfg.speed_search && qf.frames > 0 {
@@ -392,6 +406,110 @@ fn unreachable_index() -> &'static FeatureIndex {
     // Fast mode always builds the index in `from_samples`.
     static EMPTY: std::sync::OnceLock<FeatureIndex> = std::sync::OnceLock::new();
     EMPTY.get_or_init(|| FeatureIndex::new(&[]))
+}
+
+/// Checks which part of the clip really matches at a whole-clip NCC hit
+/// (piecewise NCC at the found lag). A hit whose matching run covers less than
+/// 90% of the clip becomes a partial occurrence (re-timed by NCC of that part),
+/// or is dropped if the run is shorter than `min_partial_s`.
+fn refine_extent(
+    episode: &[f32],
+    clip: &PreparedClip,
+    pos: f64,
+    ncc_v: f32,
+    cfg: &MatchConfig,
+) -> Option<Occurrence> {
+    use speed::{norm_of, piece_ncc, PIECE};
+    let l = clip.len();
+    let dur = l as f64 / ANALYSIS_RATE as f64;
+    const BLK: usize = 4 * PIECE;
+    if dur < 2.0 * cfg.min_partial_s || l < 4 * BLK {
+        return Some(whole(pos, ncc_v, dur));
+    }
+    let positions: Vec<usize> = (0..=l - BLK).step_by(BLK).collect();
+    let norms: Vec<f64> = positions
+        .iter()
+        .map(|&p| norm_of(&clip.samples[p..p + BLK]))
+        .collect();
+    let mut sorted = norms.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let median = sorted[sorted.len() / 2];
+    let good_thr = (0.35 * ncc_v).max(0.1);
+    // +1 good, -1 bad, 0 quiet.
+    let marks: Vec<i8> = positions
+        .iter()
+        .zip(&norms)
+        .map(|(&cp, &n)| {
+            if n < 0.3 * median || n <= 0.0 {
+                return 0;
+            }
+            match piece_ncc(episode, &clip.samples[cp..cp + BLK], n, pos + cp as f64, 4) {
+                Some((_, v)) if v >= good_thr => 1,
+                _ => -1,
+            }
+        })
+        .collect();
+    // Longest run of good blocks tolerating single bad blocks.
+    let (mut best, mut start, mut last_good, mut bad) =
+        ((0usize, 0usize), None::<usize>, 0usize, 0usize);
+    for (j, m) in marks.iter().enumerate() {
+        match m {
+            1 => {
+                start.get_or_insert(j);
+                last_good = j;
+                bad = 0;
+            }
+            -1 => {
+                bad += 1;
+                if bad > 1 {
+                    start = None;
+                }
+            }
+            _ => {}
+        }
+        if let Some(s) = start {
+            if last_good + 1 - s > best.1 - best.0 {
+                best = (s, last_good + 1);
+            }
+        }
+    }
+    if best.1 <= best.0 {
+        return None;
+    }
+    // Quiet pieces next to the run belong to it.
+    while best.0 > 0 && marks[best.0 - 1] == 0 {
+        best.0 -= 1;
+    }
+    while best.1 < marks.len() && marks[best.1] == 0 {
+        best.1 += 1;
+    }
+    let a = positions[best.0];
+    let b = if best.1 == positions.len() {
+        l
+    } else {
+        positions[best.1 - 1] + BLK
+    };
+    let a = if best.0 == 0 { 0 } else { a };
+    if (b - a) as f64 >= 0.9 * l as f64 {
+        return Some(whole(pos, ncc_v, dur));
+    }
+    let part_s = (b - a) as f64 / ANALYSIS_RATE as f64;
+    if part_s < cfg.min_partial_s {
+        return None;
+    }
+    let sub = PreparedClip::new(&clip.samples[a..b]);
+    let pk = ncc::local_ncc(episode, &sub, (pos + a as f64).round() as i64, 16)?;
+    if pk.ncc < cfg.threshold {
+        return None;
+    }
+    Some(Occurrence {
+        offset_s: round_ms(pk.pos / ANALYSIS_RATE as f64),
+        confidence: pk.ncc.clamp(0.0, 1.0),
+        speed: 1.0,
+        clip_start_s: round_ms(a as f64 / ANALYSIS_RATE as f64),
+        clip_end_s: round_ms(b as f64 / ANALYSIS_RATE as f64),
+        detector: Detector::Ncc,
+    })
 }
 
 fn whole(pos: f64, ncc: f32, dur: f64) -> Occurrence {

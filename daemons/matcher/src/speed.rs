@@ -1,15 +1,482 @@
-//! Warped detector (stub, replaced below).
-use crate::features::{FeatureIndex, Features};
-use crate::matcher::{MatchConfig, Occurrence};
-use crate::ncc::PreparedClip;
+//! Warped detector: speed/tempo changes of a few percent and partial
+//! (truncated) uses of a clip.
+//!
+//! 1. The clip is cut into 2 s feature segments (hop 1 s; a short clip is one
+//!    segment). Each segment is correlated with the episode features (shared
+//!    block spectra); segments are short enough that a +-4% warp drifts them
+//!    by at most +-2.5 frames, so they still correlate.
+//! 2. Segment hits vote in a Hough space (clip start time, speed) over a
+//!    0.5% speed grid; consistent chains become candidates with a speed
+//!    estimate and the covered part of the clip.
+//! 3. Each candidate is verified by piecewise NCC at 8 kHz on the re-timed
+//!    clip: 64 ms pieces, first a +-100 ms search on a few pieces to fit the
+//!    exact time line (offset, speed) robustly, then a +-3 ms search on every
+//!    piece along that line. Two hypotheses are tried: *speed* (the clip is
+//!    resampled, pitch changes) and *tempo* (pieces keep their pitch, as with
+//!    WSOLA/time-stretching). The matched part of the clip is the longest run
+//!    of matching pieces; the confidence is the energy-weighted mean piece NCC
+//!    over that run.
+
+use std::collections::BTreeMap;
+
+use crate::features::{slice, FeatureIndex, Features, HOP};
+use crate::matcher::{round_ms, Detector, MatchConfig, Occurrence};
+use crate::ncc::{self, PreparedClip};
+use crate::ANALYSIS_RATE;
+
+/// Segment length and hop (frames).
+const SEG: usize = 125;
+const SEG_HOP: usize = 62;
+/// Piece length (samples) for piecewise NCC.
+pub(crate) const PIECE: usize = 512;
+/// Pass-1 search radius (samples) and number of pieces.
+const R1: usize = 800;
+const PASS1_PIECES: usize = 24;
+/// Pass-2 search radius (samples).
+const R2: usize = 24;
+/// Per-piece NCC above which a piece counts as matching.
+const PIECE_MATCH: f32 = 0.3;
+
+#[derive(Clone, Debug)]
+struct Cand {
+    /// Episode frame of clip frame 0 under the hypothesis.
+    t0: f64,
+    speed: f64,
+    /// Covered clip frames [lo, hi).
+    lo: usize,
+    hi: usize,
+    score: f32,
+}
 
 pub(crate) fn detect(
-    _episode: &[f32],
-    _index: &FeatureIndex,
-    _clip: &PreparedClip,
-    _qf: &Features,
-    _cfg: &MatchConfig,
-    _found: &[Occurrence],
+    episode: &[f32],
+    index: &FeatureIndex,
+    clip: &PreparedClip,
+    qf: &Features,
+    cfg: &MatchConfig,
+    found: &[Occurrence],
 ) -> Vec<Occurrence> {
-    Vec::new()
+    let nf = qf.frames;
+    let segs: Vec<usize> = if nf <= SEG + SEG / 2 {
+        vec![0]
+    } else {
+        let mut v: Vec<usize> = (0..)
+            .map(|k| k * SEG_HOP)
+            .take_while(|o| o + SEG <= nf)
+            .collect();
+        if v.last().is_some_and(|&o| o + SEG < nf) {
+            v.push(nf - SEG);
+        }
+        v
+    };
+    let seg_len = if segs.len() == 1 { nf } else { SEG };
+    let dev = cfg.max_speed_deviation.clamp(0.0, 0.2) as f64;
+    let nspeeds = (dev / 0.005).round() as i64;
+    // Votes: (speed index, T0 bin) -> per segment best score.
+    let mut votes: BTreeMap<(i64, i64), BTreeMap<usize, f32>> = BTreeMap::new();
+    for (k, &o) in segs.iter().enumerate() {
+        let q = slice(qf, o, o + seg_len);
+        let curve = index.correlate(&q);
+        let peaks = ncc::pick_peaks(&curve, 0, cfg.segment_threshold, seg_len, 0.5, 64);
+        for p in peaks {
+            let range = if segs.len() == 1 {
+                0..=0
+            } else {
+                -nspeeds..=nspeeds
+            };
+            for si in range {
+                let s = 1.0 + si as f64 * 0.005;
+                let t0 = p.pos - o as f64 / s;
+                let bin = (t0 / 2.0).round() as i64;
+                let e = votes.entry((si, bin)).or_default().entry(k).or_insert(0.0);
+                *e = e.max(p.ncc);
+            }
+        }
+    }
+    let min_segs = segs.len().min(2);
+    let mut cands: Vec<Cand> = votes
+        .into_iter()
+        .filter(|(_, m)| m.len() >= min_segs)
+        .map(|((si, bin), m)| {
+            let lo = m.keys().next().map_or(0, |&k| segs[k]);
+            let hi = m.keys().last().map_or(nf, |&k| segs[k] + seg_len).min(nf);
+            Cand {
+                t0: bin as f64 * 2.0,
+                speed: 1.0 + si as f64 * 0.005,
+                lo,
+                hi,
+                score: m.values().sum(),
+            }
+        })
+        .collect();
+    cands.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.t0.total_cmp(&b.t0))
+            .then(a.speed.total_cmp(&b.speed))
+    });
+    let clip_s = clip.len() as f64 / ANALYSIS_RATE as f64;
+    let frame_s = HOP as f64 / ANALYSIS_RATE as f64;
+    let mut chosen: Vec<Cand> = Vec::new();
+    for c in cands {
+        if chosen.len() >= cfg.max_warped_candidates {
+            break;
+        }
+        let start_s = c.t0 * frame_s;
+        let near = |x: f64| (x - start_s).abs() < 0.5 * clip_s;
+        if chosen.iter().any(|d| near(d.t0 * frame_s)) {
+            continue;
+        }
+        if found.iter().any(|o| near(o.offset_s - o.clip_start_s)) {
+            continue;
+        }
+        chosen.push(c);
+    }
+    let mut out: Vec<Occurrence> = Vec::new();
+    for c in chosen {
+        if let Some(o) = verify(episode, clip, &c, cfg) {
+            let start = o.offset_s - o.clip_start_s / o.speed as f64;
+            let clash = out.iter().chain(found.iter()).any(|p| {
+                ((p.offset_s - p.clip_start_s / p.speed as f64) - start).abs() < 0.5 * clip_s
+            });
+            if !clash {
+                out.push(o);
+            }
+        }
+    }
+    out
+}
+
+const TAPS: usize = 16;
+const PHASES: usize = 256;
+
+/// Polyphase table of a Hann-windowed sinc (cutoff 0.9 x Nyquist), 2*TAPS taps.
+fn sinc_table() -> &'static [f32] {
+    static T: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        let mut t = vec![0.0f32; (PHASES + 1) * 2 * TAPS];
+        for ph in 0..=PHASES {
+            let frac = ph as f64 / PHASES as f64;
+            let row = &mut t[ph * 2 * TAPS..(ph + 1) * 2 * TAPS];
+            let mut sum = 0.0;
+            for (i, v) in row.iter_mut().enumerate() {
+                let d = i as f64 - (TAPS as f64 - 1.0) - frac;
+                let arg = std::f64::consts::PI * d * 0.9;
+                let sinc = if arg.abs() < 1e-9 {
+                    1.0
+                } else {
+                    arg.sin() / arg
+                };
+                let w = 0.5 + 0.5 * (std::f64::consts::PI * d / (TAPS as f64 + 1.0)).cos();
+                *v = (sinc * w) as f32;
+                sum += sinc * w;
+            }
+            row.iter_mut().for_each(|v| *v /= sum as f32);
+        }
+        t
+    })
+}
+
+/// Windowed-sinc interpolation of `x` at positions `start + i * step`.
+fn retime(x: &[f32], start: f64, step: f64, n: usize) -> Vec<f32> {
+    let table = sinc_table();
+    (0..n)
+        .map(|i| {
+            let t = start + i as f64 * step;
+            let c = t.floor() as i64;
+            let ph = ((t - c as f64) * PHASES as f64).round() as usize;
+            let row = &table[ph * 2 * TAPS..(ph + 1) * 2 * TAPS];
+            let first = c - (TAPS as i64 - 1);
+            if first >= 0 && (first as usize + 2 * TAPS) <= x.len() {
+                let f = first as usize;
+                x[f..f + 2 * TAPS].iter().zip(row).map(|(a, b)| a * b).sum()
+            } else {
+                row.iter()
+                    .enumerate()
+                    .map(|(k, h)| {
+                        let j = first + k as i64;
+                        if j >= 0 && (j as usize) < x.len() {
+                            x[j as usize] * h
+                        } else {
+                            0.0
+                        }
+                    })
+                    .sum()
+            }
+        })
+        .collect()
+}
+
+/// Direct NCC of `piece` against episode starts in [center - r, center + r].
+pub(crate) fn piece_ncc(
+    episode: &[f32],
+    piece: &[f32],
+    norm: f64,
+    center: f64,
+    r: usize,
+) -> Option<(f64, f32)> {
+    let l = piece.len();
+    let c = center.round() as i64;
+    let lo = (c - r as i64).max(0);
+    let hi = (c + r as i64).min(episode.len() as i64 - l as i64);
+    if lo > hi || norm <= 0.0 {
+        return None;
+    }
+    let (lo, hi) = (lo as usize, hi as usize);
+    let mut e: f64 = episode[lo..lo + l]
+        .iter()
+        .map(|v| (*v as f64) * (*v as f64))
+        .sum();
+    let mut vals = Vec::with_capacity(hi - lo + 1);
+    for t in lo..=hi {
+        if t > lo {
+            let a = episode[t - 1] as f64;
+            let b = episode[t + l - 1] as f64;
+            e += b * b - a * a;
+        }
+        let dot: f32 = episode[t..t + l]
+            .iter()
+            .zip(piece)
+            .map(|(a, b)| a * b)
+            .sum();
+        let v = if e > 1e-10 * l as f64 {
+            (dot as f64 / (norm * e.max(0.0).sqrt())) as f32
+        } else {
+            0.0
+        };
+        vals.push(v);
+    }
+    let (bi, bv) = vals
+        .iter()
+        .enumerate()
+        .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, v)| {
+            if *v > bv {
+                (i, *v)
+            } else {
+                (bi, bv)
+            }
+        });
+    let mut d = 0.0;
+    if bi > 0 && bi + 1 < vals.len() {
+        let (l, r) = (vals[bi - 1], vals[bi + 1]);
+        let den = (l - 2.0 * bv + r) as f64;
+        if den < 0.0 {
+            d = (0.5 * (l - r) as f64 / den).clamp(-0.5, 0.5);
+        }
+    }
+    Some(((lo + bi) as f64 + d, bv))
+}
+
+pub(crate) fn norm_of(x: &[f32]) -> f64 {
+    x.iter()
+        .map(|v| (*v as f64) * (*v as f64))
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// Weighted least squares fit y = a + b x.
+fn fit_line(pts: &[(f64, f64, f64)]) -> Option<(f64, f64)> {
+    let sw: f64 = pts.iter().map(|p| p.2).sum();
+    if pts.len() < 2 || sw <= 0.0 {
+        return None;
+    }
+    let mx = pts.iter().map(|p| p.0 * p.2).sum::<f64>() / sw;
+    let my = pts.iter().map(|p| p.1 * p.2).sum::<f64>() / sw;
+    let sxx: f64 = pts.iter().map(|p| p.2 * (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| p.2 * (p.0 - mx) * (p.1 - my)).sum();
+    let b = if sxx > 1e-9 { sxy / sxx } else { 0.0 };
+    Some((my - b * mx, b))
+}
+
+struct Verified {
+    /// Episode position (samples) of clip sample 0 and samples per clip sample.
+    t0: f64,
+    slope: f64,
+    run: (usize, usize),
+    score: f32,
+}
+
+/// Verifies one candidate under one hypothesis (`resample`: speed, else tempo).
+fn verify_hyp(
+    episode: &[f32],
+    clip: &[f32],
+    c: &Cand,
+    resample: bool,
+    cfg: &MatchConfig,
+) -> Option<Verified> {
+    let l = clip.len();
+    let piece_at = |cpos: usize, slope: f64| -> Vec<f32> {
+        if resample {
+            // Episode sample i of the piece = clip position cpos + i / slope.
+            retime(clip, cpos as f64, 1.0 / slope, PIECE)
+        } else {
+            clip[cpos..(cpos + PIECE).min(l)].to_vec()
+        }
+    };
+    // Clip range to examine: the voted part, widened by one segment each side.
+    let lo = c.lo.saturating_sub(SEG_HOP) * HOP;
+    let hi = ((c.hi + SEG_HOP) * HOP).min(l);
+    if hi < lo + PIECE {
+        return None;
+    }
+    let positions: Vec<usize> = (lo..=hi - PIECE).step_by(PIECE).collect();
+    let norms: Vec<f64> = positions
+        .iter()
+        .map(|&p| norm_of(&clip[p..p + PIECE]))
+        .collect();
+    let mut sorted = norms.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let median = sorted[sorted.len() / 2];
+    let loud: Vec<usize> = (0..positions.len())
+        .filter(|&j| norms[j] >= 0.3 * median && norms[j] > 0.0)
+        .collect();
+    if loud.is_empty() {
+        return None;
+    }
+    let mut slope = 1.0 / c.speed;
+    let mut t0 = c.t0 * HOP as f64;
+    // Pass 1: a few loud pieces, wide search, robust line fit.
+    let step = (loud.len() as f64 / PASS1_PIECES as f64).max(1.0);
+    let mut pts = Vec::new();
+    let mut k = 0.0;
+    while (k as usize) < loud.len() {
+        let j = loud[k as usize];
+        let cp = positions[j];
+        let piece = PreparedClip::new(&piece_at(cp, slope));
+        let center = (t0 + cp as f64 * slope).round() as i64;
+        if let Some(pk) = ncc::local_ncc(episode, &piece, center, R1) {
+            let (pos, v) = (pk.pos, pk.ncc);
+            if v >= 0.4 {
+                pts.push((cp as f64, pos - cp as f64 * slope - t0, (v - 0.3) as f64));
+            }
+        }
+        k += step;
+    }
+    let tried = (loud.len() as f64 / step).ceil().max(1.0);
+    if (pts.len() as f64) < (0.3 * tried).max(2.0) {
+        return None;
+    }
+    let mut line = fit_line(&pts)?;
+    for tol in [80.0, 24.0, 8.0] {
+        let kept: Vec<(f64, f64, f64)> = pts
+            .iter()
+            .copied()
+            .filter(|p| (p.1 - (line.0 + line.1 * p.0)).abs() <= tol)
+            .collect();
+        if kept.len() < 2 {
+            return None;
+        }
+        line = fit_line(&kept)?;
+    }
+    t0 += line.0;
+    slope += line.1;
+    let speed = 1.0 / slope;
+    if (speed - 1.0).abs() > cfg.max_speed_deviation as f64 + 0.005 {
+        return None;
+    }
+    // Pass 2: every piece, narrow search along the line.
+    let mut res: Vec<(f32, f64, f64)> = Vec::with_capacity(positions.len()); // (ncc, weight, lag)
+    for (j, &cp) in positions.iter().enumerate() {
+        if norms[j] < 0.3 * median || norms[j] <= 0.0 {
+            res.push((f32::NAN, 0.0, 0.0));
+            continue;
+        }
+        let piece = piece_at(cp, slope);
+        let n = norm_of(&piece);
+        let exp = t0 + cp as f64 * slope;
+        match piece_ncc(episode, &piece, n, exp, R2) {
+            Some((pos, v)) => res.push((v, norms[j], pos - exp)),
+            None => res.push((0.0, norms[j], 0.0)),
+        }
+    }
+    // Longest run of matching pieces (quiet pieces are neutral, gaps of <= 2 allowed).
+    let mut best = (0usize, 0usize);
+    let mut start: Option<usize> = None;
+    let mut last_good = 0usize;
+    for (j, r) in res.iter().enumerate() {
+        let good = r.0.is_nan() || r.0 >= PIECE_MATCH;
+        if good && !r.0.is_nan() {
+            if start.is_none() {
+                start = Some(j);
+            }
+            last_good = j;
+        } else if !good {
+            if let Some(s) = start {
+                if j - last_good > 2 {
+                    if last_good + 1 - s > best.1 - best.0 {
+                        best = (s, last_good + 1);
+                    }
+                    start = None;
+                }
+            }
+        }
+        if let Some(s) = start {
+            if last_good + 1 - s > best.1 - best.0 {
+                best = (s, last_good + 1);
+            }
+        }
+    }
+    if best.1 <= best.0 {
+        return None;
+    }
+    let run = &res[best.0..best.1];
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    let mut lag_pts = Vec::new();
+    for (j, r) in run.iter().enumerate() {
+        if r.0.is_nan() {
+            continue;
+        }
+        num += r.0 as f64 * r.1;
+        den += r.1;
+        if r.0 >= PIECE_MATCH {
+            lag_pts.push((positions[best.0 + j] as f64, r.2, r.0 as f64));
+        }
+    }
+    if den <= 0.0 {
+        return None;
+    }
+    if let Some((a, b)) = fit_line(&lag_pts) {
+        if a.abs() < R2 as f64 && b.abs() < 0.01 {
+            t0 += a;
+            slope += b;
+        }
+    }
+    Some(Verified {
+        t0,
+        slope,
+        run: (positions[best.0], (positions[best.1 - 1] + PIECE).min(l)),
+        score: (num / den) as f32,
+    })
+}
+
+fn verify(episode: &[f32], clip: &PreparedClip, c: &Cand, cfg: &MatchConfig) -> Option<Occurrence> {
+    let a = verify_hyp(episode, &clip.samples, c, true, cfg);
+    let b = verify_hyp(episode, &clip.samples, c, false, cfg);
+    let v = match (a, b) {
+        (Some(a), Some(b)) => {
+            if b.score > a.score {
+                b
+            } else {
+                a
+            }
+        }
+        (Some(a), None) => a,
+        (None, Some(b)) => b,
+        (None, None) => return None,
+    };
+    let rate = ANALYSIS_RATE as f64;
+    let dur = (v.run.1 - v.run.0) as f64 / rate;
+    let clip_s = clip.len() as f64 / rate;
+    if v.score < cfg.warped_threshold || dur < cfg.min_partial_s.min(0.8 * clip_s) {
+        return None;
+    }
+    let speed = 1.0 / v.slope;
+    Some(Occurrence {
+        offset_s: round_ms((v.t0 + v.run.0 as f64 * v.slope) / rate),
+        confidence: v.score.clamp(0.0, 1.0),
+        speed: ((speed * 1000.0).round() / 1000.0) as f32,
+        clip_start_s: round_ms(v.run.0 as f64 / rate),
+        clip_end_s: round_ms(v.run.1 as f64 / rate),
+        detector: Detector::Warped,
+    })
 }
