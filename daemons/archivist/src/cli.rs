@@ -63,6 +63,9 @@ pub struct GlobalOpts {
     /// Log format.
     #[arg(long, global = true, env = "ARCHIVIST_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,
+    /// Serve /metrics, /healthz and /readyz on this address (daemon commands only).
+    #[arg(long, global = true, env = "ARCHIVIST_METRICS_ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// Output format of admin commands.
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
@@ -100,7 +103,24 @@ pub enum Command {
     Reaper(cmd::recorder::ReaperArgs),
     /// Run several daemons in one process (`--all` for a single machine).
     Run(cmd::run::RunArgs),
+    /// Serve a directory over HTTP (sample media for the quickstart and tests).
+    ServeFiles(cmd::serve::ServeArgs),
     /// Admin commands.
     #[command(flatten)]
     Admin(cmd::admin::AdminCommand),
+}
+
+impl Command {
+    /// Does this command run a daemon (and so serve metrics when asked)?
+    pub fn is_daemon(&self) -> bool {
+        matches!(
+            self,
+            Command::Curator(_)
+                | Command::Planner(_)
+                | Command::Researcher(_)
+                | Command::Recorder(_)
+                | Command::Reaper(_)
+                | Command::Run(_)
+        )
+    }
 }

@@ -7,6 +7,7 @@ mod cli;
 mod cmd;
 mod context;
 mod logging;
+mod observe;
 mod shutdown;
 
 use clap::Parser;

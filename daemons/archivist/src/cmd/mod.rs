@@ -8,6 +8,7 @@ pub mod recorder;
 pub mod researcher;
 pub mod run;
 pub mod schema;
+pub mod serve;
 
 use std::process::ExitCode;
 
@@ -18,6 +19,11 @@ use crate::cli::{Cli, Command};
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let global = cli.global;
+    if let Some(addr) = global.metrics_addr {
+        if cli.command.is_daemon() {
+            crate::observe::serve(addr, tokio_util::sync::CancellationToken::new()).await?;
+        }
+    }
     match cli.command {
         Command::Init => schema::init(&global).await,
         Command::Schema(c) => schema::run(&global, c).await,
@@ -29,6 +35,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Recorder(a) => recorder::run_recorder(&global, a).await,
         Command::Reaper(a) => recorder::run_reaper(&global, a).await,
         Command::Run(a) => run::run(&global, a).await,
+        Command::ServeFiles(a) => serve::run(&global, a).await,
         Command::Admin(c) => admin::run(&global, c).await,
     }
 }
