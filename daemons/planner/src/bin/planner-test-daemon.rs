@@ -1,0 +1,49 @@
+//! A planner process for the planner's multi-process tests (SIGKILL mid-run).
+//!
+//! Usage: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>
+
+use std::time::Duration;
+
+use archivist_engine::member::Identity;
+use archivist_engine::ZkConfig;
+use archivist_planner::PlannerSettings;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 7 {
+        eprintln!("usage: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>");
+        std::process::exit(2);
+    }
+    let number = |i: usize| -> u64 {
+        args[i].parse().unwrap_or_else(|_| {
+            eprintln!("argument {i} must be a number");
+            std::process::exit(2)
+        })
+    };
+    let config = ZkConfig::new(&args[1])
+        .with_chroot(&args[2])
+        .with_session_timeout(Duration::from_millis(number(3)));
+    let settings = PlannerSettings::default()
+        .with_max_clips(number(4) as usize)
+        .with_tick(Duration::from_millis(number(5)));
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    println!("started");
+    if let Err(e) = archivist_planner::run(
+        &config,
+        settings,
+        Identity::named("planner", &args[6]),
+        shutdown,
+    )
+    .await
+    {
+        eprintln!("planner stopped: {e}");
+        std::process::exit(1);
+    }
+}

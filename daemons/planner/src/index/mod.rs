@@ -1,0 +1,407 @@
+//! The planner's in-memory index of catalog, research state, leases and blocking jobs.
+//!
+//! Scanning ZooKeeper on every pick cannot choose one work item out of 20M (episode,
+//! clip) pairs in 50 ms, so the planner loads the tree once into this index and keeps it
+//! current from watch events ([`crate::load`]). The index itself knows nothing about
+//! ZooKeeper: it is fed records and answers [`Index::pick`].
+//!
+//! Per episode it keeps two bitsets over clip numbers: `researched` (from the research
+//! record) and `blocked` (clips under an active lease, or in a job that is `pending`,
+//! `held` or `failed`). A clip can be planned for an episode when it is an active catalog
+//! clip (present, not held) in neither set. Episodes are kept in selection order
+//! (priority descending, initial curation descending, id), held ones left out, and clips
+//! in a sorted list by the same rule, so a pick walks episodes in order and stops at the
+//! first one with a free clip (a few word operations each), then walks the clip list.
+
+mod bits;
+mod pick;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap};
+
+use archivist_engine::schema::JobState;
+
+pub use bits::Bits;
+pub use pick::Pick;
+
+/// What the planner needs from an episode record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpisodeInfo {
+    /// Higher first.
+    pub priority: i64,
+    /// Initial curation, unix ms (newer first within a priority).
+    pub curated_ms: i64,
+    /// Held by an operator: plan nothing for it.
+    pub held: bool,
+    /// Copied into the job so a researcher need not read the catalog.
+    pub media_url: String,
+}
+
+/// What the planner needs from a clip record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClipInfo {
+    /// Clip id as the catalog names it.
+    pub id: String,
+    /// Higher first.
+    pub priority: i64,
+    /// Initial curation, unix ms (newer first within a priority).
+    pub curated_ms: i64,
+    /// Held by an operator: plan it for no episode.
+    pub held: bool,
+}
+
+/// Sizes of the index, for logs, metrics and the benchmark.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Episodes in the catalog.
+    pub episodes: usize,
+    /// Episodes that can be planned (in the catalog and not held).
+    pub plannable_episodes: usize,
+    /// Clips that can be planned (in the catalog and not held).
+    pub active_clips: usize,
+    /// Leases known.
+    pub leases: usize,
+    /// Leases not expired at the index's clock.
+    pub active_leases: usize,
+    /// Jobs in `pending`, `held` or `failed` whose clips are kept out of planning.
+    pub blocking_jobs: usize,
+    /// Approximate bytes the index holds on the heap.
+    pub heap_bytes: usize,
+}
+
+type EpisodeKey = (Reverse<i64>, Reverse<i64>, String, usize);
+
+#[derive(Debug, Default)]
+struct EpisodeSlot {
+    id: String,
+    info: Option<EpisodeInfo>,
+    researched: Bits,
+    blocked: Bits,
+    leases: Vec<String>,
+    jobs: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct LeaseEntry {
+    episode: String,
+    clips: Vec<u32>,
+    expires_ms: i64,
+    counted: bool,
+}
+
+#[derive(Debug, Clone)]
+struct JobEntry {
+    episode: String,
+    clips: Vec<u32>,
+    states: Vec<JobState>,
+}
+
+/// The index. See the module docs.
+#[derive(Debug, Default)]
+pub struct Index {
+    episodes: Vec<EpisodeSlot>,
+    slots: HashMap<String, usize>,
+    order: BTreeSet<EpisodeKey>,
+    clips: Vec<Option<ClipInfo>>,
+    active: Bits,
+    clip_order: Vec<u32>,
+    clip_order_dirty: bool,
+    leases: HashMap<String, LeaseEntry>,
+    counted: BTreeSet<(i64, String)>,
+    jobs: HashMap<String, JobEntry>,
+    now_ms: i64,
+}
+
+impl Index {
+    /// An empty index.
+    pub fn new() -> Index {
+        Index::default()
+    }
+
+    fn slot(&mut self, episode: &str) -> usize {
+        if let Some(&slot) = self.slots.get(episode) {
+            return slot;
+        }
+        let slot = self.episodes.len();
+        self.episodes.push(EpisodeSlot {
+            id: episode.to_string(),
+            ..EpisodeSlot::default()
+        });
+        self.slots.insert(episode.to_string(), slot);
+        slot
+    }
+
+    fn key(slot: usize, id: &str, info: &EpisodeInfo) -> EpisodeKey {
+        (
+            Reverse(info.priority),
+            Reverse(info.curated_ms),
+            id.to_string(),
+            slot,
+        )
+    }
+
+    /// Adds or updates a catalog episode.
+    pub fn upsert_episode(&mut self, episode: &str, info: EpisodeInfo) {
+        let slot = self.slot(episode);
+        let entry = &mut self.episodes[slot];
+        if let Some(old) = entry.info.take() {
+            self.order.remove(&Index::key(slot, episode, &old));
+        }
+        if !info.held {
+            self.order.insert(Index::key(slot, episode, &info));
+        }
+        self.episodes[slot].info = Some(info);
+    }
+
+    /// Removes a catalog episode (its research and leases stay known).
+    pub fn remove_episode(&mut self, episode: &str) {
+        let Some(&slot) = self.slots.get(episode) else {
+            return;
+        };
+        if let Some(old) = self.episodes[slot].info.take() {
+            self.order.remove(&Index::key(slot, episode, &old));
+        }
+    }
+
+    /// Adds or updates a catalog clip by its number.
+    pub fn upsert_clip(&mut self, number: u32, info: ClipInfo) {
+        let n = number as usize;
+        if self.clips.len() <= n {
+            self.clips.resize(n + 1, None);
+        }
+        if info.held {
+            self.active.clear(number);
+        } else {
+            self.active.set(number);
+        }
+        self.clips[n] = Some(info);
+        self.clip_order_dirty = true;
+    }
+
+    /// Removes a catalog clip.
+    pub fn remove_clip(&mut self, number: u32) {
+        if let Some(c) = self.clips.get_mut(number as usize) {
+            *c = None;
+        }
+        self.active.clear(number);
+        self.clip_order_dirty = true;
+    }
+
+    /// Replaces the researched clip numbers of an episode.
+    pub fn set_research(&mut self, episode: &str, researched: impl IntoIterator<Item = u32>) {
+        let slot = self.slot(episode);
+        let bits = &mut self.episodes[slot].researched;
+        bits.clear_all();
+        for n in researched {
+            bits.set(n);
+        }
+        bits.shrink();
+    }
+
+    /// Forgets an episode's research (its record was deleted).
+    pub fn remove_research(&mut self, episode: &str) {
+        if let Some(&slot) = self.slots.get(episode) {
+            self.episodes[slot].researched = Bits::new();
+        }
+    }
+
+    /// Adds or updates a lease on `episode`'s `clips`, expiring at `expires_ms`
+    /// (ZooKeeper's clock: the lease node's mtime plus its duration).
+    pub fn upsert_lease(&mut self, job: &str, episode: &str, clips: Vec<u32>, expires_ms: i64) {
+        self.remove_lease(job);
+        let counted = expires_ms > self.now_ms;
+        if counted {
+            self.counted.insert((expires_ms, job.to_string()));
+        }
+        let slot = self.slot(episode);
+        self.episodes[slot].leases.push(job.to_string());
+        self.leases.insert(
+            job.to_string(),
+            LeaseEntry {
+                episode: episode.to_string(),
+                clips,
+                expires_ms,
+                counted,
+            },
+        );
+        self.recompute(slot);
+    }
+
+    /// Forgets a lease (its node was deleted).
+    pub fn remove_lease(&mut self, job: &str) {
+        let Some(old) = self.leases.remove(job) else {
+            return;
+        };
+        if old.counted {
+            self.counted.remove(&(old.expires_ms, job.to_string()));
+        }
+        if let Some(&slot) = self.slots.get(&old.episode) {
+            self.episodes[slot].leases.retain(|l| l != job);
+            self.recompute(slot);
+        }
+    }
+
+    /// Notes a queue entry of a job in a blocking state (`pending`, `held`, `failed`):
+    /// its clips are not planned again while it is there. Idempotent per state, so
+    /// replayed watch events cannot leave a job blocking forever.
+    pub fn add_job(&mut self, job: &str, state: JobState, episode: &str, clips: Vec<u32>) {
+        if let Some(entry) = self.jobs.get_mut(job) {
+            if !entry.states.contains(&state) {
+                entry.states.push(state);
+            }
+            return;
+        }
+        let slot = self.slot(episode);
+        self.episodes[slot].jobs.push(job.to_string());
+        self.jobs.insert(
+            job.to_string(),
+            JobEntry {
+                episode: episode.to_string(),
+                clips,
+                states: vec![state],
+            },
+        );
+        self.recompute(slot);
+    }
+
+    /// Is this job known as blocking?
+    pub fn has_job(&self, job: &str) -> bool {
+        self.jobs.contains_key(job)
+    }
+
+    /// Notes that a job's queue entry in `state` went away; the job stops blocking when
+    /// it has no blocking entry left.
+    pub fn remove_job(&mut self, job: &str, state: JobState) {
+        let Some(entry) = self.jobs.get_mut(job) else {
+            return;
+        };
+        entry.states.retain(|s| *s != state);
+        if !entry.states.is_empty() {
+            return;
+        }
+        let episode = entry.episode.clone();
+        self.jobs.remove(job);
+        if let Some(&slot) = self.slots.get(&episode) {
+            self.episodes[slot].jobs.retain(|j| j != job);
+            self.recompute(slot);
+        }
+    }
+
+    /// Moves the index's clock (ZooKeeper's) forward: leases that expired by `now_ms`
+    /// stop blocking their clips. An expired lease counts as no lease.
+    pub fn advance(&mut self, now_ms: i64) {
+        if now_ms <= self.now_ms {
+            return;
+        }
+        self.now_ms = now_ms;
+        let mut touched = Vec::new();
+        while let Some(first) = self.counted.first() {
+            if first.0 > now_ms {
+                break;
+            }
+            let Some((_, job)) = self.counted.pop_first() else {
+                break;
+            };
+            if let Some(lease) = self.leases.get_mut(&job) {
+                lease.counted = false;
+                if let Some(&slot) = self.slots.get(&lease.episode) {
+                    touched.push(slot);
+                }
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for slot in touched {
+            self.recompute(slot);
+        }
+    }
+
+    /// The index's clock (ZooKeeper's time of the last [`Index::advance`]).
+    pub fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+
+    fn recompute(&mut self, slot: usize) {
+        let entry = &mut self.episodes[slot];
+        entry.blocked.clear_all();
+        for job in &entry.leases {
+            if let Some(lease) = self.leases.get(job) {
+                if lease.counted {
+                    lease.clips.iter().for_each(|n| entry.blocked.set(*n));
+                }
+            }
+        }
+        for job in &entry.jobs {
+            if let Some(j) = self.jobs.get(job) {
+                j.clips.iter().for_each(|n| entry.blocked.set(*n));
+            }
+        }
+        entry.blocked.shrink();
+    }
+
+    /// Was this clip researched for this episode?
+    pub fn is_researched(&self, episode: &str, clip: u32) -> bool {
+        self.slots
+            .get(episode)
+            .is_some_and(|s| self.episodes[*s].researched.get(clip))
+    }
+
+    /// Is this clip under an active lease or a blocking job for this episode?
+    pub fn is_blocked(&self, episode: &str, clip: u32) -> bool {
+        self.slots
+            .get(episode)
+            .is_some_and(|s| self.episodes[*s].blocked.get(clip))
+    }
+
+    /// Sizes, for logs, metrics and the benchmark.
+    pub fn stats(&self) -> IndexStats {
+        let episode_bytes: usize = self
+            .episodes
+            .iter()
+            .map(|e| {
+                std::mem::size_of::<EpisodeSlot>()
+                    + e.id.capacity()
+                    + e.researched.heap_bytes()
+                    + e.blocked.heap_bytes()
+                    + e.info.as_ref().map_or(0, |i| i.media_url.capacity())
+                    + e.leases
+                        .iter()
+                        .chain(&e.jobs)
+                        .map(|s| 24 + s.len())
+                        .sum::<usize>()
+            })
+            .sum();
+        let order_bytes = self.order.len() * (std::mem::size_of::<EpisodeKey>() + 16);
+        let slot_bytes = self.slots.capacity() * (24 + 8 + 16);
+        let clip_bytes = self.clips.capacity() * std::mem::size_of::<Option<ClipInfo>>()
+            + self.clip_order.capacity() * 4
+            + self.active.heap_bytes();
+        let lease_bytes: usize = self
+            .leases
+            .values()
+            .map(|l| 96 + l.clips.capacity() * 4)
+            .sum();
+        let job_bytes: usize = self
+            .jobs
+            .values()
+            .map(|j| 96 + j.clips.capacity() * 4)
+            .sum();
+        IndexStats {
+            episodes: self.episodes.iter().filter(|e| e.info.is_some()).count(),
+            plannable_episodes: self.order.len(),
+            active_clips: self.active.count(),
+            leases: self.leases.len(),
+            active_leases: self.counted.len(),
+            blocking_jobs: self.jobs.len(),
+            heap_bytes: episode_bytes
+                + order_bytes
+                + slot_bytes
+                + clip_bytes
+                + lease_bytes
+                + job_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

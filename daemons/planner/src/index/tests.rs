@@ -1,0 +1,171 @@
+use super::*;
+
+fn ep(priority: i64, curated_ms: i64) -> EpisodeInfo {
+    EpisodeInfo {
+        priority,
+        curated_ms,
+        held: false,
+        media_url: "http://x/e.mp3".into(),
+    }
+}
+
+fn clip(n: u32, priority: i64, curated_ms: i64) -> ClipInfo {
+    ClipInfo {
+        id: format!("c{n:06}"),
+        priority,
+        curated_ms,
+        held: false,
+    }
+}
+
+fn index_with(clips: &[(u32, i64, i64)]) -> Index {
+    let mut index = Index::new();
+    for &(n, p, c) in clips {
+        index.upsert_clip(n, clip(n, p, c));
+    }
+    index
+}
+
+#[test]
+fn episodes_go_by_priority_then_newest_curation() {
+    let mut index = index_with(&[(1, 0, 0)]);
+    index.upsert_episode("e0000001", ep(1, 100));
+    index.upsert_episode("e0000002", ep(5, 100));
+    index.upsert_episode("e0000003", ep(5, 200));
+    index.upsert_episode("e0000004", ep(-3, 900));
+    let mut seen = Vec::new();
+    while let Some(p) = index.pick(1, 10) {
+        seen.push(p.episode.clone());
+        index.upsert_lease(
+            &format!("j{}", seen.len()),
+            &p.episode,
+            p.clip_numbers,
+            1_000,
+        );
+    }
+    assert_eq!(seen, ["e0000003", "e0000002", "e0000001", "e0000004"]);
+}
+
+#[test]
+fn clips_go_by_priority_then_newest_curation_and_are_limited() {
+    let mut index = index_with(&[(1, 0, 10), (2, 9, 10), (3, 0, 30), (4, 9, 5), (5, -1, 99)]);
+    index.upsert_episode("e0000001", ep(0, 0));
+    let p = index.pick(1, 3).unwrap();
+    assert_eq!(p.clips, ["c000002", "c000004", "c000003"]);
+    assert_eq!(p.clip_numbers, [2, 4, 3]);
+    let p = index.pick(1, 50).unwrap();
+    assert_eq!(p.clip_numbers, [2, 4, 3, 1, 5]);
+}
+
+#[test]
+fn complete_episodes_are_skipped_and_researched_clips_left_out() {
+    let mut index = index_with(&[(1, 0, 0), (2, 0, 0), (3, 0, 0)]);
+    index.upsert_episode("e0000001", ep(9, 0));
+    index.upsert_episode("e0000002", ep(1, 0));
+    index.set_research("e0000001", [1, 2, 3]);
+    index.set_research("e0000002", [2]);
+    let p = index.pick(1, 10).unwrap();
+    assert_eq!(p.episode, "e0000002");
+    assert_eq!(p.clip_numbers, [1, 3]);
+    index.set_research("e0000002", [1, 2, 3]);
+    assert_eq!(index.pick(1, 10), None);
+}
+
+#[test]
+fn leased_clips_are_left_out_until_the_lease_expires() {
+    let mut index = index_with(&[(1, 0, 0), (2, 0, 0)]);
+    index.upsert_episode("e0000001", ep(9, 0));
+    index.upsert_episode("e0000002", ep(1, 0));
+    index.upsert_lease("j1", "e0000001", vec![1, 2], 1_000);
+    index.upsert_lease("j2", "e0000002", vec![1], 2_000);
+    let p = index.pick(500, 10).unwrap();
+    assert_eq!((p.episode.as_str(), p.clip_numbers), ("e0000002", vec![2]));
+    // j1 expired at 1000: an expired lease counts as no lease.
+    let p = index.pick(1_000, 10).unwrap();
+    assert_eq!(
+        (p.episode.as_str(), p.clip_numbers),
+        ("e0000001", vec![1, 2])
+    );
+    // An extension (a write to the lease) blocks again.
+    index.upsert_lease("j1", "e0000001", vec![1, 2], 5_000);
+    let p = index.pick(1_500, 10).unwrap();
+    assert_eq!(p.episode, "e0000002");
+    index.remove_lease("j1");
+    assert_eq!(index.pick(1_500, 10).unwrap().episode, "e0000001");
+}
+
+#[test]
+fn held_episodes_and_clips_are_skipped() {
+    let mut index = index_with(&[(1, 5, 0), (2, 0, 0)]);
+    index.upsert_episode(
+        "e0000001",
+        EpisodeInfo {
+            held: true,
+            ..ep(9, 0)
+        },
+    );
+    index.upsert_episode("e0000002", ep(1, 0));
+    index.upsert_clip(
+        1,
+        ClipInfo {
+            held: true,
+            ..clip(1, 5, 0)
+        },
+    );
+    let p = index.pick(1, 10).unwrap();
+    assert_eq!((p.episode.as_str(), p.clip_numbers), ("e0000002", vec![2]));
+    index.upsert_clip(
+        2,
+        ClipInfo {
+            held: true,
+            ..clip(2, 0, 0)
+        },
+    );
+    assert_eq!(index.pick(1, 10), None, "every clip held: nothing to plan");
+    index.upsert_episode("e0000001", ep(9, 0));
+    index.upsert_clip(1, clip(1, 5, 0));
+    assert_eq!(index.pick(1, 10).unwrap().episode, "e0000001");
+}
+
+#[test]
+fn blocking_jobs_keep_their_clips_out_until_their_last_entry_goes() {
+    let mut index = index_with(&[(1, 0, 0), (2, 0, 0)]);
+    index.upsert_episode("e0000001", ep(0, 0));
+    index.add_job("j1", JobState::Pending, "e0000001", vec![1]);
+    index.add_job("j1", JobState::Pending, "e0000001", vec![1]);
+    assert_eq!(index.pick(1, 10).unwrap().clip_numbers, [2]);
+    // A transition pending -> held, seen in either order.
+    index.add_job("j1", JobState::Held, "e0000001", vec![1]);
+    index.remove_job("j1", JobState::Pending);
+    assert_eq!(index.pick(1, 10).unwrap().clip_numbers, [2]);
+    index.remove_job("j1", JobState::Held);
+    assert_eq!(index.pick(1, 10).unwrap().clip_numbers, [1, 2]);
+    // A replayed delete of an unknown job changes nothing.
+    index.remove_job("j1", JobState::Held);
+    assert_eq!(index.pick(1, 10).unwrap().clip_numbers, [1, 2]);
+}
+
+#[test]
+fn removed_clips_and_episodes_are_not_planned() {
+    let mut index = index_with(&[(1, 0, 0), (2, 0, 0)]);
+    index.upsert_episode("e0000001", ep(0, 0));
+    index.remove_clip(1);
+    assert_eq!(index.pick(1, 10).unwrap().clips, ["c000002"]);
+    index.remove_episode("e0000001");
+    assert_eq!(index.pick(1, 10), None);
+}
+
+#[test]
+fn priority_changes_reorder_episodes() {
+    let mut index = index_with(&[(1, 0, 0)]);
+    index.upsert_episode("e0000001", ep(1, 0));
+    index.upsert_episode("e0000002", ep(2, 0));
+    assert_eq!(index.pick(1, 10).unwrap().episode, "e0000002");
+    index.upsert_episode("e0000001", ep(3, 0));
+    assert_eq!(index.pick(1, 10).unwrap().episode, "e0000001");
+    let stats = index.stats();
+    assert_eq!(
+        (stats.episodes, stats.plannable_episodes, stats.active_clips),
+        (2, 2, 1)
+    );
+}

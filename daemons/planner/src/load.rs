@@ -1,0 +1,332 @@
+//! Filling the index from ZooKeeper and keeping it current from watch events.
+//!
+//! [`load`] reads the catalog, research records, leases and blocking jobs once, many
+//! reads in flight at a time (ZooKeeper pipelining). [`apply`] handles one watch event by
+//! re-reading the node it names, so replaying an event, or seeing an event for a change
+//! the load already saw, leaves the index the same. Unreadable records are logged with
+//! their path and skipped: one bad node must not stop planning for everything else.
+
+use archivist_engine::schema::paths;
+use archivist_engine::schema::queue_key::QueueEntry;
+use archivist_engine::schema::records::{
+    self, ClipRecord, EpisodeRecord, JobRecord, LeaseRecord, Record, ResearchRecord,
+};
+use archivist_engine::schema::JobState;
+use archivist_engine::zk;
+use archivist_engine::{store, EngineError, Session};
+
+use crate::index::{ClipInfo, EpisodeInfo, Index};
+
+/// Job states whose jobs keep their clips out of planning (besides leases): waiting,
+/// held by an operator, or failed and waiting for an operator.
+pub const BLOCKING_STATES: [JobState; 3] = [JobState::Pending, JobState::Held, JobState::Failed];
+
+/// Reads in flight at once while loading.
+const BATCH: usize = 1_000;
+
+/// What a watched path is, for the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    /// `/catalog/episodes/{id}`
+    Episode(String),
+    /// `/catalog/clips/{id}`
+    Clip(String),
+    /// `/research/{episode}`
+    Research(String),
+    /// `/leases/{job}`
+    Lease(String),
+    /// `/queues/{state}/{entry}`
+    QueueEntry(JobState, String),
+    /// `/researchers/{member}`
+    Researcher,
+    /// Anything else (directories, aliases).
+    Other,
+}
+
+/// Classifies a path relative to the chroot.
+pub fn classify(path: &str) -> Node {
+    let child = |dir: &str| {
+        path.strip_prefix(dir)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .filter(|name| !name.is_empty() && !name.contains('/'))
+            .map(str::to_string)
+    };
+    if let Some(id) = child(paths::EPISODES) {
+        return Node::Episode(id);
+    }
+    if let Some(id) = child(paths::CLIPS) {
+        return Node::Clip(id);
+    }
+    if let Some(id) = child(paths::RESEARCH) {
+        return Node::Research(id);
+    }
+    if let Some(id) = child(paths::LEASES) {
+        return Node::Lease(id);
+    }
+    if child(paths::RESEARCHERS).is_some() {
+        return Node::Researcher;
+    }
+    if let Some(rest) = path.strip_prefix("/queues/") {
+        if let Some((state, entry)) = rest.split_once('/') {
+            if let Ok(state) = state.parse::<JobState>() {
+                if !entry.is_empty() && !entry.contains('/') {
+                    return Node::QueueEntry(state, entry.to_string());
+                }
+            }
+        }
+    }
+    Node::Other
+}
+
+fn decode<T: Record>(path: &str, bytes: &[u8]) -> Option<T> {
+    match records::decode::<T>(path, bytes) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::warn!(error = %e, "unreadable record; the planner ignores it");
+            None
+        }
+    }
+}
+
+fn unix_ms(t: time::OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
+}
+
+fn clip_numbers(ids: &[String]) -> Vec<u32> {
+    ids.iter().filter_map(|id| paths::clip_number(id)).collect()
+}
+
+/// Reads many nodes with their stats, `BATCH` in flight at a time; missing nodes are
+/// `None`.
+async fn read_many(
+    session: &Session,
+    node_paths: Vec<String>,
+) -> Result<Vec<(String, Option<(Vec<u8>, zk::Stat)>)>, EngineError> {
+    let mut out = Vec::with_capacity(node_paths.len());
+    for chunk in node_paths.chunks(BATCH) {
+        let futures: Vec<_> = chunk.iter().map(|p| session.client().get_data(p)).collect();
+        let results = archivist_engine::ops::await_all(futures).await;
+        for (path, result) in chunk.iter().zip(results) {
+            match result {
+                Ok(found) => out.push((path.clone(), Some(found))),
+                Err(zk::Error::NoNode) => out.push((path.clone(), None)),
+                Err(e) => return Err(EngineError::zk("get", path.clone(), e)),
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn children_paths(session: &Session, dir: &str) -> Result<Vec<String>, EngineError> {
+    Ok(store::children(session, dir)
+        .await?
+        .into_iter()
+        .map(|c| format!("{dir}/{c}"))
+        .collect())
+}
+
+fn name_of(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn put_episode(index: &mut Index, path: &str, data: Option<&[u8]>) {
+    let id = name_of(path);
+    match data.and_then(|d| decode::<EpisodeRecord>(path, d)) {
+        Some(r) => index.upsert_episode(
+            id,
+            EpisodeInfo {
+                priority: r.fields.priority,
+                curated_ms: unix_ms(r.fields.initial_curated),
+                held: r.fields.held,
+                media_url: r.fields.media_url,
+            },
+        ),
+        None => index.remove_episode(id),
+    }
+}
+
+fn put_clip(index: &mut Index, path: &str, data: Option<&[u8]>) {
+    let id = name_of(path);
+    let Some(number) = paths::clip_number(id) else {
+        tracing::warn!(path, "clip id is not c + number; the planner ignores it");
+        return;
+    };
+    match data.and_then(|d| decode::<ClipRecord>(path, d)) {
+        Some(r) => index.upsert_clip(
+            number,
+            ClipInfo {
+                id: id.to_string(),
+                priority: r.fields.priority,
+                curated_ms: unix_ms(r.fields.initial_curated),
+                held: r.fields.held,
+            },
+        ),
+        None => index.remove_clip(number),
+    }
+}
+
+fn put_research(index: &mut Index, path: &str, data: Option<&[u8]>) {
+    let episode = name_of(path);
+    match data.and_then(|d| decode::<ResearchRecord>(path, d)) {
+        Some(r) => index.set_research(episode, r.runs.iter().flat_map(|run| run.clips.iter())),
+        None => index.remove_research(episode),
+    }
+}
+
+fn put_lease(index: &mut Index, path: &str, found: Option<(&[u8], &zk::Stat)>) {
+    let job = name_of(path);
+    match found.and_then(|(d, stat)| decode::<LeaseRecord>(path, d).map(|r| (r, stat))) {
+        Some((r, stat)) => index.upsert_lease(
+            job,
+            &r.episode,
+            clip_numbers(&r.clips),
+            stat.mtime.saturating_add(r.duration_ms),
+        ),
+        None => index.remove_lease(job),
+    }
+}
+
+fn put_job(index: &mut Index, state: JobState, path: &str, data: Option<&[u8]>) {
+    if let Some(job) = data.and_then(|d| decode::<JobRecord>(path, d)) {
+        index.add_job(&job.id, state, &job.episode, clip_numbers(&job.clips));
+    }
+}
+
+/// Loads the whole index. Set the watches first, then load, then apply the events that
+/// arrived meanwhile: nothing is missed.
+pub async fn load(session: &Session) -> Result<Index, EngineError> {
+    let mut index = Index::new();
+    let clips = read_many(session, children_paths(session, paths::CLIPS).await?).await?;
+    for (path, found) in &clips {
+        put_clip(&mut index, path, found.as_ref().map(|(d, _)| d.as_slice()));
+    }
+    drop(clips);
+    let episodes = read_many(session, children_paths(session, paths::EPISODES).await?).await?;
+    for (path, found) in &episodes {
+        put_episode(&mut index, path, found.as_ref().map(|(d, _)| d.as_slice()));
+    }
+    drop(episodes);
+    let research_paths = children_paths(session, paths::RESEARCH).await?;
+    for chunk in research_paths.chunks(BATCH) {
+        for (path, found) in read_many(session, chunk.to_vec()).await? {
+            put_research(&mut index, &path, found.as_ref().map(|(d, _)| d.as_slice()));
+        }
+    }
+    for (path, found) in read_many(session, children_paths(session, paths::LEASES).await?).await? {
+        put_lease(
+            &mut index,
+            &path,
+            found.as_ref().map(|(d, s)| (d.as_slice(), s)),
+        );
+    }
+    for state in BLOCKING_STATES {
+        let job_paths: Vec<String> = store::children(session, &paths::queue(state))
+            .await?
+            .iter()
+            .filter_map(|name| QueueEntry::parse(name).ok())
+            .map(|e| paths::job(&e.job))
+            .collect();
+        for (path, found) in read_many(session, job_paths).await? {
+            put_job(
+                &mut index,
+                state,
+                &path,
+                found.as_ref().map(|(d, _)| d.as_slice()),
+            );
+        }
+    }
+    Ok(index)
+}
+
+/// Applies one watch event on `path` (`deleted`: the node is gone) by re-reading what
+/// it names. Returns what the path was.
+pub async fn apply(
+    session: &Session,
+    index: &mut Index,
+    path: &str,
+    deleted: bool,
+) -> Result<Node, EngineError> {
+    let node = classify(path);
+    let read = |p: String| async move {
+        if deleted {
+            Ok(None)
+        } else {
+            store::read_raw(session, &p).await
+        }
+    };
+    match &node {
+        Node::Episode(_) => {
+            let found = read(path.to_string()).await?;
+            put_episode(index, path, found.as_ref().map(|(d, _)| d.as_slice()));
+        }
+        Node::Clip(_) => {
+            let found = read(path.to_string()).await?;
+            put_clip(index, path, found.as_ref().map(|(d, _)| d.as_slice()));
+        }
+        Node::Research(_) => {
+            let found = read(path.to_string()).await?;
+            put_research(index, path, found.as_ref().map(|(d, _)| d.as_slice()));
+        }
+        Node::Lease(_) => {
+            let found = read(path.to_string()).await?;
+            put_lease(index, path, found.as_ref().map(|(d, s)| (d.as_slice(), s)));
+        }
+        Node::QueueEntry(state, entry) if BLOCKING_STATES.contains(state) => {
+            let Ok(entry) = QueueEntry::parse(entry) else {
+                return Ok(node);
+            };
+            if deleted {
+                index.remove_job(&entry.job, *state);
+            } else {
+                let job_path = paths::job(&entry.job);
+                let found = store::read_raw(session, &job_path).await?;
+                put_job(
+                    index,
+                    *state,
+                    &job_path,
+                    found.as_ref().map(|(d, _)| d.as_slice()),
+                );
+            }
+        }
+        Node::QueueEntry(..) | Node::Researcher | Node::Other => {}
+    }
+    Ok(node)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_classified() {
+        assert_eq!(
+            classify("/catalog/episodes/e0000001"),
+            Node::Episode("e0000001".into())
+        );
+        assert_eq!(
+            classify("/catalog/clips/c000001"),
+            Node::Clip("c000001".into())
+        );
+        assert_eq!(
+            classify("/research/e0000001"),
+            Node::Research("e0000001".into())
+        );
+        assert_eq!(
+            classify("/leases/j0000000001"),
+            Node::Lease("j0000000001".into())
+        );
+        assert_eq!(classify("/researchers/r1"), Node::Researcher);
+        assert_eq!(
+            classify("/queues/pending/x-y-j1"),
+            Node::QueueEntry(JobState::Pending, "x-y-j1".into())
+        );
+        for other in [
+            "/catalog/episodes",
+            "/catalog/aliases/url-1",
+            "/queues/bogus/x",
+            "/leases",
+        ] {
+            assert_eq!(classify(other), Node::Other, "{other}");
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! One planning round: expire stale waiting items, then the seed's capacity loop, each
+//! added work item picked from the index and created with its lease in one multi.
+
+use std::time::{Duration, Instant};
+
+use archivist_engine::clock::zk_now_ms;
+use archivist_engine::jobs::{self, NewJob};
+use archivist_engine::ops::{Mode, Op};
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{JobRecord, LeaseRecord};
+use archivist_engine::schema::{JobState, SCHEMA_VERSION};
+use archivist_engine::{member, queue, store, EngineError, Session};
+use tokio_util::sync::CancellationToken;
+
+use crate::capacity::{self, Capacity};
+use crate::error::PlannerError;
+use crate::expire;
+use crate::index::{Index, Pick};
+use crate::load::{self, Node};
+use crate::settings::PlannerSettings;
+use crate::watch::{Event, Watches};
+
+/// Why a round stopped adding work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The capacity check said stop: researchers are gone and work is waiting.
+    NoResearchers,
+    /// The capacity check said stop: more work waits than researchers (the normal end).
+    Surplus,
+    /// Nothing is left to plan (every pair researched, leased, held or blocked).
+    NoWork,
+    /// The round added `researchers + 1` items while researchers kept taking them; the
+    /// next wake or tick goes on (this bounds a round against a runaway consumer).
+    RoundLimit,
+    /// Shutdown was requested.
+    Shutdown,
+}
+
+/// What a round did.
+#[derive(Debug, Clone)]
+pub struct RoundReport {
+    /// Work items created, in order.
+    pub created: Vec<JobRecord>,
+    /// Waiting work items expired (job ids).
+    pub expired: Vec<String>,
+    /// Why it stopped.
+    pub stop: Stop,
+}
+
+/// The planner on one session: its index, kept current by its watches.
+#[derive(Debug)]
+pub struct Planner {
+    session: Session,
+    settings: PlannerSettings,
+    by: String,
+    index: Index,
+    watches: Watches,
+    stale: bool,
+}
+
+/// Researchers' capacity: the sum of `slots` of `/researchers/*` (a researcher running N
+/// jobs at once counts N).
+pub async fn count_researchers(session: &Session) -> Result<u64, EngineError> {
+    Ok(member::list(session, paths::RESEARCHERS)
+        .await?
+        .iter()
+        .map(|m| u64::from(m.slots))
+        .sum())
+}
+
+/// Work items waiting: children of `/queues/pending`.
+pub async fn count_pending(session: &Session) -> Result<u64, EngineError> {
+    Ok(queue::len(session, JobState::Pending).await? as u64)
+}
+
+fn is_wake(node: &Node, deleted: bool) -> bool {
+    match node {
+        Node::Researcher | Node::Episode(_) | Node::Clip(_) => true,
+        Node::QueueEntry(state, _) => *state == JobState::Pending,
+        Node::Lease(_) | Node::Research(_) => deleted,
+        Node::Other => false,
+    }
+}
+
+impl Planner {
+    /// Sets the watches and loads the index. Refuses invalid settings.
+    pub async fn start(
+        session: &Session,
+        settings: PlannerSettings,
+        by: &str,
+    ) -> Result<Planner, PlannerError> {
+        settings.validate()?;
+        let watches = Watches::set(session).await?;
+        let started = Instant::now();
+        let index = load::load(session).await?;
+        let took = started.elapsed();
+        metrics::histogram!("archivist_planner_index_load_seconds").record(took.as_secs_f64());
+        let stats = index.stats();
+        tracing::info!(
+            episodes = stats.episodes,
+            clips = stats.active_clips,
+            leases = stats.leases,
+            blocking_jobs = stats.blocking_jobs,
+            heap_bytes = stats.heap_bytes,
+            took_ms = took.as_millis() as u64,
+            "planner index loaded"
+        );
+        let mut planner = Planner {
+            session: session.clone(),
+            settings,
+            by: by.to_string(),
+            index,
+            watches,
+            stale: false,
+        };
+        planner.refresh().await?;
+        Ok(planner)
+    }
+
+    /// The index (for tests and the benchmark).
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &PlannerSettings {
+        &self.settings
+    }
+
+    async fn reload(&mut self) -> Result<(), EngineError> {
+        tracing::info!("reloading the planner index (events may have been lost)");
+        self.index = load::load(&self.session).await?;
+        self.stale = false;
+        metrics::counter!("archivist_planner_index_reloads_total").increment(1);
+        Ok(())
+    }
+
+    async fn handle(&mut self, event: Event) -> Result<bool, EngineError> {
+        match event {
+            Event::Node { path, deleted } => {
+                let node = load::apply(&self.session, &mut self.index, &path, deleted).await?;
+                Ok(is_wake(&node, deleted))
+            }
+            Event::Disconnected => {
+                self.stale = true;
+                Ok(false)
+            }
+            Event::Reconnected => {
+                self.stale = true;
+                Ok(true)
+            }
+            Event::Lost => Err(EngineError::SessionLost(
+                "planner watches saw the session end".into(),
+            )),
+        }
+    }
+
+    /// Applies every event that has arrived, reloading if events may have been lost.
+    /// Returns whether any of them should wake the planner.
+    pub async fn refresh(&mut self) -> Result<bool, EngineError> {
+        let mut wake = false;
+        while let Some(event) = self.watches.try_next() {
+            wake |= self.handle(event).await?;
+        }
+        if self.stale && self.session.state() == archivist_engine::zk::SessionState::SyncConnected {
+            self.reload().await?;
+            wake = true;
+        }
+        self.report_gauges();
+        Ok(wake)
+    }
+
+    /// Waits up to `timeout` for a change that should wake the planner (researchers,
+    /// the pending queue, the catalog, a lease or research record going away), applying
+    /// every event on the way. Returns whether it was woken (false: timed out).
+    pub async fn wait(&mut self, timeout: Duration) -> Result<bool, EngineError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let event = tokio::select! {
+                e = self.watches.next() => e,
+                _ = tokio::time::sleep_until(deadline) => return Ok(false),
+            };
+            if self.handle(event).await? | self.refresh().await? {
+                return Ok(true);
+            }
+        }
+    }
+
+    fn report_gauges(&self) {
+        let stats = self.index.stats();
+        metrics::gauge!("archivist_planner_index_episodes").set(stats.episodes as f64);
+        metrics::gauge!("archivist_planner_index_active_leases").set(stats.active_leases as f64);
+        metrics::gauge!("archivist_planner_index_bytes").set(stats.heap_bytes as f64);
+    }
+
+    /// Chooses the next work item: reads ZooKeeper's time (a write, so every change
+    /// committed before it has been notified to this session), applies those events,
+    /// then asks the index.
+    pub async fn pick(&mut self) -> Result<Option<Pick>, EngineError> {
+        let now = zk_now_ms(&self.session).await?;
+        self.refresh().await?;
+        let started = Instant::now();
+        let pick = self.index.pick(now, self.settings.max_clips);
+        metrics::histogram!("archivist_planner_pick_seconds")
+            .record(started.elapsed().as_secs_f64());
+        Ok(pick)
+    }
+
+    /// Creates the job and its lease in one multi (bump the job counter, create the job,
+    /// its pending queue entry and `/leases/{job}` with no holder), and notes the lease
+    /// in the index at once so the next pick does not choose the same clips.
+    pub async fn create(&mut self, pick: &Pick) -> Result<JobRecord, EngineError> {
+        let new = NewJob {
+            episode: pick.episode.clone(),
+            media_url: pick.media_url.clone(),
+            clips: pick.clips.clone(),
+            priority: pick.priority,
+            curated_ms: pick.curated_ms,
+            batch: None,
+        };
+        let duration_ms = self.settings.lease_duration_ms();
+        let lease_record = |job: &str| LeaseRecord {
+            schema: SCHEMA_VERSION,
+            job: job.to_string(),
+            episode: pick.episode.clone(),
+            clips: pick.clips.clone(),
+            duration_ms,
+            holder: None,
+            extensions: 0,
+        };
+        // Same length as a real id: if this encodes, the real one does too.
+        let probe = paths::lease(&paths::job_id(0));
+        store::encode(&probe, &lease_record(&paths::job_id(0)))?;
+        let lease_op = |job: &str| {
+            let path = paths::lease(job);
+            match store::encode(&path, &lease_record(job)) {
+                Ok(data) => vec![Op::Create {
+                    path,
+                    data,
+                    mode: Mode::Persistent,
+                }],
+                // Unreachable after the probe; fail the multi rather than create a job
+                // without its lease.
+                Err(_) => vec![Op::Check { path, version: -2 }],
+            }
+        };
+        let job = match jobs::create(&self.session, &new, &self.by, lease_op).await {
+            Ok(job) => job,
+            Err(e) => {
+                // On connection loss the multi may have applied unseen: reload.
+                self.stale = true;
+                return Err(e);
+            }
+        };
+        let expires = self.index.now_ms().saturating_add(duration_ms);
+        self.index
+            .upsert_lease(&job.id, &job.episode, pick.clip_numbers.clone(), expires);
+        self.index.add_job(
+            &job.id,
+            JobState::Pending,
+            &job.episode,
+            pick.clip_numbers.clone(),
+        );
+        metrics::counter!("archivist_planner_work_items_created_total").increment(1);
+        tracing::info!(
+            job = %job.id,
+            episode = %job.episode,
+            state = %job.status,
+            clips = job.clips.len(),
+            priority = job.priority,
+            "work item created with its lease"
+        );
+        Ok(job)
+    }
+
+    /// One round: expire waiting items past their TTL, then run the capacity loop,
+    /// re-counting researchers and waiting items before each item (the seed's "return
+    /// to step 1").
+    pub async fn round(
+        &mut self,
+        shutdown: &CancellationToken,
+    ) -> Result<RoundReport, EngineError> {
+        metrics::counter!("archivist_planner_rounds_total").increment(1);
+        self.refresh().await?;
+        let expired =
+            expire::expire_waiting(&self.session, self.settings.work_item_ttl_ms(), &self.by)
+                .await?;
+        let mut created = Vec::new();
+        let stop = loop {
+            if shutdown.is_cancelled() {
+                break Stop::Shutdown;
+            }
+            let researchers = count_researchers(&self.session).await?;
+            let pending = count_pending(&self.session).await?;
+            match capacity::check(researchers, pending) {
+                Capacity::Add => {}
+                Capacity::NoResearchers => break Stop::NoResearchers,
+                Capacity::Surplus => break Stop::Surplus,
+            }
+            if created.len() as u64 > researchers {
+                break Stop::RoundLimit;
+            }
+            let Some(pick) = self.pick().await? else {
+                break Stop::NoWork;
+            };
+            created.push(self.create(&pick).await?);
+        };
+        tracing::debug!(
+            created = created.len(),
+            expired = expired.len(),
+            ?stop,
+            "planning round done"
+        );
+        Ok(RoundReport {
+            created,
+            expired,
+            stop,
+        })
+    }
+}
