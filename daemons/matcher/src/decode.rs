@@ -355,8 +355,13 @@ impl MonoResampler {
                     Vec::new()
                 };
                 first = false;
+                let input: Option<&[&[f32]]> = if rest.is_empty() {
+                    None
+                } else {
+                    Some(&[rest.as_slice()][..])
+                };
                 let (_, n_out) = rs
-                    .process_partial_into_buffer(Some(&[rest.as_slice()]), &mut self.outbuf, None)
+                    .process_partial_into_buffer(input, &mut self.outbuf, None)
                     .map_err(|e| DecodeError::Corrupt {
                         input: self.input.clone(),
                         reason: format!("resampler: {e}"),

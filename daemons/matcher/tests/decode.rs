@@ -1,0 +1,127 @@
+//! Decoder tests: formats, resampling alignment, gapless MP3, bad input.
+
+use std::path::{Path, PathBuf};
+
+use archivist_matcher::corpus::{lame_encode, synth_bed, synth_clip, tool_available, write_wav, BedKind, ClipKind};
+use archivist_matcher::decode::{decode_file, decode_reader, DecodeError};
+use archivist_matcher::{MatchConfig, Matcher};
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("archivist-matcher-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Writes a 44.1 kHz episode with a clip spliced at `at` s; returns the clip at 44.1 kHz.
+fn episode_44k(dir: &Path, at: f64, channels: u16) -> (PathBuf, PathBuf) {
+    let rate = 44100;
+    let mut ep = synth_bed(BedKind::Speech, 12.0, 77, rate);
+    let clip = synth_clip(ClipKind::Jingle, 2.0, 78, rate, false);
+    let s = (at * rate as f64) as usize;
+    ep[s..s + clip.len()].copy_from_slice(&clip);
+    let e = dir.join("ep.wav");
+    let c = dir.join("clip.wav");
+    write_wav(&e, &ep, rate, channels).unwrap();
+    write_wav(&c, &clip, rate, 1).unwrap();
+    (e, c)
+}
+
+fn offset_of(ep: &Path, clip: &Path) -> f64 {
+    let e = decode_file(ep).unwrap();
+    let c = decode_file(clip).unwrap();
+    let m = Matcher::new(&e.samples, MatchConfig::default());
+    let r = m.find(&c.samples, "clip").unwrap();
+    assert_eq!(r.occurrences.len(), 1, "{r:?}");
+    r.occurrences[0].offset_s
+}
+
+#[test]
+fn wav_44k_stereo_resampled_keeps_offsets() {
+    let d = tmpdir("wav");
+    let (e, c) = episode_44k(&d, 4.321, 2);
+    let dec = decode_file(&e).unwrap();
+    assert_eq!(dec.source_rate, 44100);
+    assert_eq!(dec.channels, 2);
+    assert!((dec.duration_s - 12.0).abs() < 0.001, "{}", dec.duration_s);
+    assert_eq!(dec.samples.len(), 96000);
+    let off = offset_of(&e, &c);
+    assert!((off - 4.321).abs() <= 0.001, "offset {off}");
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn mp3_gapless_offsets_are_exact() {
+    if !tool_available("lame") {
+        eprintln!("lame not installed: MP3 test skipped (scripts/matcher-deps.sh installs it)");
+        return;
+    }
+    let d = tmpdir("mp3");
+    let (e, c) = episode_44k(&d, 6.5, 1);
+    let mp3 = d.join("ep.mp3");
+    lame_encode(&e, &mp3, 64, true).unwrap();
+    let dec = decode_file(&mp3).unwrap();
+    assert!((dec.duration_s - 12.0).abs() < 0.002, "gapless duration {}", dec.duration_s);
+    let off = offset_of(&mp3, &c);
+    assert!((off - 6.5).abs() <= 0.002, "offset {off} (gapless decoding off would be ~25 ms late)");
+    // Truncated MP3: the decoded prefix is returned.
+    let bytes = std::fs::read(&mp3).unwrap();
+    let cut = d.join("cut.mp3");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let t = decode_file(&cut).unwrap();
+    assert!(t.duration_s > 4.0 && t.duration_s < 8.0, "{}", t.duration_s);
+    // In-memory reader.
+    let r = decode_reader(Box::new(std::io::Cursor::new(bytes)), Some("mp3")).unwrap();
+    assert_eq!(r.samples.len(), dec.samples.len());
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn bad_inputs_give_clear_errors() {
+    let d = tmpdir("bad");
+    let text = d.join("notes.mp3");
+    std::fs::write(&text, "this is not audio at all, just text\n".repeat(50)).unwrap();
+    assert!(matches!(decode_file(&text), Err(DecodeError::NotAudio { input, .. }) if input.contains("notes.mp3")));
+
+    let mut junk = Vec::new();
+    let mut x: u32 = 12345;
+    for _ in 0..20000 {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        junk.push((x >> 16) as u8);
+    }
+    let jf = d.join("junk.wav");
+    std::fs::write(&jf, &junk).unwrap();
+    assert!(matches!(decode_file(&jf), Err(DecodeError::NotAudio { .. })));
+
+    let empty = d.join("empty.flac");
+    std::fs::write(&empty, b"").unwrap();
+    assert!(matches!(decode_file(&empty), Err(DecodeError::NotAudio { .. })));
+
+    let missing = d.join("missing.mp3");
+    assert!(matches!(decode_file(&missing), Err(DecodeError::Io { input, .. }) if input.contains("missing.mp3")));
+
+    // WAV with a header and no samples.
+    let nodata = d.join("nodata.wav");
+    write_wav(&nodata, &[], 8000, 1).unwrap();
+    assert!(matches!(decode_file(&nodata), Err(DecodeError::Empty { .. })));
+
+    // WAV declaring an absurd sample rate.
+    let absurd = d.join("absurd.wav");
+    write_wav(&absurd, &vec![0.1; 1000], 8000, 1).unwrap();
+    let mut b = std::fs::read(&absurd).unwrap();
+    b[24..28].copy_from_slice(&5u32.to_le_bytes());
+    std::fs::write(&absurd, &b).unwrap();
+    assert!(matches!(decode_file(&absurd), Err(DecodeError::AbsurdSampleRate { rate: Some(5), .. })));
+
+    // Unsupported codec: WAV format tag 0x0055 (MP3-in-WAV) with no decoder for it.
+    let odd = d.join("odd.wav");
+    write_wav(&odd, &vec![0.1; 1000], 8000, 1).unwrap();
+    let mut b = std::fs::read(&odd).unwrap();
+    b[20..22].copy_from_slice(&0x0092u16.to_le_bytes());
+    std::fs::write(&odd, &b).unwrap();
+    let r = decode_file(&odd);
+    assert!(
+        matches!(r, Err(DecodeError::UnsupportedCodec { .. }) | Err(DecodeError::NotAudio { .. })),
+        "{r:?}"
+    );
+    let _ = std::fs::remove_dir_all(d);
+}
