@@ -1,20 +1,21 @@
 //! Compact YAML for the occurrences of found clips in a research record.
 //!
 //! The research archive of 10k episodes x 2k clips must stay under 50 MB of znode data,
-//! about 5 KB per episode, and serde_yaml has no flow style. So each found clip's
-//! occurrences are written as one string, space separated, each
-//! `<at>@<conf>[x<speed>][[<start>-<end>]]` with times rounded to the millisecond and
-//! confidence and speed to 3 decimals:
+//! about 5 KB per episode, and serde_yaml has no flow style. So `found` is written as a
+//! text table, one line per found clip: its clip number (as in the runs' clip sets), then
+//! its occurrences, space separated, each `<at>@<conf>[x<speed>][[<start>-<end>]]` with
+//! times in seconds rounded to the millisecond and confidence and speed to 3 decimals (a
+//! confidence below 1 without its leading zero):
 //!
 //! ```yaml
-//! found:
-//!   c000042: 812.345@0.912 2401.5@0.87x1.05
-//!   c000107: 12.25@0.95[0.5-3.25]
+//! found: |
+//!   42 812.345@.912 2401.5@.87x1.05
+//!   107 12.25@.95[0.5-3.25]
 //! ```
 //!
-//! Reading also accepts the plain list-of-maps form (`- at: 812.345\n  conf: 0.912`), so
-//! hand-written or older records still load. The Rust type is unchanged:
-//! `BTreeMap<String, Vec<Occurrence>>`.
+//! Reading also accepts a map of clip id to such strings or to plain lists
+//! (`c000001: [{at: 1.5, conf: 0.9}]`), so hand-written or older records still load. The
+//! Rust type is unchanged: `BTreeMap<String, Vec<Occurrence>>` keyed by clip id.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -35,6 +36,15 @@ pub fn round_3(value: f32) -> f32 {
     ((value as f64 * 1000.0).round() / 1000.0) as f32
 }
 
+/// A confidence without its leading zero (`0.912` -> `.912`): one byte per occurrence.
+fn short(conf: f32) -> String {
+    let text = conf.to_string();
+    match text.strip_prefix("0.") {
+        Some(rest) => format!(".{rest}"),
+        None => text,
+    }
+}
+
 /// Writes one clip's occurrences in the compact form.
 pub fn format_list(occurrences: &[Occurrence]) -> String {
     let mut out = String::with_capacity(occurrences.len() * 16);
@@ -42,7 +52,7 @@ pub fn format_list(occurrences: &[Occurrence]) -> String {
         if i > 0 {
             out.push(' ');
         }
-        let _ = write!(out, "{}@{}", round_ms(o.at), round_3(o.conf));
+        let _ = write!(out, "{}@{}", round_ms(o.at), short(round_3(o.conf)));
         if let Some(speed) = o.speed {
             let _ = write!(out, "x{}", round_3(speed));
         }
@@ -88,23 +98,61 @@ fn parse_one(token: &str) -> Result<Occurrence, String> {
     })
 }
 
-/// `serialize_with` for `ResearchRecord::found`.
+/// The compact table: one line per found clip, `<clip number> <occurrences>`.
+pub fn format_table(found: &BTreeMap<String, Vec<Occurrence>>) -> String {
+    let mut out = String::with_capacity(found.len() * 40);
+    for (clip, occurrences) in found {
+        match crate::paths::clip_number(clip).filter(|n| crate::paths::clip_id(*n) == *clip) {
+            Some(number) => {
+                let _ = write!(out, "{number}");
+            }
+            None => out.push_str(clip),
+        }
+        if !occurrences.is_empty() {
+            out.push(' ');
+            out.push_str(&format_list(occurrences));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Parses the compact table back into clip ids and occurrences.
+pub fn parse_table(text: &str) -> Result<BTreeMap<String, Vec<Occurrence>>, String> {
+    let mut found = BTreeMap::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (key, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let clip = if key.bytes().all(|b| b.is_ascii_digit()) {
+            let number: u32 = key
+                .parse()
+                .map_err(|_| format!("clip number {key:?} is out of range"))?;
+            crate::paths::clip_id(number)
+        } else {
+            key.to_string()
+        };
+        found.insert(clip, parse_list(rest)?);
+    }
+    Ok(found)
+}
+
+/// `serialize_with` for `ResearchRecord::found`: the compact table (a YAML block
+/// scalar), or `{}` when nothing was found.
 pub fn serialize<S: Serializer>(
     found: &BTreeMap<String, Vec<Occurrence>>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    let mut map = serializer.serialize_map(Some(found.len()))?;
-    for (clip, occurrences) in found {
-        map.serialize_entry(clip, &format_list(occurrences))?;
+    if found.is_empty() {
+        return serializer.serialize_map(Some(0))?.end();
     }
-    map.end()
+    serializer.serialize_str(&format_table(found))
 }
 
-/// `deserialize_with` for `ResearchRecord::found`: the compact strings or plain lists.
+/// `deserialize_with` for `ResearchRecord::found`: the compact table, or a map of clip
+/// id to compact strings or plain lists.
 pub fn deserialize<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<BTreeMap<String, Vec<Occurrence>>, D::Error> {
-    deserializer.deserialize_map(FoundVisitor)
+    deserializer.deserialize_any(FoundVisitor)
 }
 
 struct FoundVisitor;
@@ -113,11 +161,17 @@ impl<'de> Visitor<'de> for FoundVisitor {
     type Value = BTreeMap<String, Vec<Occurrence>>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a map of clip id to occurrences")
+        f.write_str(
+            "a table of `<clip number> <occurrences>` lines or a map of clip id to occurrences",
+        )
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(BTreeMap::new())
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        parse_table(text).map_err(E::custom)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
@@ -190,7 +244,7 @@ mod tests {
             },
         ];
         let text = format_list(&list);
-        assert_eq!(text, "812.345@0.912 2401.5@0.87x1.05[0.5-3.25]");
+        assert_eq!(text, "812.345@.912 2401.5@.87x1.05[0.5-3.25]");
         let back = parse_list(&text).unwrap();
         assert_eq!(back[0], occ(812.345, 0.912));
         assert_eq!(back[1].speed, Some(1.05));
@@ -198,7 +252,7 @@ mod tests {
     }
 
     #[test]
-    fn records_read_both_forms_and_write_the_compact_one() {
+    fn records_read_every_form_and_write_the_table() {
         let plain = "episode: e0000001\nfound:\n  c000001:\n  - at: 1.5\n    conf: 0.9\n  c000002: 3.25@0.8 7@0.75\n";
         let record: ResearchRecord =
             crate::records::decode("/research/e0000001", plain.as_bytes()).unwrap();
@@ -208,9 +262,27 @@ mod tests {
             vec![occ(3.25, 0.8), occ(7.0, 0.75)]
         );
         let written = String::from_utf8(crate::records::encode("/r", &record).unwrap()).unwrap();
-        assert!(written.contains("c000001: 1.5@0.9\n"), "{written}");
+        assert!(
+            written.contains("found: |\n  1 1.5@.9\n  2 3.25@.8 7@.75\n"),
+            "{written}"
+        );
         let again: ResearchRecord = crate::records::decode("/r", written.as_bytes()).unwrap();
         assert_eq!(again, record);
+        let empty = ResearchRecord::new("e0000001");
+        let written = String::from_utf8(crate::records::encode("/r", &empty).unwrap()).unwrap();
+        assert!(written.contains("found: {}"), "{written}");
+        assert_eq!(
+            crate::records::decode::<ResearchRecord>("/r", written.as_bytes()).unwrap(),
+            empty
+        );
+    }
+
+    #[test]
+    fn odd_clip_ids_survive_the_table() {
+        let mut found = BTreeMap::new();
+        found.insert("c0000042".to_string(), vec![occ(1.0, 0.5)]);
+        found.insert("c000007".to_string(), vec![]);
+        assert_eq!(parse_table(&format_table(&found)).unwrap(), found);
     }
 
     #[test]
