@@ -1,0 +1,294 @@
+//! Merging clip reports into an episode's research record.
+//!
+//! Pure (no ZooKeeper), so the idempotence rule and the record's size can be tested on
+//! their own. The rule: a clip number already in any run's set is never stored again,
+//! whatever job reports it, so replays and late duplicates are no-ops.
+
+use archivist_engine::schema::clipset::ClipSet;
+use archivist_engine::schema::occurrences::{round_3, round_ms};
+use archivist_engine::schema::records::{Occurrence, ReportRecord, ResearchRecord, ResearchRun};
+use time::OffsetDateTime;
+
+/// Most occurrences kept per clip (the earliest ones), so one noisy clip cannot blow the
+/// episode's record up.
+pub const MAX_OCCURRENCES_PER_CLIP: usize = 64;
+
+/// Most runs kept per episode; beyond, the two oldest merge (see [`merge`]).
+pub const MAX_RUNS: usize = 16;
+
+/// Longest per-clip error message kept, in characters.
+pub const MAX_ERROR_CHARS: usize = 200;
+
+/// What merging one report did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// The clip was added to the run of the report's job.
+    Stored,
+    /// The clip was already researched (by this job or another): nothing changed.
+    AlreadyResearched,
+}
+
+/// Adds one report to the record unless its clip number was researched already.
+///
+/// A run is one researcher's work on the episode on one UTC day: the clip joins the run
+/// of its job, else the run of its researcher dated today, else a new run stamped `now`
+/// (ZooKeeper's clock) and named after the job. So a backfill of 2,000 clips in 40 jobs
+/// costs one run per researcher, and at most [`MAX_RUNS`] runs are kept.
+pub fn merge(
+    record: &mut ResearchRecord,
+    report: &ReportRecord,
+    clip_number: u32,
+    now: OffsetDateTime,
+) -> Merge {
+    if record.is_researched(clip_number) {
+        return Merge::AlreadyResearched;
+    }
+    let same_day =
+        |run: &ResearchRun| run.researcher == report.researcher && run.at.date() == now.date();
+    let found = record
+        .runs
+        .iter()
+        .position(|r| r.job == report.job)
+        .or_else(|| record.runs.iter().rposition(same_day));
+    let index = match found {
+        Some(i) => i,
+        None => {
+            fold_oldest_runs(record);
+            record.runs.push(ResearchRun {
+                job: report.job.clone(),
+                researcher: report.researcher.clone(),
+                at: now,
+                clips: ClipSet::new(),
+            });
+            record.runs.len() - 1
+        }
+    };
+    if let Some(run) = record.runs.get_mut(index) {
+        run.clips.insert(clip_number);
+    }
+    if !report.occurrences.is_empty() {
+        record
+            .found
+            .insert(report.clip.clone(), compact(&report.occurrences));
+    }
+    if let Some(error) = &report.error {
+        record.errors.insert(
+            report.clip.clone(),
+            error.chars().take(MAX_ERROR_CHARS).collect(),
+        );
+    }
+    if record.episode_duration_s.is_none()
+        && report.episode_duration_s.is_finite()
+        && report.episode_duration_s > 0.0
+    {
+        record.episode_duration_s = Some(round_ms(report.episode_duration_s));
+    }
+    Merge::Stored
+}
+
+/// Merges the two oldest runs while the record has [`MAX_RUNS`] or more, so one more
+/// fits. The merged clips keep the older run's job, researcher and date.
+fn fold_oldest_runs(record: &mut ResearchRecord) {
+    while record.runs.len() >= MAX_RUNS && record.runs.len() >= 2 {
+        let second = record.runs.remove(1);
+        if let Some(first) = record.runs.first_mut() {
+            first.clips = first.clips.iter().chain(second.clips.iter()).collect();
+        }
+    }
+}
+
+/// The occurrences as the archive keeps them: in episode order, at most
+/// [`MAX_OCCURRENCES_PER_CLIP`], offsets to the millisecond, confidence and speed to 3
+/// decimals, non-finite values dropped.
+pub fn compact(occurrences: &[Occurrence]) -> Vec<Occurrence> {
+    let mut out: Vec<Occurrence> = occurrences
+        .iter()
+        .filter(|o| o.at.is_finite() && o.conf.is_finite())
+        .map(|o| Occurrence {
+            at: round_ms(o.at),
+            conf: round_3(o.conf),
+            speed: o.speed.filter(|s| s.is_finite()).map(round_3),
+            part: o
+                .part
+                .filter(|[s, e]| s.is_finite() && e.is_finite())
+                .map(|[s, e]| [round_ms(s), round_ms(e)]),
+        })
+        .collect();
+    out.sort_by(|a, b| a.at.total_cmp(&b.at));
+    out.truncate(MAX_OCCURRENCES_PER_CLIP);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use archivist_engine::schema::paths;
+    use archivist_engine::schema::records::encode;
+    use archivist_engine::schema::SCHEMA_VERSION;
+    use rand::rngs::StdRng;
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+
+    fn report(job: &str, clip: u32, occurrences: Vec<Occurrence>) -> ReportRecord {
+        ReportRecord {
+            schema: SCHEMA_VERSION,
+            job: job.into(),
+            episode: "e0000001".into(),
+            clip: paths::clip_id(clip),
+            researcher: "researcher-host-1234".into(),
+            occurrences,
+            error: None,
+            episode_duration_s: 5_400.123_456,
+            clip_duration_s: 4.5,
+            researched_at: OffsetDateTime::UNIX_EPOCH,
+            is_final: false,
+        }
+    }
+
+    fn occ(at: f64, conf: f32) -> Occurrence {
+        Occurrence {
+            at,
+            conf,
+            speed: None,
+            part: None,
+        }
+    }
+
+    #[test]
+    fn a_clip_is_stored_once_whatever_job_reports_it() {
+        let mut record = ResearchRecord::new("e0000001");
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let first = report("j0000000001", 7, vec![occ(10.000_4, 0.912_34)]);
+        assert_eq!(merge(&mut record, &first, 7, now), Merge::Stored);
+        let once = record.clone();
+        assert_eq!(merge(&mut record, &first, 7, now), Merge::AlreadyResearched);
+        let other = report("j0000000002", 7, vec![occ(99.0, 0.5)]);
+        assert_eq!(merge(&mut record, &other, 7, now), Merge::AlreadyResearched);
+        assert_eq!(record, once);
+        assert_eq!(record.runs.len(), 1);
+        assert_eq!(record.found["c000007"], vec![occ(10.0, 0.912)]);
+        assert_eq!(record.episode_duration_s, Some(5400.123));
+    }
+
+    #[test]
+    fn not_found_and_errored_clips_count_as_researched() {
+        let mut record = ResearchRecord::new("e0000001");
+        let now = OffsetDateTime::UNIX_EPOCH;
+        merge(&mut record, &report("j0000000001", 1, vec![]), 1, now);
+        let mut bad = report("j0000000001", 2, vec![]);
+        bad.error = Some("x".repeat(1000));
+        merge(&mut record, &bad, 2, now);
+        assert!(record.is_researched(1) && record.is_researched(2));
+        assert!(record.found.is_empty());
+        assert_eq!(record.errors["c000002"].len(), MAX_ERROR_CHARS);
+        assert_eq!(record.runs[0].clips.to_string(), "1-2");
+    }
+
+    #[test]
+    fn occurrences_are_sorted_bounded_and_rounded() {
+        let many: Vec<Occurrence> = (0..200)
+            .rev()
+            .map(|i| occ(i as f64 + 0.123_456, 0.5))
+            .chain([occ(f64::NAN, 0.5)])
+            .collect();
+        let kept = compact(&many);
+        assert_eq!(kept.len(), MAX_OCCURRENCES_PER_CLIP);
+        assert_eq!(kept[0].at, 0.123);
+        assert!(kept.windows(2).all(|w| w[0].at <= w[1].at));
+    }
+
+    /// A research record for `clips` clips researched in runs of 50 (the planner's
+    /// default max clips), `found` of them found with 1-3 occurrences each, a few per-clip
+    /// errors. `shuffled` spreads each run's clip numbers over the catalog (the worst case
+    /// for the range encoding).
+    pub(crate) fn representative(
+        clips: u32,
+        found: f64,
+        shuffled: bool,
+        seed: u64,
+    ) -> ResearchRecord {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut numbers: Vec<u32> = (1..=clips).collect();
+        if shuffled {
+            numbers.shuffle(&mut rng);
+        }
+        let mut record = ResearchRecord::new("e0001234");
+        let mut at = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        for (run, chunk) in numbers.chunks(50).enumerate() {
+            at += time::Duration::minutes(7);
+            let job = paths::job_id(1_000_000 + run as u64);
+            for &n in chunk {
+                let mut r = report(&job, n, vec![]);
+                r.researcher = format!("researcher-worker-{:02}-{}", run % 8, 40_000 + run % 8);
+                if rng.gen_bool(found) {
+                    r.occurrences = (0..rng.gen_range(1..=3))
+                        .map(|_| occ(rng.gen_range(0.0..7200.0), rng.gen_range(0.55..1.0)))
+                        .collect();
+                } else if rng.gen_bool(0.002) {
+                    r.error = Some("clip media is not decodable audio".into());
+                }
+                merge(&mut record, &r, n, at);
+            }
+        }
+        record
+    }
+
+    #[test]
+    fn runs_stay_bounded_when_clips_trickle_in_for_years() {
+        let mut record = ResearchRecord::new("e0000001");
+        let start = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        for day in 0..2000u32 {
+            let mut r = report(&paths::job_id(day as u64 + 1), day + 1, vec![]);
+            r.researcher = format!("researcher-worker-{:02}-{}", day % 8, 40_000 + day % 8);
+            let now = start + time::Duration::days(day as i64);
+            assert_eq!(merge(&mut record, &r, day + 1, now), Merge::Stored);
+        }
+        assert_eq!(record.runs.len(), MAX_RUNS);
+        assert_eq!(record.researched().len(), 2000);
+        assert!(size(&record) < 3_000, "{} bytes", size(&record));
+        // The newest runs keep their own job and date; the folded one keeps the oldest.
+        assert_eq!(record.runs[0].job, paths::job_id(1));
+        assert_eq!(record.runs[MAX_RUNS - 1].job, paths::job_id(2000));
+    }
+
+    fn size(record: &ResearchRecord) -> usize {
+        encode("/research/e0001234", record)
+            .map(|b| b.len())
+            .unwrap_or(usize::MAX)
+    }
+
+    #[test]
+    fn two_thousand_clips_stay_under_100_kb_even_fragmented_and_twice_as_found() {
+        for (found, shuffled) in [(0.05, false), (0.05, true), (0.10, true), (1.0, true)] {
+            let record = representative(2000, found, shuffled, 7);
+            assert_eq!(record.researched().len(), 2000);
+            let bytes = size(&record);
+            println!(
+                "2000 clips, {:.0}% found, shuffled={shuffled}: {bytes} bytes",
+                found * 100.0
+            );
+            let limit = if found < 1.0 { 100_000 } else { 400_000 };
+            assert!(
+                bytes <= limit,
+                "{bytes} bytes for found={found} shuffled={shuffled}"
+            );
+        }
+    }
+
+    #[test]
+    fn ten_thousand_episodes_of_two_thousand_clips_stay_under_50_mb() {
+        // The representative episode: 2,000 clips backfilled in 40 jobs of 50 (the
+        // planner's default) by 8 researchers on one day, 5 % found with 1-3 occurrences,
+        // 0.2 % per-clip errors. Averaged over 5 seeds, scaled to 10k episodes.
+        let total: usize = (0..5)
+            .map(|seed| size(&representative(2000, 0.05, false, seed)))
+            .sum();
+        let per_episode = total / 5;
+        let archive = per_episode * 10_000;
+        println!(
+            "{per_episode} bytes per episode, {:.1} MB for 10k episodes",
+            archive as f64 / 1e6
+        );
+        assert!(archive <= 50_000_000, "{archive} bytes for 10k episodes");
+    }
+}

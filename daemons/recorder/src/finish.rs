@@ -1,0 +1,157 @@
+//! The `reported` state consumer: closes a job after its final report.
+//!
+//! For a claimed `reported` job it stores every report of the job still in `/reports`,
+//! then in one multi moves the job `reported -> recorded`, releases the lock and deletes
+//! the lease (the seed's revocation). A report that cannot be stored fails the job
+//! (`reported -> failed`, "report unusable"), so an operator looks at it; contention only
+//! hands the job back for a later try.
+
+use std::time::Duration;
+
+use archivist_engine::consumer::{Claimed, Step};
+use archivist_engine::ops::Op;
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::RecordError;
+use archivist_engine::schema::JobState;
+use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::{jobs, store as zkstore, EngineError, Session};
+
+use crate::error::RecorderError;
+use crate::settings::RecorderSettings;
+use crate::store;
+
+/// Closes `reported` jobs; give it to `archivist_engine::consumer::run`.
+#[derive(Debug, Clone)]
+pub struct FinishStep {
+    settings: RecorderSettings,
+    by: String,
+}
+
+impl FinishStep {
+    /// A step that acts as `by` (the recorder's identity name).
+    pub fn new(settings: RecorderSettings, by: impl Into<String>) -> FinishStep {
+        FinishStep {
+            settings,
+            by: by.into(),
+        }
+    }
+}
+
+/// What closing a job did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    /// The job is `recorded`; its lease is gone.
+    Recorded {
+        /// Clips this step stored (reports the `/reports` watcher had not taken yet).
+        stored: usize,
+    },
+    /// The job moved meanwhile, or the reports stayed contended: lock released, nothing
+    /// else done.
+    HandedBack,
+}
+
+/// The names of `job`'s reports still in `/reports`.
+pub async fn reports_of(session: &Session, job: &str) -> Result<Vec<String>, EngineError> {
+    let prefix = format!("{job}-");
+    Ok(zkstore::children(session, paths::REPORTS)
+        .await?
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect())
+}
+
+fn unusable(err: RecorderError) -> EngineError {
+    match err {
+        RecorderError::Engine(e) => e,
+        RecorderError::BadReport { path, reason } => EngineError::Record(RecordError::Malformed {
+            path,
+            kind: "ReportRecord",
+            reason: format!("report unusable: {reason}"),
+        }),
+        other => EngineError::Config(other.to_string()),
+    }
+}
+
+/// Stores what is left of a claimed `reported` job and closes it. See the module docs.
+///
+/// # Errors
+/// An unusable report (the consumer then fails the job with it as the reason), or a
+/// ZooKeeper failure.
+pub async fn finish(
+    claimed: &Claimed,
+    settings: &RecorderSettings,
+    by: &str,
+) -> Result<Finished, EngineError> {
+    let session = &claimed.session;
+    let job_id = claimed.job.id.as_str();
+    let mut stored = 0;
+    for attempt in 1..=settings.max_attempts {
+        // Store leftovers until none remain (the watcher may be storing some too).
+        loop {
+            let names = reports_of(session, job_id).await?;
+            if names.is_empty() {
+                break;
+            }
+            for batch in names.chunks(settings.batch_size.max(1)) {
+                match store::store_reports(session, settings, job_id, batch).await {
+                    Ok(done) => {
+                        stored += done.stored.len();
+                        if let Some(err) = done.bad.into_iter().next() {
+                            return Err(unusable(err));
+                        }
+                    }
+                    Err(RecorderError::Contended { .. }) => {
+                        claimed.lock.clone().release(session).await?;
+                        return Ok(Finished::HandedBack);
+                    }
+                    Err(e) => return Err(unusable(e)),
+                }
+            }
+        }
+        let (job, version) = match jobs::read_optional(session, job_id).await? {
+            Some(found) => found,
+            None => {
+                claimed.lock.clone().release(session).await?;
+                return Ok(Finished::HandedBack);
+            }
+        };
+        if job.status != JobState::Reported {
+            claimed.lock.clone().release(session).await?;
+            return Ok(Finished::HandedBack);
+        }
+        let lease_path = paths::lease(job_id);
+        let lease_delete = zkstore::exists(session, &lease_path)
+            .await?
+            .map(|stat| Op::Delete {
+                path: lease_path.clone(),
+                version: Some(stat.version),
+            });
+        let result = Transition::new(&job, version, JobState::Recorded)
+            .lock(LockAction::Release(claimed.lock.clone()))
+            .edit(|j| j.message = None)
+            .event(by, "record", &format!("ok: {stored} clips stored at close"))
+            .with_ops(lease_delete)
+            .commit(session)
+            .await;
+        match result {
+            Ok(_) => {
+                metrics::counter!("archivist_recorder_jobs_recorded_total").increment(1);
+                tracing::info!(job = %job.id, episode = %job.episode, state = %JobState::Recorded, stored, "job recorded; lease revoked");
+                return Ok(Finished::Recorded { stored });
+            }
+            Err(e) if e.is_conflict() => {
+                tracing::debug!(job = %job.id, episode = %job.episode, state = %job.status, attempt, error = %e, "close raced; re-reading");
+                tokio::time::sleep(Duration::from_millis(10 * attempt as u64)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    claimed.lock.clone().release(session).await?;
+    Ok(Finished::HandedBack)
+}
+
+impl Step for FinishStep {
+    async fn run(&self, claimed: Claimed) -> Result<(), EngineError> {
+        finish(&claimed, &self.settings, &self.by).await.map(|_| ())
+    }
+}

@@ -1,0 +1,104 @@
+//! The reaper: housekeeping the seed never had, done by one leader at a time.
+//!
+//! Only the leader of `/election/reaper` sweeps ([`sweep::sweep`]) every
+//! [`ReaperSettings::interval`]. [`run`] is a whole daemon (reconnecting on a lost
+//! session) that `archivist reaper` runs alone and `archivist run --all` or
+//! `archivist recorder --with-reaper` spawn inside their own process.
+
+pub mod sweep;
+
+use archivist_engine::leader::LeaderLatch;
+use archivist_engine::member::{self, Identity};
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::MemberRecord;
+use archivist_engine::schema::SCHEMA_VERSION;
+use archivist_engine::{clock, daemon, store, EngineError, Session, ZkConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ReaperError;
+use crate::settings::ReaperSettings;
+
+pub use sweep::{sweep, SweepReport, LEASE_EXPIRED, TTL_PASSED};
+
+/// Runs the reaper until `shutdown` fires, on a new session whenever one is lost.
+///
+/// # Errors
+/// [`ReaperError::Settings`] for unusable settings; otherwise it keeps retrying.
+pub async fn run(
+    config: &ZkConfig,
+    settings: ReaperSettings,
+    identity: Identity,
+    shutdown: CancellationToken,
+) -> Result<(), ReaperError> {
+    settings.validate()?;
+    let name = identity.name.clone();
+    daemon::supervise(config, &name, shutdown.clone(), |session| {
+        let settings = settings.clone();
+        let identity = identity.clone();
+        let shutdown = shutdown.clone();
+        async move { lead_and_sweep(&session, &settings, &identity, &shutdown).await }
+    })
+    .await?;
+    Ok(())
+}
+
+fn candidate_data(identity: &Identity) -> Result<Vec<u8>, EngineError> {
+    let record = MemberRecord {
+        schema: SCHEMA_VERSION,
+        role: identity.role.clone(),
+        name: identity.name.clone(),
+        slots: 0,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        host: member::hostname(),
+        pid: std::process::id(),
+        metrics: None,
+        started: clock::local_now(),
+    };
+    store::encode(&paths::election("reaper"), &record)
+}
+
+/// On one session: registers, joins the election, and sweeps while leading until
+/// `shutdown` fires (leaves the election) or the session is lost.
+pub async fn lead_and_sweep(
+    session: &Session,
+    settings: &ReaperSettings,
+    identity: &Identity,
+    shutdown: &CancellationToken,
+) -> Result<(), EngineError> {
+    member::register(session, identity, 0, None).await?;
+    let latch = LeaderLatch::join(session, "reaper", &candidate_data(identity)?).await?;
+    let lost = session.lost();
+    let outcome = async {
+        loop {
+            tokio::select! {
+                led = latch.wait_leadership() => led?,
+                _ = shutdown.cancelled() => return Ok(()),
+            }
+            tracing::info!(reaper = %identity.name, "leading the reaper election");
+            loop {
+                match sweep(session, settings, &identity.name).await {
+                    Ok(report) if report != SweepReport::default() => {
+                        tracing::info!(?report, "reaper sweep");
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.is_session_lost() => return Err(e),
+                    Err(e) => tracing::warn!(error = %e, "reaper sweep failed; next interval retries"),
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(settings.interval) => {}
+                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = lost.cancelled() => return Err(EngineError::SessionLost("reaper idle".into())),
+                }
+                if !latch.is_leader().await? {
+                    tracing::warn!(reaper = %identity.name, "no longer leading; waiting");
+                    break;
+                }
+            }
+        }
+    }
+    .await;
+    if shutdown.is_cancelled() {
+        let _ = latch.leave().await;
+    }
+    outcome
+}

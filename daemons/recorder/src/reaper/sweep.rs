@@ -1,0 +1,301 @@
+//! One reaper sweep: expired leases, stale work items, finished jobs past retention.
+//!
+//! Every change is one multi with version checks, so a sweep racing a researcher, a
+//! recorder or an admin either wins whole or changes nothing; what it skipped is looked
+//! at again on the next sweep. Times are ZooKeeper's (`mtime`/`ctime` against
+//! [`clock::zk_now_ms`]).
+
+use archivist_engine::lock::JobLock;
+use archivist_engine::ops::{self, Op};
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{self, JobRecord, LeaseRecord};
+use archivist_engine::schema::JobState;
+use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::{clock, jobs, queue, store, zk, EngineError, Session};
+
+use crate::settings::ReaperSettings;
+
+/// Message of a job expired because its lease ran out.
+pub const LEASE_EXPIRED: &str = "lease expired";
+/// Message of a job expired because it waited in `pending` past the work-item TTL.
+pub const TTL_PASSED: &str = "work-item TTL passed";
+
+/// What one sweep did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Jobs moved to `expired` with their expired lease deleted.
+    pub lease_jobs_expired: Vec<String>,
+    /// Expired leases deleted alone (job locked by a live researcher, reported, finished
+    /// or missing).
+    pub leases_deleted: Vec<String>,
+    /// Pending jobs moved to `expired` because their work-item TTL passed.
+    pub ttl_jobs_expired: Vec<String>,
+    /// Finished jobs deleted after the retention period.
+    pub jobs_deleted: Vec<String>,
+}
+
+/// Runs the three steps once. Per-item races are skipped (next sweep); a lost session
+/// stops the sweep.
+pub async fn sweep(
+    session: &Session,
+    settings: &ReaperSettings,
+    by: &str,
+) -> Result<SweepReport, EngineError> {
+    let started = std::time::Instant::now();
+    let mut report = SweepReport::default();
+    let now = clock::zk_now_ms(session).await?;
+    stale_work_items(session, settings, by, now, &mut report).await?;
+    expired_leases(session, by, now, &mut report).await?;
+    finished_jobs(session, settings, now, &mut report).await?;
+    metrics::counter!("archivist_reaper_sweeps_total").increment(1);
+    metrics::histogram!("archivist_reaper_sweep_seconds").record(started.elapsed().as_secs_f64());
+    metrics::counter!("archivist_reaper_jobs_expired_total", "reason" => "lease")
+        .increment(report.lease_jobs_expired.len() as u64);
+    metrics::counter!("archivist_reaper_jobs_expired_total", "reason" => "ttl")
+        .increment(report.ttl_jobs_expired.len() as u64);
+    metrics::counter!("archivist_reaper_leases_deleted_total")
+        .increment((report.leases_deleted.len() + report.lease_jobs_expired.len()) as u64);
+    metrics::counter!("archivist_reaper_jobs_deleted_total")
+        .increment(report.jobs_deleted.len() as u64);
+    Ok(report)
+}
+
+/// Per-item errors other than a lost session are logged and skipped.
+fn tolerate(result: Result<(), EngineError>, what: &str, job: &str) -> Result<(), EngineError> {
+    match result {
+        Err(e) if e.is_session_lost() => Err(e),
+        Err(e) => {
+            tracing::warn!(job, error = %e, "reaper: {what} skipped; next sweep retries");
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
+}
+
+/// Reads a lease with its stat; an unreadable one is returned as `None` data.
+async fn read_lease(
+    session: &Session,
+    job: &str,
+) -> Result<Option<(Option<LeaseRecord>, zk::Stat)>, EngineError> {
+    let path = paths::lease(job);
+    Ok(store::read_raw(session, &path)
+        .await?
+        .map(|(bytes, stat)| (records::decode::<LeaseRecord>(&path, &bytes).ok(), stat)))
+}
+
+fn lease_delete(job: &str, version: i32) -> Op {
+    Op::Delete {
+        path: paths::lease(job),
+        version: Some(version),
+    }
+}
+
+/// Takes `job`'s lock and re-reads it; `None` if it is locked or gone.
+async fn lock_and_read(
+    session: &Session,
+    job: &str,
+    by: &str,
+) -> Result<Option<(JobLock, JobRecord, i32)>, EngineError> {
+    let Some(lock) = JobLock::try_acquire(session, job, by).await? else {
+        return Ok(None);
+    };
+    match jobs::read_optional(session, job).await {
+        Ok(Some((record, version))) => Ok(Some((lock, record, version))),
+        Ok(None) => {
+            lock.release(session).await?;
+            Ok(None)
+        }
+        Err(e) => {
+            let _ = lock.release(session).await;
+            Err(e)
+        }
+    }
+}
+
+/// Moves a locked job to `expired` with `message`, releasing the lock and running
+/// `extra` in the same multi. On a lost race the lock is released and `false` returned.
+async fn expire(
+    session: &Session,
+    lock: JobLock,
+    job: &JobRecord,
+    version: i32,
+    message: &str,
+    by: &str,
+    extra: Option<Op>,
+) -> Result<bool, EngineError> {
+    let result = Transition::new(job, version, JobState::Expired)
+        .failed()
+        .lock(LockAction::Release(lock.clone()))
+        .edit(|j| j.message = Some(message.to_string()))
+        .event(by, "reap", message)
+        .with_ops(extra)
+        .commit(session)
+        .await;
+    match result {
+        Ok(_) => {
+            tracing::info!(job = %job.id, episode = %job.episode, state = %job.status, reason = message, "job expired");
+            Ok(true)
+        }
+        Err(e) if e.is_conflict() => {
+            lock.release(session).await?;
+            Ok(false)
+        }
+        Err(e) => {
+            let _ = lock.release(session).await;
+            Err(e)
+        }
+    }
+}
+
+/// `pending` jobs whose work item is older than the TTL: expired, lease deleted. The age
+/// counts from the later of the job's and its lease's creation, so a job an operator
+/// retried (fresh lease) gets a fresh TTL.
+async fn stale_work_items(
+    session: &Session,
+    settings: &ReaperSettings,
+    by: &str,
+    now: i64,
+    report: &mut SweepReport,
+) -> Result<(), EngineError> {
+    let (entries, _) = queue::list(session, JobState::Pending).await?;
+    for entry in entries {
+        let job = entry.job.clone();
+        let result = async {
+            let Some(job_stat) = store::exists(session, &paths::job(&job)).await? else {
+                return Ok(());
+            };
+            let lease = read_lease(session, &job).await?;
+            let born = lease
+                .as_ref()
+                .map_or(job_stat.ctime, |(_, s)| s.ctime.max(job_stat.ctime));
+            if born.saturating_add(settings.work_item_ttl_ms()) > now {
+                return Ok(());
+            }
+            let Some((lock, record, version)) = lock_and_read(session, &job, by).await? else {
+                return Ok(());
+            };
+            if record.status != JobState::Pending {
+                return lock.release(session).await;
+            }
+            let extra = lease.map(|(_, stat)| lease_delete(&job, stat.version));
+            if expire(session, lock, &record, version, TTL_PASSED, by, extra).await? {
+                report.ttl_jobs_expired.push(job.clone());
+            }
+            Ok(())
+        }
+        .await;
+        tolerate(result, "work-item TTL", &entry.job)?;
+    }
+    Ok(())
+}
+
+/// Leases past `mtime + duration_ms`. A `leased`/`researching` job nobody holds is
+/// expired with its lease in one multi; otherwise only the lease goes (its unrecorded
+/// clips become plannable; late results are still stored).
+async fn expired_leases(
+    session: &Session,
+    by: &str,
+    now: i64,
+    report: &mut SweepReport,
+) -> Result<(), EngineError> {
+    for job in store::children(session, paths::LEASES).await? {
+        let result = async {
+            let Some((Some(lease), stat)) = read_lease(session, &job).await? else {
+                return Ok(());
+            };
+            if stat.mtime.saturating_add(lease.duration_ms) > now {
+                return Ok(());
+            }
+            let status = jobs::read_optional(session, &job)
+                .await?
+                .map(|(j, _)| j.status);
+            if matches!(status, Some(JobState::Leased | JobState::Researching)) {
+                if let Some((lock, record, version)) = lock_and_read(session, &job, by).await? {
+                    if matches!(record.status, JobState::Leased | JobState::Researching) {
+                        let delete = lease_delete(&job, stat.version);
+                        if expire(
+                            session,
+                            lock,
+                            &record,
+                            version,
+                            LEASE_EXPIRED,
+                            by,
+                            Some(delete),
+                        )
+                        .await?
+                        {
+                            report.lease_jobs_expired.push(job.clone());
+                        }
+                        return Ok(());
+                    }
+                    lock.release(session).await?;
+                }
+            }
+            // Locked by a live researcher, pending (the TTL step owns it), reported,
+            // finished or missing: the lease alone goes, at the version judged expired.
+            match ops::commit(session, &[lease_delete(&job, stat.version)]).await {
+                Ok(_) => {
+                    tracing::info!(job = %job, state = ?status, "expired lease deleted");
+                    report.leases_deleted.push(job.clone());
+                    Ok(())
+                }
+                Err(e) if e.is_conflict() => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        .await;
+        tolerate(result, "expired lease", &job)?;
+    }
+    Ok(())
+}
+
+/// `recorded`, `expired` and `cancelled` jobs unchanged for the retention period: job node
+/// and queue entry deleted in one multi. Research stays; `failed` jobs are never touched.
+async fn finished_jobs(
+    session: &Session,
+    settings: &ReaperSettings,
+    now: i64,
+    report: &mut SweepReport,
+) -> Result<(), EngineError> {
+    for state in [JobState::Recorded, JobState::Expired, JobState::Cancelled] {
+        let (entries, _) = queue::list(session, state).await?;
+        for entry in entries {
+            let job = entry.job.clone();
+            let result = async {
+                let Some((record, stat)) =
+                    store::read::<JobRecord>(session, &paths::job(&job)).await?
+                else {
+                    return Ok(());
+                };
+                if record.status != state
+                    || stat.num_children > 0
+                    || stat.mtime.saturating_add(settings.retention_ms()) > now
+                {
+                    return Ok(());
+                }
+                let ops = [
+                    Op::Delete {
+                        path: paths::job(&job),
+                        version: Some(stat.version),
+                    },
+                    Op::Delete {
+                        path: paths::queue_entry(state, &entry.name()),
+                        version: None,
+                    },
+                ];
+                match ops::commit(session, &ops).await {
+                    Ok(_) => {
+                        tracing::info!(job = %job, episode = %record.episode, state = %state, "finished job deleted after retention");
+                        report.jobs_deleted.push(job.clone());
+                        Ok(())
+                    }
+                    Err(e) if e.is_conflict() => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            .await;
+            tolerate(result, "retention", &entry.job)?;
+        }
+    }
+    Ok(())
+}

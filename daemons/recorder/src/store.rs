@@ -1,0 +1,303 @@
+//! Storing reports: research record write + report deletes + lease extension, as one
+//! multi.
+//!
+//! [`prepare`] reads the reports, the episode's research record and the job's lease and
+//! builds the multi; [`commit`] runs it. Because every op is version-checked, a multi
+//! built from a stale read fails whole and is rebuilt ([`store_reports`] retries with
+//! jitter), so several recorders can store the same job's reports in parallel and a
+//! pair is never stored twice, whatever crashes: a crash before the commit leaves the
+//! reports in place, a crash after it leaves them stored and deleted.
+
+use std::time::Duration;
+
+use archivist_engine::ops::{self, Mode, Op};
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{self, LeaseRecord, ReportRecord, ResearchRecord};
+use archivist_engine::{clock, store, zk, EngineError, Session};
+use rand::Rng;
+
+use crate::archive::{self, Merge};
+use crate::error::RecorderError;
+use crate::settings::RecorderSettings;
+
+/// The job a report belongs to, from its name `<job>-<clip>`.
+pub fn job_of(report_name: &str) -> Option<&str> {
+    report_name
+        .split_once('-')
+        .map(|(job, _)| job)
+        .filter(|j| !j.is_empty())
+}
+
+/// A multi that stores some reports of one job, and what it will do.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// Job (and lease) id.
+    pub job: String,
+    /// Episode of the reports, if any report was usable.
+    pub episode: Option<String>,
+    /// Clip ids this multi adds to the research record.
+    pub stored: Vec<String>,
+    /// Clip ids that were already researched: their reports are only deleted.
+    pub already: Vec<String>,
+    /// Report names this multi deletes.
+    pub deleted: Vec<String>,
+    /// Reports that cannot be stored; left in place.
+    pub bad: Vec<RecorderError>,
+    /// Whether the multi extends the job's lease.
+    pub extends_lease: bool,
+    /// Whether one of the reports is its job's final one.
+    pub has_final: bool,
+    /// Size of the research record written, in bytes (0 when not written).
+    pub record_bytes: usize,
+    ops: Vec<Op>,
+}
+
+impl Prepared {
+    /// The operations of the multi (empty: nothing to do).
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+}
+
+fn bad(path: String, reason: impl Into<String>) -> RecorderError {
+    RecorderError::BadReport {
+        path,
+        reason: reason.into(),
+    }
+}
+
+/// Reads the named reports of `job` (missing ones were stored by someone else), the
+/// episode's research record and the lease, and builds the multi that stores them.
+///
+/// The lease is extended only if it exists, names this job, has not expired by
+/// ZooKeeper's clock (`mtime + duration_ms`) and no report is final (the final one is
+/// followed by the lease's revocation).
+pub async fn prepare(
+    session: &Session,
+    job: &str,
+    names: &[String],
+) -> Result<Prepared, RecorderError> {
+    let mut prepared = Prepared {
+        job: job.to_string(),
+        ..Prepared::default()
+    };
+    let report_paths: Vec<String> = names.iter().map(|n| paths::report(n)).collect();
+    let reads = report_paths
+        .iter()
+        .map(|p| session.client().get_data(p))
+        .collect();
+    let mut reports: Vec<(String, ReportRecord, u32, i32)> = Vec::new();
+    for ((name, path), read) in names
+        .iter()
+        .zip(&report_paths)
+        .zip(ops::await_all(reads).await)
+    {
+        let (bytes, stat) = match read {
+            Ok(found) => found,
+            Err(zk::Error::NoNode) => continue,
+            Err(e) => return Err(EngineError::zk("get", path, e).into()),
+        };
+        let report: ReportRecord = match records::decode(path, &bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                prepared.bad.push(bad(path.clone(), e.to_string()));
+                continue;
+            }
+        };
+        if report.job != job || paths::report_name(&report.job, &report.clip) != *name {
+            prepared.bad.push(bad(
+                path.clone(),
+                format!(
+                    "names job {} clip {}, not what its node name says",
+                    report.job, report.clip
+                ),
+            ));
+            continue;
+        }
+        let Some(number) = paths::clip_number(&report.clip) else {
+            prepared.bad.push(bad(
+                path.clone(),
+                format!("clip id {:?} is not c + digits", report.clip),
+            ));
+            continue;
+        };
+        match &prepared.episode {
+            None => prepared.episode = Some(report.episode.clone()),
+            Some(e) if *e != report.episode => {
+                prepared.bad.push(bad(
+                    path.clone(),
+                    format!(
+                        "episode {} differs from {e} in the job's other reports",
+                        report.episode
+                    ),
+                ));
+                continue;
+            }
+            Some(_) => {}
+        }
+        reports.push((name.clone(), report, number, stat.version));
+    }
+    let Some(episode) = prepared.episode.clone() else {
+        return Ok(prepared);
+    };
+    let research_path = paths::research(&episode);
+    let existing = store::read::<ResearchRecord>(session, &research_path).await?;
+    let now_ms = clock::zk_now_ms(session).await?;
+    let now = clock::to_datetime(now_ms);
+    let (mut record, research_version) = match existing {
+        Some((record, stat)) => (record, Some(stat.version)),
+        None => (ResearchRecord::new(&episode), None),
+    };
+    let mut deletes = Vec::with_capacity(reports.len());
+    for (name, report, number, version) in &reports {
+        match archive::merge(&mut record, report, *number, now) {
+            Merge::Stored => prepared.stored.push(report.clip.clone()),
+            Merge::AlreadyResearched => prepared.already.push(report.clip.clone()),
+        }
+        prepared.has_final |= report.is_final;
+        prepared.deleted.push(name.clone());
+        deletes.push(Op::Delete {
+            path: paths::report(name),
+            version: Some(*version),
+        });
+    }
+    if !prepared.stored.is_empty() {
+        let data = store::encode(&research_path, &record)?;
+        prepared.record_bytes = data.len();
+        prepared.ops.push(match research_version {
+            Some(version) => Op::SetData {
+                path: research_path,
+                data,
+                version: Some(version),
+            },
+            None => Op::Create {
+                path: research_path,
+                data,
+                mode: Mode::Persistent,
+            },
+        });
+    }
+    prepared.ops.extend(deletes);
+    if !prepared.has_final && !prepared.deleted.is_empty() {
+        if let Some(op) = lease_extension(session, job, now_ms).await? {
+            prepared.extends_lease = true;
+            prepared.ops.push(op);
+        }
+    }
+    Ok(prepared)
+}
+
+/// The write that extends `job`'s lease, if it exists, names the job and has not
+/// expired at `now_ms`. An unreadable lease is treated as unknown (no extension).
+async fn lease_extension(
+    session: &Session,
+    job: &str,
+    now_ms: i64,
+) -> Result<Option<Op>, RecorderError> {
+    let path = paths::lease(job);
+    let Some((bytes, stat)) = store::read_raw(session, &path).await? else {
+        return Ok(None);
+    };
+    let mut lease: LeaseRecord = match records::decode(&path, &bytes) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(job, error = %e, "unreadable lease; not extending it");
+            return Ok(None);
+        }
+    };
+    if lease.job != job || stat.mtime.saturating_add(lease.duration_ms) <= now_ms {
+        return Ok(None);
+    }
+    lease.extensions = lease.extensions.saturating_add(1);
+    Ok(Some(Op::SetData {
+        data: store::encode(&path, &lease)?,
+        path,
+        version: Some(stat.version),
+    }))
+}
+
+/// Runs a prepared multi. A precondition failure means another recorder, the reaper or
+/// the researcher moved something: prepare again.
+pub async fn commit(session: &Session, prepared: &Prepared) -> Result<(), EngineError> {
+    ops::commit(session, &prepared.ops).await.map(|_| ())
+}
+
+/// Stores the named reports of `job` (one multi per call), re-reading and retrying with
+/// jitter while other writers move the research record or the lease.
+///
+/// # Errors
+/// [`RecorderError::Contended`] after `max_attempts` lost races (the reports stay for the
+/// next pass); [`RecorderError::Engine`] when ZooKeeper fails. Unusable reports are not
+/// an error: they are listed in [`Prepared::bad`] and left in place.
+pub async fn store_reports(
+    session: &Session,
+    settings: &RecorderSettings,
+    job: &str,
+    names: &[String],
+) -> Result<Prepared, RecorderError> {
+    let mut last_research = String::new();
+    for attempt in 1..=settings.max_attempts {
+        let prepared = prepare(session, job, names).await?;
+        if let Some(episode) = &prepared.episode {
+            last_research = paths::research(episode);
+        }
+        if prepared.ops.is_empty() {
+            return Ok(prepared);
+        }
+        match commit(session, &prepared).await {
+            Ok(()) => {
+                observe(&prepared);
+                return Ok(prepared);
+            }
+            Err(e) if e.is_conflict() || e.is_retryable() => {
+                metrics::counter!("archivist_recorder_store_conflicts_total").increment(1);
+                tracing::debug!(job, attempt, error = %e, "store raced; re-reading");
+                let pause = {
+                    let base = settings.retry_backoff.as_millis() as u64;
+                    let cap = (base * attempt as u64).min(500);
+                    rand::thread_rng().gen_range(0..=cap)
+                };
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(RecorderError::Contended {
+        path: last_research,
+        attempts: settings.max_attempts,
+    })
+}
+
+fn observe(prepared: &Prepared) {
+    metrics::counter!("archivist_recorder_clips_stored_total")
+        .increment(prepared.stored.len() as u64);
+    metrics::counter!("archivist_recorder_clips_already_stored_total")
+        .increment(prepared.already.len() as u64);
+    if prepared.extends_lease {
+        metrics::counter!("archivist_recorder_lease_extensions_total").increment(1);
+    }
+    if prepared.record_bytes > 0 {
+        metrics::histogram!("archivist_research_record_bytes").record(prepared.record_bytes as f64);
+    }
+    tracing::debug!(
+        job = %prepared.job,
+        episode = prepared.episode.as_deref().unwrap_or(""),
+        state = "stored",
+        stored = prepared.stored.len(),
+        already = prepared.already.len(),
+        lease_extended = prepared.extends_lease,
+        "reports stored"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_job_comes_from_the_report_name() {
+        assert_eq!(job_of("j0000000001-c000002"), Some("j0000000001"));
+        assert_eq!(job_of("nodash"), None);
+        assert_eq!(job_of("-c000002"), None);
+    }
+}
