@@ -105,6 +105,8 @@ pub enum Command {
     Run(cmd::run::RunArgs),
     /// Serve a directory over HTTP (sample media for the quickstart and tests).
     ServeFiles(cmd::serve::ServeArgs),
+    /// Generate a sample catalog (episodes with known clips) for the quickstart and tests.
+    Sample(cmd::sample::SampleArgs),
     /// Admin commands.
     #[command(flatten)]
     Admin(cmd::admin::AdminCommand),

@@ -7,6 +7,7 @@ pub mod planner;
 pub mod recorder;
 pub mod researcher;
 pub mod run;
+pub mod sample;
 pub mod schema;
 pub mod serve;
 
@@ -36,6 +37,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Reaper(a) => recorder::run_reaper(&global, a).await,
         Command::Run(a) => run::run(&global, a).await,
         Command::ServeFiles(a) => serve::run(&global, a).await,
+        Command::Sample(a) => sample::run(&global, a).await,
         Command::Admin(c) => admin::run(&global, c).await,
     }
 }

@@ -1,0 +1,181 @@
+//! `archivist sample DIR`: generates a small sample catalog for the quickstart and the
+//! full-pipeline test: a few episodes of several minutes with known clips spliced in or
+//! mixed over speech and music, the clip files, a curation manifest pointing at a base
+//! URL, and `truth.yml` saying where every clip really is. Deterministic for a seed.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use archivist_matcher::corpus::{self, BedKind, ClipKind, Placement, Scenario};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use crate::cli::GlobalOpts;
+
+/// Arguments of `archivist sample`.
+#[derive(Debug, Args)]
+pub struct SampleArgs {
+    /// Directory to write into (created if missing).
+    pub dir: PathBuf,
+    /// Base URL the directory will be served at (for the manifest).
+    #[arg(long)]
+    pub base_url: String,
+    /// Number of episodes.
+    #[arg(long, default_value_t = 3)]
+    pub episodes: usize,
+    /// Length of each episode, in minutes.
+    #[arg(long, default_value_t = 4.0)]
+    pub minutes: f64,
+    /// Seed (the same seed writes the same files).
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+}
+
+/// Where every clip is in every episode (`truth.yml`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SampleTruth {
+    /// Episodes in manifest order.
+    pub episodes: Vec<SampleEpisode>,
+    /// Clip titles in manifest order.
+    pub clips: Vec<String>,
+}
+
+/// One episode of the sample.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SampleEpisode {
+    /// Title in the manifest.
+    pub title: String,
+    /// Media URL in the manifest.
+    pub url: String,
+    /// Every occurrence: clip title and start offset (s).
+    pub occurrences: Vec<SampleOccurrence>,
+}
+
+/// One placed clip.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SampleOccurrence {
+    /// Clip title.
+    pub clip: String,
+    /// Start offset in the episode (s).
+    pub offset_s: f64,
+}
+
+const CLIPS: [(&str, ClipKind, f64); 4] = [
+    ("sting", ClipKind::Sting, 1.0),
+    ("drop", ClipKind::SpokenDrop, 2.5),
+    ("jingle", ClipKind::Jingle, 5.0),
+    ("theme", ClipKind::Theme, 15.0),
+];
+
+/// Generates the sample into `dir`; returns the truth.
+pub fn generate(dir: &Path, base_url: &str, episodes: usize, minutes: f64, seed: u64) -> Result<SampleTruth> {
+    std::fs::create_dir_all(dir.join("clips")).with_context(|| format!("creating {}", dir.display()))?;
+    let base = base_url.trim_end_matches('/');
+    let duration = (minutes * 60.0).max(60.0);
+    let mut truth = SampleTruth {
+        episodes: Vec::new(),
+        clips: CLIPS.iter().map(|c| c.0.to_string()).collect(),
+    };
+    let beds = [BedKind::Speech, BedKind::Music, BedKind::Mixed];
+    let mut clip_files_written = false;
+    for e in 0..episodes {
+        let mut scenario = Scenario::new(seed.wrapping_mul(31).wrapping_add(e as u64), duration, beds[e % beds.len()]);
+        for (i, (name, kind, len)) in CLIPS.iter().enumerate() {
+            let index = scenario.add_clip(name, *kind, *len);
+            // The same clip in every episode: its seed depends on the sample seed only.
+            scenario.clips[index].seed = seed.wrapping_mul(1_000_003).wrapping_add(i as u64 * 7919 + 17);
+        }
+        // Spread placements over the episode: each clip once or twice, one clip left out
+        // of each episode in turn, alternately spliced and mixed over the bed.
+        let slots = 8;
+        let slot_len = duration / slots as f64;
+        let mut slot = 0;
+        let mut occurrences = Vec::new();
+        for (i, (name, _, len)) in CLIPS.iter().enumerate() {
+            if i == e % CLIPS.len() && episodes > 1 {
+                continue;
+            }
+            let copies = if i % 2 == 0 { 2 } else { 1 };
+            for c in 0..copies {
+                if slot >= slots {
+                    break;
+                }
+                let jitter = ((seed as usize + e * 13 + i * 7 + c * 3) % 10) as f64 / 10.0;
+                let offset = ((slot as f64 + 0.1 + 0.5 * jitter) * slot_len).min(duration - len - 1.0);
+                let offset = (offset * 1000.0).round() / 1000.0;
+                let placement = if (i + c + e) % 2 == 0 {
+                    Placement::Splice
+                } else {
+                    Placement::Mix { clip_db: -3.0 }
+                };
+                scenario.place(i, offset, placement);
+                occurrences.push(SampleOccurrence {
+                    clip: name.to_string(),
+                    offset_s: offset,
+                });
+                slot += 1;
+            }
+        }
+        scenario.episode_mp3_kbps = corpus::tool_available("lame").then_some(64);
+        let episode_dir = dir.join(format!("work/ep{e}"));
+        let written = scenario
+            .write_to(&episode_dir)
+            .with_context(|| format!("writing episode {e}"))?;
+        let ext = Path::new(&written.episode)
+            .extension()
+            .and_then(|x| x.to_str())
+            .unwrap_or("wav")
+            .to_string();
+        let file = format!("episode-{}.{ext}", e + 1);
+        std::fs::rename(episode_dir.join(&written.episode), dir.join(&file))?;
+        if !clip_files_written {
+            for clip in &written.clips {
+                std::fs::rename(episode_dir.join(&clip.file), dir.join("clips").join(format!("{}.wav", clip.name)))?;
+            }
+            clip_files_written = true;
+        }
+        std::fs::remove_dir_all(&episode_dir)?;
+        occurrences.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));
+        truth.episodes.push(SampleEpisode {
+            title: format!("Sample episode {}", e + 1),
+            url: format!("{base}/{file}"),
+            occurrences,
+        });
+    }
+    let _ = std::fs::remove_dir(dir.join("work"));
+    let mut manifest = String::from("# Sample catalog written by `archivist sample`.\nepisodes:\n");
+    for (e, episode) in truth.episodes.iter().enumerate() {
+        manifest.push_str(&format!(
+            "  - url: {}\n    title: {}\n    air_date: 2026-01-{:02}\n    priority: {}\n",
+            episode.url,
+            episode.title,
+            e + 1,
+            e % 2
+        ));
+    }
+    manifest.push_str("clips:\n");
+    for (i, (name, _, _)) in CLIPS.iter().enumerate() {
+        manifest.push_str(&format!("  - url: {base}/clips/{name}.wav\n    title: {name}\n    priority: {}\n", CLIPS.len() - i));
+    }
+    std::fs::write(dir.join("manifest.yml"), manifest)?;
+    std::fs::write(dir.join("truth.yml"), serde_yaml::to_string(&truth)?)?;
+    Ok(truth)
+}
+
+/// Runs `archivist sample`.
+pub async fn run(_global: &GlobalOpts, args: SampleArgs) -> Result<ExitCode> {
+    let dir = args.dir.clone();
+    let truth = tokio::task::spawn_blocking(move || {
+        generate(&args.dir, &args.base_url, args.episodes, args.minutes, args.seed)
+    })
+    .await??;
+    let placed: usize = truth.episodes.iter().map(|e| e.occurrences.len()).sum();
+    println!(
+        "wrote {} episodes, {} clips and {placed} placements to {} (manifest.yml, truth.yml)",
+        truth.episodes.len(),
+        truth.clips.len(),
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
