@@ -1,0 +1,218 @@
+//! Holds on catalog records (the planner plans nothing for a held episode or clip) and
+//! pauses of a state's queue (Merritt's queue hold: consumers claim nothing new).
+
+use archivist_engine::ops::{self, Mode, Op};
+use archivist_engine::schema::records::{
+    CatalogFields, ClipRecord, EpisodeRecord, PauseRecord, Record,
+};
+use archivist_engine::schema::{paths, JobState, SCHEMA_VERSION};
+use archivist_engine::{store, zk, EngineError, Session};
+use serde::Serialize;
+
+use crate::error::{AdminError, Result};
+use crate::settings::AdminSettings;
+
+/// A catalog record an operator can hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CatalogTarget {
+    /// An episode id.
+    Episode(String),
+    /// A clip id.
+    Clip(String),
+}
+
+/// The result of a hold or release of a catalog record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CatalogHoldReport {
+    /// `episode` or `clip`.
+    pub kind: &'static str,
+    /// Its id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// Held now?
+    pub held: bool,
+    /// Did this call change it?
+    pub changed: bool,
+}
+
+trait Catalog: Record + Clone {
+    fn fields_mut(&mut self) -> &mut CatalogFields;
+}
+
+impl Catalog for EpisodeRecord {
+    fn fields_mut(&mut self) -> &mut CatalogFields {
+        &mut self.fields
+    }
+}
+
+impl Catalog for ClipRecord {
+    fn fields_mut(&mut self) -> &mut CatalogFields {
+        &mut self.fields
+    }
+}
+
+async fn set_held<T: Catalog>(
+    session: &Session,
+    kind: &'static str,
+    id: &str,
+    path: String,
+    held: bool,
+) -> Result<CatalogHoldReport> {
+    let Some((mut record, stat)) = store::read::<T>(session, &path).await? else {
+        return Err(AdminError::NotFound {
+            what: kind,
+            id: id.to_string(),
+            path,
+        });
+    };
+    let title = record.fields_mut().title.clone();
+    if record.fields_mut().held == held {
+        return Ok(CatalogHoldReport {
+            kind,
+            id: id.to_string(),
+            title,
+            held,
+            changed: false,
+        });
+    }
+    record.fields_mut().held = held;
+    ops::commit(
+        session,
+        &[Op::SetData {
+            data: store::encode(&path, &record)?,
+            path: path.clone(),
+            version: Some(stat.version),
+        }],
+    )
+    .await
+    .map_err(|e| AdminError::from_commit(&path, e))?;
+    tracing::info!(kind, id, held, "catalog hold changed");
+    metrics::counter!("archivist_admin_catalog_holds_total", "held" => if held { "true" } else { "false" }).increment(1);
+    Ok(CatalogHoldReport {
+        kind,
+        id: id.to_string(),
+        title,
+        held,
+        changed: true,
+    })
+}
+
+/// Sets or clears `held` on an episode or clip record (version-checked): the planner
+/// plans nothing for a held record. Jobs already planned are not touched.
+pub async fn set_catalog_hold(
+    session: &Session,
+    target: &CatalogTarget,
+    held: bool,
+) -> Result<CatalogHoldReport> {
+    match target {
+        CatalogTarget::Episode(id) => {
+            set_held::<EpisodeRecord>(session, "episode", id, paths::episode(id), held).await
+        }
+        CatalogTarget::Clip(id) => {
+            set_held::<ClipRecord>(session, "clip", id, paths::clip(id), held).await
+        }
+    }
+}
+
+/// A state's pause, as `pause`/`resume` report it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PauseReport {
+    /// The state whose queue is paused.
+    pub state: JobState,
+    /// Paused now?
+    pub paused: bool,
+    /// Did this call change it?
+    pub changed: bool,
+    /// The pause record, while paused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<PauseRecord>,
+}
+
+/// `pause STATE`: creates `/control/pause/{state}`; consumers of the state's queue claim
+/// nothing new until `resume`. Jobs in flight finish.
+pub async fn pause(
+    session: &Session,
+    settings: &AdminSettings,
+    state: JobState,
+    reason: &str,
+) -> Result<PauseReport> {
+    let path = paths::pause(state);
+    let record = PauseRecord {
+        schema: SCHEMA_VERSION,
+        by: settings.actor.clone(),
+        reason: reason.to_string(),
+        at: archivist_engine::clock::local_now(),
+    };
+    match ops::commit(
+        session,
+        &[Op::Create {
+            data: store::encode(&path, &record)?,
+            path: path.clone(),
+            mode: Mode::Persistent,
+        }],
+    )
+    .await
+    {
+        Ok(_) => {
+            tracing::info!(%state, reason, "queue paused");
+            Ok(PauseReport {
+                state,
+                paused: true,
+                changed: true,
+                record: Some(record),
+            })
+        }
+        Err(EngineError::Precondition {
+            source: zk::Error::NodeExists,
+            ..
+        }) => {
+            let existing = store::read::<PauseRecord>(session, &path)
+                .await?
+                .map(|(r, _)| r);
+            Ok(PauseReport {
+                state,
+                paused: true,
+                changed: false,
+                record: existing,
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `resume STATE`: deletes the pause.
+pub async fn resume(session: &Session, state: JobState) -> Result<PauseReport> {
+    let changed = store::delete_if_present(session, &paths::pause(state)).await?;
+    if changed {
+        tracing::info!(%state, "queue resumed");
+    }
+    Ok(PauseReport {
+        state,
+        paused: false,
+        changed,
+        record: None,
+    })
+}
+
+/// Every paused state and its record (an unreadable record still counts as a pause).
+pub async fn pauses(session: &Session) -> Result<Vec<PauseReport>> {
+    let mut out = Vec::new();
+    for name in store::children(session, paths::PAUSES).await? {
+        let Ok(state) = name.parse::<JobState>() else {
+            continue;
+        };
+        let record = match store::read::<PauseRecord>(session, &paths::pause(state)).await {
+            Ok(found) => found.map(|(r, _)| r),
+            Err(EngineError::Record(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        out.push(PauseReport {
+            state,
+            paused: true,
+            changed: false,
+            record,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,70 @@
+//! Admin errors. A refusal (the job moved, is in the wrong state, or is locked) is its
+//! own variant so the CLI can explain it and exit with a distinct code.
+
+use archivist_engine::schema::JobState;
+use archivist_engine::EngineError;
+
+/// What went wrong in an admin operation.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdminError {
+    /// ZooKeeper or the tree failed (unreachable, session lost, unreadable node...).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The node the operator named does not exist.
+    #[error("{what} {id} does not exist ({path})")]
+    NotFound {
+        /// Kind of thing (`job`, `episode`, `clip`, `research record`).
+        what: &'static str,
+        /// The id given.
+        id: String,
+        /// The node looked up.
+        path: String,
+    },
+    /// The action does not apply to the job as it is now; nothing was written.
+    #[error("refused: job {job} is {state}: {reason}")]
+    Refused {
+        /// Job id.
+        job: String,
+        /// The state the job was seen in.
+        state: JobState,
+        /// Why, in words an operator can act on.
+        reason: String,
+    },
+    /// The job (or record) changed between the read and the compare-and-set write;
+    /// nothing was written.
+    #[error(
+        "refused: {path} changed meanwhile ({detail}); nothing was written: look again and retry"
+    )]
+    Moved {
+        /// Node that moved.
+        path: String,
+        /// Which check failed.
+        detail: String,
+    },
+    /// The operator's input is unusable.
+    #[error("invalid input: {0}")]
+    Invalid(String),
+}
+
+impl AdminError {
+    /// Was the action refused because of the job's state or a concurrent change (as
+    /// opposed to a failure of ZooKeeper)? Nothing was written in that case.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, AdminError::Refused { .. } | AdminError::Moved { .. })
+    }
+
+    /// Maps a failed compare-and-set multi to [`AdminError::Moved`]; other errors pass.
+    pub(crate) fn from_commit(path: &str, err: EngineError) -> AdminError {
+        match err {
+            EngineError::Precondition { op, .. } => AdminError::Moved {
+                path: path.to_string(),
+                detail: format!("{op} failed"),
+            },
+            other => AdminError::Engine(other),
+        }
+    }
+}
+
+/// Result with [`AdminError`].
+pub type Result<T, E = AdminError> = std::result::Result<T, E>;

@@ -1,0 +1,679 @@
+//! `fsck`: checks the tree's invariants and, with `--repair`, fixes what is safe.
+//!
+//! Checked: every job is in exactly one queue, the one of its status, under the entry
+//! name its priority and curation give; no queue entry without its job; no lock on a
+//! job that no daemon should be working on (ephemeral owners are always live sessions,
+//! so a stale lock is one on a failed, held or finished job); leases reference existing
+//! jobs and are not overdue by more than the reaper's interval; research records match
+//! the catalog; node sizes are under the limits; every node's data parses.
+//!
+//! Repaired (each by its own compare-and-set write, re-checked first): orphan queue
+//! entries and undecodable entry names are deleted; a job missing from its queue, or in
+//! the wrong or several queues, keeps (or gets) the entry matching its status; leases of
+//! missing jobs are deleted. Everything else is reported for an operator.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use archivist_engine::ops::{self, Mode, Op};
+use archivist_engine::schema::queue_key::QueueEntry;
+use archivist_engine::schema::records::{
+    self, JobRecord, LeaseRecord, LockRecord, ResearchRecord, MAX_NODE_BYTES,
+};
+use archivist_engine::schema::{paths, JobState};
+use archivist_engine::transition::machine;
+use archivist_engine::{clock, store, EngineError, Session};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::scan::NodeStat;
+use crate::settings::{AdminSettings, Progress};
+use crate::tree::{self, RawNode};
+
+/// What kind of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// A node's data does not parse as the record its path holds.
+    Unparsable,
+    /// A node's data is over ZooKeeper's limit.
+    TooLarge,
+    /// A research record is large (warning).
+    LargeResearch,
+    /// A node the schema does not know (warning).
+    UnknownNode,
+    /// A job's id differs from its node name.
+    JobIdMismatch,
+    /// A job is in no queue.
+    JobNotQueued,
+    /// A job is queued, but not in its status's queue under its entry name.
+    JobInWrongQueue,
+    /// A job is in its queue and in others too.
+    JobInSeveralQueues,
+    /// A queue entry whose job does not exist.
+    OrphanQueueEntry,
+    /// A queue entry name that does not decode.
+    BadQueueEntryName,
+    /// A lock on a job no daemon should be working on (failed, held or finished).
+    StaleLock,
+    /// A lock record naming another session than the node's owner (warning).
+    LockSessionMismatch,
+    /// A lease whose job does not exist.
+    LeaseWithoutJob,
+    /// A lease past expiry by more than the reaper's interval (is the reaper running?).
+    LeaseOverdue,
+    /// A lease that names another job or episode than its job.
+    LeaseMismatch,
+    /// A pending job without a lease: no researcher can claim it (warning).
+    PendingWithoutLease,
+    /// A research record whose content contradicts its node or the catalog.
+    ResearchMismatch,
+}
+
+/// How bad a fault is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Breaks an invariant: `fsck` exits non-zero while it is there.
+    Error,
+    /// Worth a look.
+    Warning,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Plan {
+    /// Delete a node, if `unless` does not exist (re-checked just before).
+    Delete {
+        path: String,
+        version: Option<i32>,
+        unless: Option<String>,
+    },
+    /// Put a job in the queue of its status only, at the job's version.
+    Requeue {
+        job: String,
+        version: i32,
+        delete: Vec<String>,
+        create: Option<String>,
+    },
+}
+
+/// One fault found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fault {
+    /// What kind.
+    pub kind: FaultKind,
+    /// How bad.
+    pub severity: Severity,
+    /// The node concerned.
+    pub path: String,
+    /// Job concerned, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// In words.
+    pub detail: String,
+    /// What `--repair` does about it (absent: left to an operator).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repair: Option<String>,
+    /// Did this run repair it?
+    pub repaired: bool,
+    /// Why a repair was not done, if it was tried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repair_error: Option<String>,
+    #[serde(skip)]
+    plan: Option<Plan>,
+}
+
+impl Fault {
+    fn new(
+        kind: FaultKind,
+        severity: Severity,
+        path: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Fault {
+        Fault {
+            kind,
+            severity,
+            path: path.into(),
+            job: None,
+            detail: detail.into(),
+            repair: None,
+            repaired: false,
+            repair_error: None,
+            plan: None,
+        }
+    }
+
+    fn job(mut self, job: &str) -> Fault {
+        self.job = Some(job.to_string());
+        self
+    }
+
+    fn plan(mut self, what: impl Into<String>, plan: Plan) -> Fault {
+        self.repair = Some(what.into());
+        self.plan = Some(plan);
+        self
+    }
+
+    /// Is it an error still there after this run?
+    pub fn is_open_error(&self) -> bool {
+        self.severity == Severity::Error && !self.repaired
+    }
+}
+
+/// `fsck`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FsckReport {
+    /// Nodes read.
+    pub nodes: usize,
+    /// Faults found, by kind then path.
+    pub faults: Vec<Fault>,
+    /// Faults repaired by this run.
+    pub repaired: usize,
+    /// Errors left (the CLI exits 1 when there are any).
+    pub errors: usize,
+    /// Warnings.
+    pub warnings: usize,
+}
+
+impl FsckReport {
+    /// No error left?
+    pub fn is_clean(&self) -> bool {
+        self.errors == 0
+    }
+}
+
+fn parts(path: &str) -> Vec<&str> {
+    path.split('/').skip(1).collect()
+}
+
+struct Index<'a> {
+    jobs: BTreeMap<&'a str, (&'a RawNode, Option<JobRecord>)>,
+    locks: Vec<(&'a str, &'a RawNode)>,
+    entries: Vec<(JobState, &'a str, &'a RawNode)>,
+    leases: Vec<(&'a str, &'a RawNode)>,
+    research: Vec<(&'a str, &'a RawNode)>,
+    episodes: BTreeSet<&'a str>,
+    clips: BTreeSet<&'a str>,
+}
+
+fn index(nodes: &[RawNode]) -> Index<'_> {
+    let mut ix = Index {
+        jobs: BTreeMap::new(),
+        locks: Vec::new(),
+        entries: Vec::new(),
+        leases: Vec::new(),
+        research: Vec::new(),
+        episodes: BTreeSet::new(),
+        clips: BTreeSet::new(),
+    };
+    for node in nodes {
+        match parts(&node.path).as_slice() {
+            ["jobs", id] => {
+                ix.jobs.insert(
+                    id,
+                    (
+                        node,
+                        records::decode::<JobRecord>(&node.path, &node.data).ok(),
+                    ),
+                );
+            }
+            ["jobs", id, "lock"] => ix.locks.push((id, node)),
+            ["queues", state, name] => {
+                if let Ok(state) = state.parse::<JobState>() {
+                    ix.entries.push((state, name, node));
+                }
+            }
+            ["leases", id] => ix.leases.push((id, node)),
+            ["research", episode] => ix.research.push((episode, node)),
+            ["catalog", "episodes", id] => {
+                ix.episodes.insert(id);
+            }
+            ["catalog", "clips", id] => {
+                ix.clips.insert(id);
+            }
+            _ => {}
+        }
+    }
+    ix
+}
+
+fn check_nodes(nodes: &[RawNode], settings: &AdminSettings, faults: &mut Vec<Fault>) {
+    for node in nodes {
+        let size = node.data.len();
+        if size > MAX_NODE_BYTES {
+            faults.push(Fault::new(
+                FaultKind::TooLarge,
+                Severity::Error,
+                &node.path,
+                format!("{size} bytes, over the {MAX_NODE_BYTES}-byte limit"),
+            ));
+            continue;
+        }
+        if !tree::known_path(&node.path) {
+            faults.push(Fault::new(
+                FaultKind::UnknownNode,
+                Severity::Warning,
+                &node.path,
+                "the schema has no such path",
+            ));
+        }
+        if let Some(error) = tree::decode(&node.path, &node.data).error {
+            faults.push(Fault::new(
+                FaultKind::Unparsable,
+                Severity::Error,
+                &node.path,
+                error,
+            ));
+        }
+        if node.path.starts_with("/research/") && size > settings.research_warn_bytes {
+            faults.push(Fault::new(
+                FaultKind::LargeResearch,
+                Severity::Warning,
+                &node.path,
+                format!(
+                    "{size} bytes (warning threshold {} bytes)",
+                    settings.research_warn_bytes
+                ),
+            ));
+        }
+    }
+}
+
+fn check_queues(ix: &Index<'_>, faults: &mut Vec<Fault>) {
+    let mut by_job: BTreeMap<&str, Vec<(JobState, &str, &RawNode)>> = BTreeMap::new();
+    for (state, name, node) in &ix.entries {
+        let Ok(entry) = QueueEntry::parse(name) else {
+            faults.push(
+                Fault::new(
+                    FaultKind::BadQueueEntryName,
+                    Severity::Error,
+                    &node.path,
+                    format!("{name:?} is not <16 hex>-<13 digits>-<job>; consumers skip it"),
+                )
+                .plan(
+                    "delete the entry",
+                    Plan::Delete {
+                        path: node.path.clone(),
+                        version: None,
+                        unless: None,
+                    },
+                ),
+            );
+            continue;
+        };
+        let job = name.splitn(3, '-').nth(2).unwrap_or_default();
+        if !ix.jobs.contains_key(job) {
+            faults.push(
+                Fault::new(
+                    FaultKind::OrphanQueueEntry,
+                    Severity::Error,
+                    &node.path,
+                    format!(
+                        "entry in {state} for job {} which does not exist",
+                        entry.job
+                    ),
+                )
+                .job(job)
+                .plan(
+                    "delete the entry",
+                    Plan::Delete {
+                        path: node.path.clone(),
+                        version: None,
+                        unless: Some(paths::job(job)),
+                    },
+                ),
+            );
+            continue;
+        }
+        by_job.entry(job).or_default().push((*state, name, node));
+    }
+    for (id, (node, record)) in &ix.jobs {
+        let Some(job) = record else { continue }; // reported as unparsable
+        if job.id != *id {
+            faults.push(
+                Fault::new(
+                    FaultKind::JobIdMismatch,
+                    Severity::Error,
+                    &node.path,
+                    format!("the record says id {}", job.id),
+                )
+                .job(id),
+            );
+            continue;
+        }
+        let expected = paths::queue_entry(job.status, &job.queue_entry().name());
+        let found: Vec<String> = by_job
+            .get(id)
+            .map(|v| v.iter().map(|(_, _, n)| n.path.clone()).collect())
+            .unwrap_or_default();
+        let others: Vec<String> = found.iter().filter(|p| **p != expected).cloned().collect();
+        let has_expected = found.contains(&expected);
+        let plan = Plan::Requeue {
+            job: id.to_string(),
+            version: node.stat.version,
+            delete: others.clone(),
+            create: (!has_expected).then(|| expected.clone()),
+        };
+        let fault = if found.is_empty() {
+            Fault::new(
+                FaultKind::JobNotQueued,
+                Severity::Error,
+                &node.path,
+                format!("{} job in no queue; expected {expected}", job.status),
+            )
+            .plan(format!("create {expected}"), plan)
+        } else if !has_expected {
+            Fault::new(
+                FaultKind::JobInWrongQueue,
+                Severity::Error,
+                &node.path,
+                format!(
+                    "{} job queued as {}; expected {expected}",
+                    job.status,
+                    others.join(", ")
+                ),
+            )
+            .plan(
+                format!("delete {} and create {expected}", others.join(", ")),
+                plan,
+            )
+        } else if !others.is_empty() {
+            Fault::new(
+                FaultKind::JobInSeveralQueues,
+                Severity::Error,
+                &node.path,
+                format!("{} job also queued as {}", job.status, others.join(", ")),
+            )
+            .plan(format!("delete {}", others.join(", ")), plan)
+        } else {
+            continue;
+        };
+        faults.push(fault.job(id));
+    }
+}
+
+fn check_locks(ix: &Index<'_>, faults: &mut Vec<Fault>) {
+    for (id, node) in &ix.locks {
+        let owner = NodeStat::owner_hex(&node.stat)
+            .unwrap_or_else(|| "no session (persistent node)".into());
+        if let Some((_, Some(job))) = ix.jobs.get(id) {
+            let idle = machine().state(job.status).terminal
+                || matches!(job.status, JobState::Failed | JobState::Held);
+            if idle {
+                let who = records::decode::<LockRecord>(&node.path, &node.data)
+                    .map(|l| l.owner)
+                    .unwrap_or_else(|_| "?".into());
+                faults.push(
+                    Fault::new(FaultKind::StaleLock, Severity::Error, &node.path, format!("{} job locked by {who} (session {owner}); no daemon works on {} jobs: end that session, or delete the lock after checking the owner", job.status, job.status))
+                        .job(id),
+                );
+            }
+        }
+        if node.stat.ephemeral_owner == 0 {
+            faults.push(
+                Fault::new(
+                    FaultKind::StaleLock,
+                    Severity::Error,
+                    &node.path,
+                    "the lock is a persistent node: it never goes away by itself",
+                )
+                .job(id),
+            );
+        } else if let Ok(lock) = records::decode::<LockRecord>(&node.path, &node.data) {
+            if lock.session != owner {
+                faults.push(
+                    Fault::new(
+                        FaultKind::LockSessionMismatch,
+                        Severity::Warning,
+                        &node.path,
+                        format!(
+                            "the record names session {}, the node is owned by {owner}",
+                            lock.session
+                        ),
+                    )
+                    .job(id),
+                );
+            }
+        }
+    }
+}
+
+fn check_leases(ix: &Index<'_>, settings: &AdminSettings, now_ms: i64, faults: &mut Vec<Fault>) {
+    let mut leased: BTreeSet<&str> = BTreeSet::new();
+    for (id, node) in &ix.leases {
+        leased.insert(id);
+        let Some((_, job)) = ix.jobs.get(id) else {
+            faults.push(
+                Fault::new(
+                    FaultKind::LeaseWithoutJob,
+                    Severity::Error,
+                    &node.path,
+                    format!("lease for job {id}, which does not exist"),
+                )
+                .job(id)
+                .plan(
+                    "delete the lease",
+                    Plan::Delete {
+                        path: node.path.clone(),
+                        version: Some(node.stat.version),
+                        unless: Some(paths::job(id)),
+                    },
+                ),
+            );
+            continue;
+        };
+        let Ok(lease) = records::decode::<LeaseRecord>(&node.path, &node.data) else {
+            continue;
+        };
+        let overdue = now_ms - node.stat.mtime_ms.saturating_add(lease.duration_ms);
+        if overdue > settings.reaper_interval_ms() {
+            faults.push(
+                Fault::new(FaultKind::LeaseOverdue, Severity::Error, &node.path, format!("expired {} s ago, more than the reaper's interval of {} s: is a reaper running?", overdue / 1000, settings.reaper_interval_s))
+                    .job(id),
+            );
+        }
+        if lease.job != *id {
+            faults.push(
+                Fault::new(
+                    FaultKind::LeaseMismatch,
+                    Severity::Error,
+                    &node.path,
+                    format!("the lease names job {}", lease.job),
+                )
+                .job(id),
+            );
+        } else if let Some(job) = job {
+            if job.episode != lease.episode {
+                faults.push(
+                    Fault::new(
+                        FaultKind::LeaseMismatch,
+                        Severity::Error,
+                        &node.path,
+                        format!(
+                            "lease on episode {}, job is for {}",
+                            lease.episode, job.episode
+                        ),
+                    )
+                    .job(id),
+                );
+            }
+        }
+    }
+    for (id, (node, job)) in &ix.jobs {
+        if job.as_ref().is_some_and(|j| j.status == JobState::Pending) && !leased.contains(id) {
+            faults.push(Fault::new(FaultKind::PendingWithoutLease, Severity::Warning, &node.path, "pending without a lease: no researcher can claim it; the reaper expires it after the work-item TTL").job(id));
+        }
+    }
+}
+
+fn check_research(ix: &Index<'_>, faults: &mut Vec<Fault>) {
+    for (episode, node) in &ix.research {
+        let Ok(record) = records::decode::<ResearchRecord>(&node.path, &node.data) else {
+            continue;
+        };
+        let mut problems = Vec::new();
+        if record.episode != *episode {
+            problems.push(format!("the record is for episode {}", record.episode));
+        }
+        if !ix.episodes.contains(episode) {
+            problems.push(format!("episode {episode} is not in the catalog"));
+        }
+        let mut unknown: Vec<String> = record
+            .researched()
+            .iter()
+            .map(paths::clip_id)
+            .filter(|c| !ix.clips.contains(c.as_str()))
+            .collect();
+        unknown.extend(
+            record
+                .found
+                .keys()
+                .filter(|c| !ix.clips.contains(c.as_str()))
+                .cloned(),
+        );
+        unknown.sort();
+        unknown.dedup();
+        if !unknown.is_empty() {
+            let shown: Vec<&str> = unknown.iter().take(5).map(String::as_str).collect();
+            problems.push(format!(
+                "{} clip(s) not in the catalog: {}{}",
+                unknown.len(),
+                shown.join(", "),
+                if unknown.len() > 5 { ", ..." } else { "" }
+            ));
+        }
+        let not_researched: Vec<&String> = record
+            .found
+            .keys()
+            .filter(|c| paths::clip_number(c).is_none_or(|n| !record.is_researched(n)))
+            .collect();
+        if !not_researched.is_empty() {
+            problems.push(format!(
+                "occurrences for clips no run researched: {}",
+                not_researched
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if !problems.is_empty() {
+            faults.push(Fault::new(
+                FaultKind::ResearchMismatch,
+                Severity::Error,
+                &node.path,
+                problems.join("; "),
+            ));
+        }
+    }
+}
+
+/// Checks every invariant; with `repair`, fixes the safe faults and says what it did.
+pub async fn fsck(
+    session: &Session,
+    settings: &AdminSettings,
+    repair: bool,
+    progress: &dyn Progress,
+) -> Result<FsckReport> {
+    let now_ms = clock::zk_now_ms(session).await?;
+    let nodes = tree::walk(session, settings, "/", progress).await?;
+    let mut faults = Vec::new();
+    check_nodes(&nodes, settings, &mut faults);
+    let ix = index(&nodes);
+    check_queues(&ix, &mut faults);
+    check_locks(&ix, &mut faults);
+    check_leases(&ix, settings, now_ms, &mut faults);
+    check_research(&ix, &mut faults);
+    faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+    if repair {
+        for fault in faults.iter_mut() {
+            let Some(plan) = fault.plan.clone() else {
+                continue;
+            };
+            match apply(session, &plan).await {
+                Ok(()) => {
+                    fault.repaired = true;
+                    tracing::info!(path = %fault.path, job = fault.job.as_deref().unwrap_or(""), kind = ?fault.kind, repair = fault.repair.as_deref().unwrap_or(""), "fsck repaired");
+                }
+                Err(e) => fault.repair_error = Some(e),
+            }
+        }
+    }
+    let report = FsckReport {
+        nodes: nodes.len(),
+        repaired: faults.iter().filter(|f| f.repaired).count(),
+        errors: faults.iter().filter(|f| f.is_open_error()).count(),
+        warnings: faults
+            .iter()
+            .filter(|f| f.severity == Severity::Warning)
+            .count(),
+        faults,
+    };
+    metrics::gauge!("archivist_fsck_errors").set(report.errors as f64);
+    metrics::counter!("archivist_fsck_repairs_total").increment(report.repaired as u64);
+    Ok(report)
+}
+
+async fn apply(session: &Session, plan: &Plan) -> std::result::Result<(), String> {
+    match plan {
+        Plan::Delete {
+            path,
+            version,
+            unless,
+        } => {
+            if let Some(other) = unless {
+                if store::exists(session, other)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .is_some()
+                {
+                    return Err(format!("{other} exists now; left alone"));
+                }
+            }
+            match ops::commit(
+                session,
+                &[Op::Delete {
+                    path: path.clone(),
+                    version: *version,
+                }],
+            )
+            .await
+            {
+                Ok(_) => Ok(()),
+                Err(EngineError::Precondition {
+                    source: archivist_engine::zk::Error::NoNode,
+                    ..
+                }) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        Plan::Requeue {
+            job,
+            version,
+            delete,
+            create,
+        } => {
+            let mut batch = vec![Op::Check {
+                path: paths::job(job),
+                version: *version,
+            }];
+            batch.extend(delete.iter().map(|p| Op::Delete {
+                path: p.clone(),
+                version: None,
+            }));
+            batch.extend(create.iter().map(|p| Op::Create {
+                path: p.clone(),
+                data: Vec::new(),
+                mode: Mode::Persistent,
+            }));
+            ops::commit(session, &batch)
+                .await
+                .map(|_| ())
+                .map_err(|e| match e {
+                    EngineError::Precondition { op, .. } => {
+                        format!("{op} failed: the job moved meanwhile; run fsck again")
+                    }
+                    other => other.to_string(),
+                })
+        }
+    }
+}

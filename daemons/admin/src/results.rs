@@ -1,0 +1,314 @@
+//! `results` and `export`: the research archive read back as rows, one per occurrence
+//! plus one "not found" row per researched pair where the clip does not occur.
+
+use std::collections::BTreeMap;
+
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{ClipRecord, EpisodeRecord, ResearchRecord};
+use archivist_engine::{store, Session};
+use serde::Serialize;
+
+use crate::error::{AdminError, Result};
+use crate::scan::{self, Loaded};
+use crate::settings::{AdminSettings, Progress, Silent};
+
+/// One row of the archive.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResultRow {
+    /// Episode id.
+    pub episode: String,
+    /// Episode title (empty if not in the catalog).
+    pub episode_title: String,
+    /// Clip id.
+    pub clip: String,
+    /// Clip title (empty if not in the catalog).
+    pub clip_title: String,
+    /// Does the clip occur here? (one row per occurrence when it does)
+    pub found: bool,
+    /// Start offset in the episode, seconds.
+    pub at: Option<f64>,
+    /// Confidence in [0, 1].
+    pub conf: Option<f32>,
+    /// Speed factor when not 1.0.
+    pub speed: Option<f32>,
+    /// Matched part of the clip, start (s), when not the whole clip.
+    pub part_start: Option<f64>,
+    /// Matched part of the clip, end (s).
+    pub part_end: Option<f64>,
+    /// Job that researched the pair.
+    pub job: Option<String>,
+    /// Researcher that researched it.
+    pub researcher: Option<String>,
+    /// Per-clip error instead of a result.
+    pub error: Option<String>,
+}
+
+fn titles<T>(loaded: &[Loaded<T>], title: impl Fn(&T) -> &str) -> BTreeMap<String, String> {
+    loaded
+        .iter()
+        .filter_map(|n| n.ok().map(|r| (n.name.clone(), title(r).to_string())))
+        .collect()
+}
+
+/// Every row of one research record (optionally only for one clip).
+fn rows_of(
+    record: &ResearchRecord,
+    episode_title: &str,
+    clip_titles: &BTreeMap<String, String>,
+    only_clip: Option<u32>,
+) -> Vec<ResultRow> {
+    let mut rows = Vec::new();
+    for run in &record.runs {
+        for number in run.clips.iter() {
+            if only_clip.is_some_and(|c| c != number) {
+                continue;
+            }
+            let clip = paths::clip_id(number);
+            let base = ResultRow {
+                episode: record.episode.clone(),
+                episode_title: episode_title.to_string(),
+                clip_title: clip_titles.get(&clip).cloned().unwrap_or_default(),
+                found: false,
+                at: None,
+                conf: None,
+                speed: None,
+                part_start: None,
+                part_end: None,
+                job: Some(run.job.clone()),
+                researcher: Some(run.researcher.clone()),
+                error: record.errors.get(&clip).cloned(),
+                clip,
+            };
+            match record.found.get(&base.clip).filter(|o| !o.is_empty()) {
+                Some(occurrences) => rows.extend(occurrences.iter().map(|o| ResultRow {
+                    found: true,
+                    at: Some(o.at),
+                    conf: Some(o.conf),
+                    speed: o.speed,
+                    part_start: o.part.map(|p| p[0]),
+                    part_end: o.part.map(|p| p[1]),
+                    ..base.clone()
+                })),
+                None => rows.push(base),
+            }
+        }
+    }
+    rows.sort_by(|a, b| {
+        (&a.episode, &a.clip, a.at.map(|x| (x * 1000.0) as i64)).cmp(&(
+            &b.episode,
+            &b.clip,
+            b.at.map(|x| (x * 1000.0) as i64),
+        ))
+    });
+    // A clip listed in two runs (a re-run) is one pair: keep the first rows.
+    rows.dedup_by(|a, b| {
+        a.clip == b.clip && a.episode == b.episode && a.at == b.at && a.conf == b.conf
+    });
+    rows
+}
+
+/// `results --episode E`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EpisodeResults {
+    /// Episode id.
+    pub episode: String,
+    /// Title.
+    pub title: String,
+    /// Episode duration, seconds, once known.
+    pub duration_s: Option<f64>,
+    /// Clips researched in it.
+    pub researched: usize,
+    /// Clips found in it.
+    pub found: usize,
+    /// Rows.
+    pub rows: Vec<ResultRow>,
+}
+
+/// Where the episode's clips occur (researched clips only).
+pub async fn episode_results(
+    session: &Session,
+    settings: &AdminSettings,
+    episode: &str,
+) -> Result<EpisodeResults> {
+    let path = paths::episode(episode);
+    let title = match store::read::<EpisodeRecord>(session, &path).await? {
+        Some((e, _)) => e.fields.title,
+        None => {
+            return Err(AdminError::NotFound {
+                what: "episode",
+                id: episode.to_string(),
+                path,
+            })
+        }
+    };
+    let Some((record, _)) =
+        store::read::<ResearchRecord>(session, &paths::research(episode)).await?
+    else {
+        return Ok(EpisodeResults {
+            episode: episode.to_string(),
+            title,
+            duration_s: None,
+            researched: 0,
+            found: 0,
+            rows: Vec::new(),
+        });
+    };
+    let researched = record.researched();
+    let clip_paths = researched
+        .iter()
+        .map(|n| paths::clip(&paths::clip_id(n)))
+        .collect();
+    let clips = scan::load::<ClipRecord>(session, clip_paths, settings, &Silent, "clips").await?;
+    let rows = rows_of(&record, &title, &titles(&clips, |c| &c.fields.title), None);
+    Ok(EpisodeResults {
+        episode: episode.to_string(),
+        title,
+        duration_s: record.episode_duration_s,
+        researched: researched.len(),
+        found: record.found.values().filter(|o| !o.is_empty()).count(),
+        rows,
+    })
+}
+
+/// `results --clip C`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClipResults {
+    /// Clip id.
+    pub clip: String,
+    /// Title.
+    pub title: String,
+    /// Episodes it was researched in.
+    pub episodes_researched: usize,
+    /// Episodes it was found in.
+    pub episodes_found: usize,
+    /// One row per occurrence.
+    pub rows: Vec<ResultRow>,
+}
+
+/// Where a clip occurs, across all episodes.
+pub async fn clip_results(
+    session: &Session,
+    settings: &AdminSettings,
+    clip: &str,
+    progress: &dyn Progress,
+) -> Result<ClipResults> {
+    let path = paths::clip(clip);
+    let title = match store::read::<ClipRecord>(session, &path).await? {
+        Some((c, _)) => c.fields.title,
+        None => {
+            return Err(AdminError::NotFound {
+                what: "clip",
+                id: clip.to_string(),
+                path,
+            })
+        }
+    };
+    let number = paths::clip_number(clip)
+        .ok_or_else(|| AdminError::Invalid(format!("{clip:?} is not a clip id (c + digits)")))?;
+    let research =
+        scan::load_dir::<ResearchRecord>(session, paths::RESEARCH, settings, progress).await?;
+    let mut researched_in = Vec::new();
+    let mut rows = Vec::new();
+    for record in research.iter().filter_map(|n| n.ok()) {
+        if record.is_researched(number) {
+            researched_in.push(record.episode.clone());
+            rows.extend(
+                rows_of(record, "", &BTreeMap::new(), Some(number))
+                    .into_iter()
+                    .filter(|r| r.found),
+            );
+        }
+    }
+    let episodes = scan::load::<EpisodeRecord>(
+        session,
+        researched_in.iter().map(|e| paths::episode(e)).collect(),
+        settings,
+        &Silent,
+        "episodes",
+    )
+    .await?;
+    let episode_titles = titles(&episodes, |e| &e.fields.title);
+    for row in &mut rows {
+        row.episode_title = episode_titles
+            .get(&row.episode)
+            .cloned()
+            .unwrap_or_default();
+        row.clip_title = title.clone();
+    }
+    let mut found_in: Vec<&String> = rows.iter().map(|r| &r.episode).collect();
+    found_in.dedup();
+    Ok(ClipResults {
+        clip: clip.to_string(),
+        title,
+        episodes_researched: researched_in.len(),
+        episodes_found: found_in.len(),
+        rows,
+    })
+}
+
+/// `export`: every researched (episode, clip) pair, one row per occurrence plus
+/// not-found rows, ordered by episode, clip and offset.
+pub async fn export(
+    session: &Session,
+    settings: &AdminSettings,
+    progress: &dyn Progress,
+) -> Result<Vec<ResultRow>> {
+    let episodes =
+        scan::load_dir::<EpisodeRecord>(session, paths::EPISODES, settings, progress).await?;
+    let clips = scan::load_dir::<ClipRecord>(session, paths::CLIPS, settings, progress).await?;
+    let research =
+        scan::load_dir::<ResearchRecord>(session, paths::RESEARCH, settings, progress).await?;
+    let episode_titles = titles(&episodes, |e| &e.fields.title);
+    let clip_titles = titles(&clips, |c| &c.fields.title);
+    let mut rows = Vec::new();
+    for record in research.iter().filter_map(|n| n.ok()) {
+        let title = episode_titles
+            .get(&record.episode)
+            .map(String::as_str)
+            .unwrap_or("");
+        rows.extend(rows_of(record, title, &clip_titles, None));
+    }
+    Ok(rows)
+}
+
+/// CSV of export rows (RFC 4180 quoting), with a header line.
+pub fn to_csv(rows: &[ResultRow]) -> String {
+    fn field(out: &mut String, value: &str) {
+        if value.contains([',', '"', '\n', '\r']) {
+            out.push('"');
+            out.push_str(&value.replace('"', "\"\""));
+            out.push('"');
+        } else {
+            out.push_str(value);
+        }
+    }
+    fn opt<T: ToString>(v: &Option<T>) -> String {
+        v.as_ref().map(ToString::to_string).unwrap_or_default()
+    }
+    let mut out = String::from("episode,episode_title,clip,clip_title,found,at,conf,speed,part_start,part_end,job,researcher,error\n");
+    for r in rows {
+        let values = [
+            r.episode.clone(),
+            r.episode_title.clone(),
+            r.clip.clone(),
+            r.clip_title.clone(),
+            r.found.to_string(),
+            opt(&r.at),
+            opt(&r.conf),
+            opt(&r.speed),
+            opt(&r.part_start),
+            opt(&r.part_end),
+            opt(&r.job),
+            opt(&r.researcher),
+            opt(&r.error),
+        ];
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            field(&mut out, v);
+        }
+        out.push('\n');
+    }
+    out
+}

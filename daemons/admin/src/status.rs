@@ -1,0 +1,349 @@
+//! `status`: researchers and their load, jobs per state, leases, catalog size, research
+//! progress and the oldest waiting job, as one serialisable report.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use archivist_engine::schema::records::{EpisodeRecord, JobRecord, LeaseRecord, ResearchRecord};
+use archivist_engine::schema::{paths, JobState};
+use archivist_engine::{clock, member, queue, store, Session};
+use serde::Serialize;
+
+use crate::control::{self, PauseReport};
+use crate::error::Result;
+use crate::jobs::LeaseView;
+use crate::scan::{self, count_children};
+use crate::settings::{AdminSettings, Progress, Silent};
+
+/// A live researcher and the jobs it works on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResearcherLoad {
+    /// Identity.
+    pub name: String,
+    /// Host.
+    pub host: String,
+    /// archivist version.
+    pub version: String,
+    /// Jobs it runs at once.
+    pub slots: u32,
+    /// Jobs in `leased`/`researching` whose holder is this researcher.
+    pub load: usize,
+    /// Those jobs.
+    pub jobs: Vec<String>,
+}
+
+/// Another live daemon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DaemonView {
+    /// Identity.
+    pub name: String,
+    /// Role.
+    pub role: String,
+    /// Host.
+    pub host: String,
+    /// archivist version.
+    pub version: String,
+}
+
+/// Leases by state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeaseSummary {
+    /// Leases not yet expired.
+    pub active: usize,
+    /// Leases past expiry (the reaper revokes them).
+    pub expired: usize,
+    /// The expired ones.
+    pub expired_leases: Vec<LeaseView>,
+}
+
+/// Catalog size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CatalogSize {
+    /// Episodes.
+    pub episodes: usize,
+    /// Clips.
+    pub clips: usize,
+}
+
+/// Research progress of one episode.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EpisodeProgress {
+    /// Episode id.
+    pub episode: String,
+    /// Title.
+    pub title: String,
+    /// Catalog clips researched in it.
+    pub researched: usize,
+    /// Catalog clips.
+    pub clips: usize,
+    /// Clips found in it.
+    pub found: usize,
+    /// researched / clips.
+    pub fraction: f64,
+    /// Held by an operator.
+    pub held: bool,
+}
+
+/// Research progress overall.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResearchProgress {
+    /// (episode, clip) pairs of the catalog researched.
+    pub researched_pairs: u64,
+    /// episodes x clips.
+    pub total_pairs: u64,
+    /// researched / total (1 when there is nothing to research).
+    pub fraction: f64,
+    /// Pairs where the clip was found.
+    pub found_pairs: u64,
+    /// Episodes with a research record.
+    pub episodes_with_research: usize,
+    /// Per episode, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_episode: Option<Vec<EpisodeProgress>>,
+}
+
+/// The job that has waited longest in `pending`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Waiting {
+    /// Job id.
+    pub job: String,
+    /// Its priority.
+    pub priority: i64,
+    /// ms since the job was created (ZooKeeper's clock).
+    pub waiting_ms: i64,
+    /// Its place in processing order (0: next).
+    pub position: usize,
+}
+
+/// `status`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusReport {
+    /// The tree's chroot.
+    pub chroot: String,
+    /// ZooKeeper's clock when read, unix ms.
+    pub now_ms: i64,
+    /// Live researchers.
+    pub researchers: Vec<ResearcherLoad>,
+    /// Sum of their slots.
+    pub slots: u64,
+    /// Other live daemons.
+    pub daemons: Vec<DaemonView>,
+    /// Queue length per state.
+    pub jobs: BTreeMap<JobState, usize>,
+    /// Paused states.
+    pub paused: Vec<PauseReport>,
+    /// Leases.
+    pub leases: LeaseSummary,
+    /// Reports waiting for a recorder.
+    pub reports_waiting: usize,
+    /// Catalog size.
+    pub catalog: CatalogSize,
+    /// Research progress.
+    pub research: ResearchProgress,
+    /// The oldest waiting job.
+    pub oldest_waiting: Option<Waiting>,
+}
+
+/// Builds the status report. `per_episode` adds a row per catalog episode.
+pub async fn status(
+    session: &Session,
+    settings: &AdminSettings,
+    per_episode: bool,
+    progress: &dyn Progress,
+) -> Result<StatusReport> {
+    let now_ms = clock::zk_now_ms(session).await?;
+    let mut jobs = BTreeMap::new();
+    for state in JobState::ALL {
+        jobs.insert(state, queue::len(session, state).await?);
+    }
+
+    // Researchers and their load: jobs being worked on, by holder.
+    let mut working: Vec<String> = Vec::new();
+    for state in [JobState::Leased, JobState::Researching] {
+        let (entries, _) = queue::list(session, state).await?;
+        working.extend(entries.into_iter().map(|e| paths::job(&e.job)));
+    }
+    let working = scan::load::<JobRecord>(session, working, settings, &Silent, "jobs").await?;
+    let mut by_holder: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for job in working.iter().filter_map(|n| n.ok()) {
+        if let Some(holder) = &job.holder {
+            by_holder
+                .entry(holder.clone())
+                .or_default()
+                .push(job.id.clone());
+        }
+    }
+    let researchers: Vec<ResearcherLoad> = member::list(session, paths::RESEARCHERS)
+        .await?
+        .into_iter()
+        .map(|m| {
+            let jobs = by_holder.get(&m.name).cloned().unwrap_or_default();
+            ResearcherLoad {
+                load: jobs.len(),
+                jobs,
+                name: m.name,
+                host: m.host,
+                version: m.version,
+                slots: m.slots,
+            }
+        })
+        .collect();
+    let slots = researchers.iter().map(|r| u64::from(r.slots)).sum();
+    let daemons = member::list(session, paths::DAEMONS)
+        .await?
+        .into_iter()
+        .map(|m| DaemonView {
+            name: m.name,
+            role: m.role,
+            host: m.host,
+            version: m.version,
+        })
+        .collect();
+
+    let leases = scan::load_dir::<LeaseRecord>(session, paths::LEASES, settings, progress).await?;
+    let views: Vec<LeaseView> = leases.iter().map(|l| LeaseView::of(l, now_ms)).collect();
+    let expired_leases: Vec<LeaseView> = views.iter().filter(|v| v.expired).cloned().collect();
+    let leases = LeaseSummary {
+        active: views.len() - expired_leases.len(),
+        expired: expired_leases.len(),
+        expired_leases,
+    };
+
+    let catalog = CatalogSize {
+        episodes: count_children(session, paths::EPISODES).await?,
+        clips: count_children(session, paths::CLIPS).await?,
+    };
+    let research = research_progress(session, settings, per_episode, progress).await?;
+    let oldest_waiting = oldest_waiting(session, settings, now_ms).await?;
+
+    Ok(StatusReport {
+        chroot: session.chroot().to_string(),
+        now_ms,
+        researchers,
+        slots,
+        daemons,
+        jobs,
+        paused: control::pauses(session).await?,
+        leases,
+        reports_waiting: count_children(session, paths::REPORTS).await?,
+        catalog,
+        research,
+        oldest_waiting,
+    })
+}
+
+/// Pairs researched over episodes x clips of the catalog (research of clips or episodes
+/// no longer in the catalog does not count).
+pub async fn research_progress(
+    session: &Session,
+    settings: &AdminSettings,
+    per_episode: bool,
+    progress: &dyn Progress,
+) -> Result<ResearchProgress> {
+    let clip_ids: BTreeSet<String> = store::children(session, paths::CLIPS)
+        .await?
+        .into_iter()
+        .collect();
+    let clip_numbers: BTreeSet<u32> = clip_ids
+        .iter()
+        .filter_map(|c| paths::clip_number(c))
+        .collect();
+    let episode_ids = store::children(session, paths::EPISODES).await?;
+    let research =
+        scan::load_dir::<ResearchRecord>(session, paths::RESEARCH, settings, progress).await?;
+    let mut by_episode: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for node in &research {
+        let Some(record) = node.ok() else { continue };
+        let researched = record
+            .researched()
+            .iter()
+            .filter(|n| clip_numbers.contains(n))
+            .count();
+        let found = record
+            .found
+            .iter()
+            .filter(|(clip, occ)| !occ.is_empty() && clip_ids.contains(*clip))
+            .count();
+        by_episode.insert(node.name.clone(), (researched, found));
+    }
+    let episodes: BTreeSet<&String> = episode_ids.iter().collect();
+    let (mut researched_pairs, mut found_pairs) = (0u64, 0u64);
+    for (episode, (r, f)) in &by_episode {
+        if episodes.contains(episode) {
+            researched_pairs += *r as u64;
+            found_pairs += *f as u64;
+        }
+    }
+    let total_pairs = episode_ids.len() as u64 * clip_numbers.len() as u64;
+    let per_episode = if per_episode {
+        let records = scan::load::<EpisodeRecord>(
+            session,
+            episode_ids.iter().map(|e| paths::episode(e)).collect(),
+            settings,
+            progress,
+            "episodes",
+        )
+        .await?;
+        Some(
+            records
+                .iter()
+                .map(|node| {
+                    let (researched, found) = by_episode.get(&node.name).copied().unwrap_or((0, 0));
+                    EpisodeProgress {
+                        episode: node.name.clone(),
+                        title: node
+                            .ok()
+                            .map(|e| e.fields.title.clone())
+                            .unwrap_or_else(|| "(unreadable)".into()),
+                        researched,
+                        clips: clip_numbers.len(),
+                        found,
+                        fraction: fraction(researched as u64, clip_numbers.len() as u64),
+                        held: node.ok().is_some_and(|e| e.fields.held),
+                    }
+                })
+                .collect(),
+        )
+    } else {
+        None
+    };
+    Ok(ResearchProgress {
+        researched_pairs,
+        total_pairs,
+        fraction: fraction(researched_pairs, total_pairs),
+        found_pairs,
+        episodes_with_research: by_episode.len(),
+        per_episode,
+    })
+}
+
+fn fraction(done: u64, total: u64) -> f64 {
+    if total == 0 {
+        1.0
+    } else {
+        done as f64 / total as f64
+    }
+}
+
+/// The pending job created longest ago (queue order is by priority, so this is not
+/// necessarily the next one served).
+pub async fn oldest_waiting(
+    session: &Session,
+    settings: &AdminSettings,
+    now_ms: i64,
+) -> Result<Option<Waiting>> {
+    let (entries, _) = queue::list(session, JobState::Pending).await?;
+    let job_paths: Vec<String> = entries.iter().map(|e| paths::job(&e.job)).collect();
+    let stats = scan::stat_many(session, &job_paths, settings).await?;
+    Ok(entries
+        .iter()
+        .zip(stats)
+        .enumerate()
+        .filter_map(|(position, (entry, stat))| stat.map(|s| (position, entry, s.ctime)))
+        .min_by_key(|(_, _, ctime)| *ctime)
+        .map(|(position, entry, ctime)| Waiting {
+            job: entry.job.clone(),
+            priority: entry.priority,
+            waiting_ms: now_ms.saturating_sub(ctime),
+            position,
+        }))
+}

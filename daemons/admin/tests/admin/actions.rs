@@ -1,0 +1,398 @@
+use archivist_admin::actions::{self, Outcome};
+use archivist_admin::control::{self, CatalogTarget};
+use archivist_admin::{AdminError, AdminSettings};
+use archivist_engine::lock::JobLock;
+use archivist_engine::ops::{self, Op};
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{EpisodeRecord, JobRequest};
+use archivist_engine::schema::JobState;
+use archivist_engine::store;
+
+use crate::fixtures::{self, drive, failed_job, lease_of, queues_holding, read};
+
+fn settings() -> AdminSettings {
+    AdminSettings::default().with_actor("ops-test")
+}
+
+#[tokio::test]
+async fn retry_resumes_a_failed_job_with_a_fresh_lease() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-retry").await;
+    let job = failed_job(&s, "e0000001", "download failed: HTTP 404").await;
+    assert_eq!(job.last_successful_status, Some(JobState::Leased));
+    assert!(
+        lease_of(&s, &job.id).await.is_some(),
+        "the planner's lease is still there"
+    );
+    let report = actions::retry(
+        &s,
+        &settings().with_lease_duration(std::time::Duration::from_secs(90)),
+        &job.id,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (report.from, report.to, report.outcome),
+        (JobState::Failed, Some(JobState::Pending), Outcome::Done)
+    );
+    let (stored, _) = read(&s, &job.id).await;
+    assert_eq!(stored.status, JobState::Pending);
+    assert_eq!(stored.retry_count, 1);
+    assert_eq!(stored.message, None);
+    assert_eq!(
+        stored.last_successful_status,
+        Some(JobState::Leased),
+        "retry keeps the last success"
+    );
+    assert_eq!(
+        stored
+            .events
+            .last()
+            .map(|e| (e.by.as_str(), e.step.as_str())),
+        Some(("ops-test", "retry"))
+    );
+    assert_eq!(queues_holding(&s, &job.id).await, vec![JobState::Pending]);
+    let lease = lease_of(&s, &job.id).await.expect("fresh lease");
+    assert_eq!(
+        (lease.duration_ms, lease.holder, lease.extensions),
+        (90_000, None, 0)
+    );
+    assert_eq!(lease.clips, job.clips);
+    assert!(
+        store::exists(&s, &paths::job_lock(&job.id))
+            .await
+            .unwrap()
+            .is_none(),
+        "lock released"
+    );
+}
+
+#[tokio::test]
+async fn retry_after_the_final_report_resumes_at_reported() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-retry-reported").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    // The recorder's step failed: no lease left at all.
+    drive(
+        &s,
+        &job.id,
+        &[
+            JobState::Leased,
+            JobState::Researching,
+            JobState::Reported,
+            JobState::Failed,
+        ],
+        "report unusable",
+    )
+    .await;
+    store::delete_if_present(&s, &paths::lease(&job.id))
+        .await
+        .unwrap();
+    let report = actions::retry(&s, &settings(), &job.id).await.unwrap();
+    assert_eq!(report.to, Some(JobState::Reported));
+    assert_eq!(queues_holding(&s, &job.id).await, vec![JobState::Reported]);
+    assert_eq!(
+        lease_of(&s, &job.id).await.map(|l| l.duration_ms),
+        Some(600_000)
+    );
+}
+
+#[tokio::test]
+async fn retry_refuses_a_job_that_is_not_failed_and_writes_nothing() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-retry-refused").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    let (_, before) = read(&s, &job.id).await;
+    let err = actions::retry(&s, &settings(), &job.id).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AdminError::Refused {
+                state: JobState::Pending,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.is_refusal());
+    assert_eq!(read(&s, &job.id).await.1, before);
+    let missing = actions::retry(&s, &settings(), "j0000000999")
+        .await
+        .unwrap_err();
+    assert!(matches!(missing, AdminError::NotFound { .. }), "{missing}");
+}
+
+#[tokio::test]
+async fn an_action_on_a_job_that_changed_after_it_was_read_is_refused() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-cas").await;
+    let job = failed_job(&s, "e0000001", "matching failed").await;
+    let seen = actions::look(&s, &job.id).await.unwrap();
+    // Someone else writes the job between the operator's read and the action.
+    let path = paths::job(&job.id);
+    let mut changed = seen.job.clone();
+    changed.message = Some("edited meanwhile".into());
+    ops::commit(
+        &s,
+        &[Op::SetData {
+            data: store::encode(&path, &changed).unwrap(),
+            path: path.clone(),
+            version: Some(seen.version),
+        }],
+    )
+    .await
+    .unwrap();
+    for result in [
+        actions::retry_seen(&s, &settings(), &seen).await,
+        actions::cancel_seen(&s, &settings(), &seen, None).await,
+        actions::delete_seen(&s, &settings(), &seen).await,
+    ] {
+        let err = result.unwrap_err();
+        assert!(matches!(err, AdminError::Moved { .. }), "{err}");
+        assert!(err.to_string().contains("changed meanwhile"), "{err}");
+    }
+    let (stored, version) = read(&s, &job.id).await;
+    assert_eq!(
+        (stored.status, stored.message.as_deref(), version),
+        (JobState::Failed, Some("edited meanwhile"), seen.version + 1)
+    );
+    assert!(
+        store::exists(&s, &paths::job_lock(&job.id))
+            .await
+            .unwrap()
+            .is_none(),
+        "the admin's lock was released"
+    );
+    // Looking again and retrying works.
+    assert_eq!(
+        actions::retry(&s, &settings(), &job.id)
+            .await
+            .unwrap()
+            .outcome,
+        Outcome::Done
+    );
+}
+
+#[tokio::test]
+async fn a_locked_failed_job_is_not_retried() {
+    let (config, s) = archivist_testkit::fresh_tree("admin-locked").await;
+    let job = failed_job(&s, "e0000001", "x").await;
+    let other = archivist_testkit::another_session(&config).await;
+    let _lock = JobLock::try_acquire(&other, &job.id, "reaper-1")
+        .await
+        .unwrap()
+        .unwrap();
+    let err = actions::retry(&s, &settings(), &job.id).await.unwrap_err();
+    assert!(err.to_string().contains("locked by reaper-1"), "{err}");
+    assert_eq!(read(&s, &job.id).await.0.status, JobState::Failed);
+}
+
+#[tokio::test]
+async fn hold_and_release_an_unlocked_pending_job() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-hold").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001", "c000002"]).await;
+    let held = actions::hold(&s, &settings(), &job.id, Some("bad feed"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (held.to, held.outcome),
+        (Some(JobState::Held), Outcome::Done)
+    );
+    let (stored, _) = read(&s, &job.id).await;
+    assert_eq!(
+        (stored.status, stored.message.as_deref()),
+        (JobState::Held, Some("bad feed"))
+    );
+    assert!(
+        lease_of(&s, &job.id).await.is_none(),
+        "hold revokes the lease"
+    );
+    assert_eq!(queues_holding(&s, &job.id).await, vec![JobState::Held]);
+    let again = actions::hold(&s, &settings(), &job.id, None).await.unwrap();
+    assert_eq!(again.outcome, Outcome::Unchanged);
+
+    let released = actions::release(&s, &settings(), &job.id).await.unwrap();
+    assert_eq!(released.to, Some(JobState::Pending));
+    assert_eq!(queues_holding(&s, &job.id).await, vec![JobState::Pending]);
+    let lease = lease_of(&s, &job.id).await.expect("release leases again");
+    assert_eq!(
+        lease.clips,
+        vec!["c000001".to_string(), "c000002".to_string()]
+    );
+    let err = actions::release(&s, &settings(), &job.id)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AdminError::Refused { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn hold_and_cancel_on_a_job_a_researcher_holds_write_a_request() {
+    let (config, s) = archivist_testkit::fresh_tree("admin-request").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    drive(&s, &job.id, &[JobState::Leased], "").await;
+    let researcher = archivist_testkit::another_session(&config).await;
+    let _lock = JobLock::try_acquire(&researcher, &job.id, "r1")
+        .await
+        .unwrap()
+        .unwrap();
+    let report = actions::cancel(&s, &settings(), &job.id, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.outcome, report.to),
+        (Outcome::Requested, Some(JobState::Leased))
+    );
+    let (stored, _) = read(&s, &job.id).await;
+    assert_eq!(
+        (stored.status, stored.request),
+        (JobState::Leased, Some(JobRequest::Cancel))
+    );
+    assert!(
+        lease_of(&s, &job.id).await.is_some(),
+        "the holder revokes the lease, not the admin"
+    );
+    // Hold replaces the request; release withdraws a hold request not acted on yet.
+    assert_eq!(
+        actions::hold(&s, &settings(), &job.id, None)
+            .await
+            .unwrap()
+            .outcome,
+        Outcome::Requested
+    );
+    assert_eq!(read(&s, &job.id).await.0.request, Some(JobRequest::Hold));
+    actions::release(&s, &settings(), &job.id).await.unwrap();
+    assert_eq!(read(&s, &job.id).await.0.request, None);
+}
+
+#[tokio::test]
+async fn cancel_and_delete_follow_the_state_table() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-cancel-delete").await;
+    let failed = failed_job(&s, "e0000001", "x").await;
+    let pending = fixtures::job(&s, "e0000002", &["c000001"]).await;
+    let done = fixtures::job(&s, "e0000003", &["c000001"]).await;
+    drive(
+        &s,
+        &done.id,
+        &[
+            JobState::Leased,
+            JobState::Researching,
+            JobState::Reported,
+            JobState::Recorded,
+        ],
+        "",
+    )
+    .await;
+
+    let err = actions::cancel(&s, &settings(), &done.id, None)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("finished"), "{err}");
+    let err = actions::delete(&s, &settings(), &pending.id)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("only failed or held"), "{err}");
+    assert_eq!(
+        queues_holding(&s, &pending.id).await,
+        vec![JobState::Pending]
+    );
+
+    actions::delete(&s, &settings(), &failed.id).await.unwrap();
+    assert!(store::exists(&s, &paths::job(&failed.id))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(queues_holding(&s, &failed.id).await.is_empty());
+    assert!(lease_of(&s, &failed.id).await.is_none());
+
+    let cancelled = actions::cancel(&s, &settings(), &pending.id, None)
+        .await
+        .unwrap();
+    assert_eq!(cancelled.to, Some(JobState::Cancelled));
+    assert_eq!(
+        queues_holding(&s, &pending.id).await,
+        vec![JobState::Cancelled]
+    );
+    assert!(lease_of(&s, &pending.id).await.is_none());
+}
+
+#[tokio::test]
+async fn retry_all_failed_filters_by_reason() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-retry-all").await;
+    let a = failed_job(&s, "e0000001", "download failed: HTTP 404").await;
+    let b = failed_job(&s, "e0000002", "not audio").await;
+    let c = failed_job(&s, "e0000003", "download failed: HTTP 503").await;
+    let items = actions::retry_all_failed(&s, &settings(), Some("download*"))
+        .await
+        .unwrap();
+    let mut retried: Vec<&str> = items
+        .iter()
+        .filter(|i| i.report.is_some())
+        .map(|i| i.job.as_str())
+        .collect();
+    retried.sort();
+    assert_eq!(retried, vec![a.id.as_str(), c.id.as_str()]);
+    assert_eq!(read(&s, &b.id).await.0.status, JobState::Failed);
+    let rest = actions::retry_all_failed(&s, &settings(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.iter().map(|i| i.job.as_str()).collect::<Vec<_>>(),
+        vec![b.id.as_str()]
+    );
+}
+
+#[tokio::test]
+async fn catalog_holds_and_queue_pauses() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-control").await;
+    let e = fixtures::episode(&s, 1, "Episode one").await;
+    let target = CatalogTarget::Episode(e.clone());
+    let r = control::set_catalog_hold(&s, &target, true).await.unwrap();
+    assert!(r.held && r.changed);
+    let (record, _) = store::read_required::<EpisodeRecord>(&s, &paths::episode(&e))
+        .await
+        .unwrap();
+    assert!(record.fields.held);
+    assert!(
+        !control::set_catalog_hold(&s, &target, true)
+            .await
+            .unwrap()
+            .changed
+    );
+    assert!(
+        !control::set_catalog_hold(&s, &target, false)
+            .await
+            .unwrap()
+            .held
+    );
+    let missing = control::set_catalog_hold(&s, &CatalogTarget::Clip("c000404".into()), true)
+        .await
+        .unwrap_err();
+    assert!(matches!(missing, AdminError::NotFound { .. }));
+
+    let p = control::pause(&s, &settings(), JobState::Pending, "maintenance")
+        .await
+        .unwrap();
+    assert!(p.changed);
+    assert!(archivist_engine::consumer::is_paused(&s, JobState::Pending)
+        .await
+        .unwrap());
+    assert!(
+        !control::pause(&s, &settings(), JobState::Pending, "again")
+            .await
+            .unwrap()
+            .changed
+    );
+    let listed = control::pauses(&s).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        listed[0].record.as_ref().map(|r| r.reason.as_str()),
+        Some("maintenance")
+    );
+    assert!(
+        control::resume(&s, JobState::Pending)
+            .await
+            .unwrap()
+            .changed
+    );
+    assert!(
+        !archivist_engine::consumer::is_paused(&s, JobState::Pending)
+            .await
+            .unwrap()
+    );
+}

@@ -1,0 +1,206 @@
+use std::time::Duration;
+
+use archivist_admin::fsck::{self, FaultKind, FsckReport};
+use archivist_admin::{AdminSettings, Silent};
+use archivist_engine::lock::JobLock;
+use archivist_engine::ops::{self, Mode, Op};
+use archivist_engine::schema::paths;
+use archivist_engine::schema::queue_key::QueueEntry;
+use archivist_engine::schema::JobState;
+use archivist_engine::store;
+
+use crate::fixtures::{self, drive, queues_holding};
+
+fn kinds(report: &FsckReport) -> Vec<(FaultKind, Option<String>)> {
+    report
+        .faults
+        .iter()
+        .map(|f| (f.kind, f.job.clone()))
+        .collect()
+}
+
+async fn check(s: &archivist_engine::Session, repair: bool) -> FsckReport {
+    fsck::fsck(s, &AdminSettings::default(), repair, &Silent)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_healthy_tree_is_clean() {
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-clean").await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let job = fixtures::job(&s, &e, &["c000001"]).await;
+    drive(&s, &job.id, &[JobState::Leased], "").await;
+    fixtures::research(&s, &e, "j0000000042", &[1], &[(1, 3.0, 0.9)]).await;
+    let report = check(&s, false).await;
+    assert!(
+        report.is_clean() && report.faults.is_empty(),
+        "{:#?}",
+        report.faults
+    );
+    assert!(report.nodes > 30);
+}
+
+#[tokio::test]
+async fn queue_faults_are_found_and_repaired() {
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-queues").await;
+    // An orphan entry: its job does not exist.
+    let orphan = paths::queue_entry(
+        JobState::Pending,
+        &QueueEntry::new(0, 0, "j0000000500").name(),
+    );
+    fixtures::raw(&s, &orphan, b"").await;
+    // A job in two queues.
+    let twice = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    fixtures::raw(
+        &s,
+        &paths::queue_entry(JobState::Failed, &twice.queue_entry().name()),
+        b"",
+    )
+    .await;
+    // A job in the wrong queue only.
+    let wrong = fixtures::job(&s, "e0000002", &["c000001"]).await;
+    ops::commit(
+        &s,
+        &[
+            Op::Delete {
+                path: paths::queue_entry(JobState::Pending, &wrong.queue_entry().name()),
+                version: None,
+            },
+            Op::Create {
+                path: paths::queue_entry(JobState::Held, &wrong.queue_entry().name()),
+                data: vec![],
+                mode: Mode::Persistent,
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    // A job in no queue.
+    let lost = fixtures::job(&s, "e0000003", &["c000001"]).await;
+    store::delete_if_present(
+        &s,
+        &paths::queue_entry(JobState::Pending, &lost.queue_entry().name()),
+    )
+    .await
+    .unwrap();
+    // A lease without its job.
+    fixtures::raw(
+        &s,
+        &paths::lease("j0000000600"),
+        &store::encode(
+            "/l",
+            &fixtures::lease_record("j0000000600", "e0000009", &[], 600_000),
+        )
+        .unwrap(),
+    )
+    .await;
+    // A queue entry name that does not decode.
+    fixtures::raw(&s, "/queues/leased/garbage", b"").await;
+
+    let found = check(&s, false).await;
+    let k = kinds(&found);
+    for expected in [
+        (FaultKind::OrphanQueueEntry, Some("j0000000500".to_string())),
+        (FaultKind::JobInSeveralQueues, Some(twice.id.clone())),
+        (FaultKind::JobInWrongQueue, Some(wrong.id.clone())),
+        (FaultKind::JobNotQueued, Some(lost.id.clone())),
+        (FaultKind::LeaseWithoutJob, Some("j0000000600".to_string())),
+        (FaultKind::BadQueueEntryName, None),
+    ] {
+        assert!(k.contains(&expected), "{expected:?} not in {k:?}");
+    }
+    assert_eq!(found.errors, 6, "{:#?}", found.faults);
+    assert!(
+        store::exists(&s, &orphan).await.unwrap().is_some(),
+        "fsck without --repair writes nothing"
+    );
+
+    let repaired = check(&s, true).await;
+    assert_eq!(repaired.repaired, 6, "{:#?}", repaired.faults);
+    assert!(repaired.is_clean());
+    assert!(repaired.faults.iter().all(|f| f.repair.is_some()));
+    for job in [&twice, &wrong, &lost] {
+        assert_eq!(
+            queues_holding(&s, &job.id).await,
+            vec![JobState::Pending],
+            "{}",
+            job.id
+        );
+    }
+    let again = check(&s, false).await;
+    assert!(again.faults.is_empty(), "{:#?}", again.faults);
+}
+
+#[tokio::test]
+async fn stale_locks_unparsable_nodes_and_overdue_leases_are_reported_not_repaired() {
+    let (config, s) = archivist_testkit::fresh_tree("fsck-unsafe").await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    let done = fixtures::job(&s, &e, &["c000001"]).await;
+    drive(
+        &s,
+        &done.id,
+        &[
+            JobState::Leased,
+            JobState::Researching,
+            JobState::Reported,
+            JobState::Recorded,
+        ],
+        "",
+    )
+    .await;
+    store::delete_if_present(&s, &paths::lease(&done.id))
+        .await
+        .unwrap();
+    let other = archivist_testkit::another_session(&config).await;
+    let lock = JobLock::try_acquire(&other, &done.id, "zombie")
+        .await
+        .unwrap()
+        .unwrap();
+    fixtures::raw(&s, &paths::episode("e0000002"), b"title: [unclosed").await;
+    let overdue = fixtures::job_with_lease(&s, &e, &["c000001"], 1).await;
+    fixtures::research(&s, "e0000077", "j0000000001", &[1, 3], &[]).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let settings = AdminSettings::default().with_reaper_interval(Duration::ZERO);
+    let report = fsck::fsck(&s, &settings, true, &Silent).await.unwrap();
+    let k = kinds(&report);
+    assert!(
+        k.contains(&(FaultKind::StaleLock, Some(done.id.clone()))),
+        "{k:?}"
+    );
+    assert!(k.contains(&(FaultKind::Unparsable, None)), "{k:?}");
+    assert!(
+        k.contains(&(FaultKind::LeaseOverdue, Some(overdue.id.clone()))),
+        "{k:?}"
+    );
+    let research = report
+        .faults
+        .iter()
+        .find(|f| f.kind == FaultKind::ResearchMismatch)
+        .expect("research fault");
+    assert!(
+        research.detail.contains("e0000077 is not in the catalog")
+            && research.detail.contains("c000001, c000003"),
+        "{}",
+        research.detail
+    );
+    assert_eq!(report.repaired, 0);
+    assert!(!report.is_clean());
+    assert!(
+        store::exists(&s, &lock.path).await.unwrap().is_some(),
+        "the lock is left to an operator"
+    );
+
+    // Once its owner's session ends, the stale lock is gone.
+    drop(lock);
+    drop(other);
+    let settled = archivist_testkit::eventually(Duration::from_secs(10), || async {
+        !kinds(&check(&s, false).await)
+            .iter()
+            .any(|(k, _)| *k == FaultKind::StaleLock)
+    })
+    .await;
+    assert!(settled);
+}

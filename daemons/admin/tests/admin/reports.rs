@@ -1,0 +1,232 @@
+use std::time::Duration;
+
+use archivist_admin::jobs::{self, JobFilter};
+use archivist_admin::{results, status, tree, AdminSettings, Silent};
+use archivist_engine::member::{self, Identity};
+use archivist_engine::schema::JobState;
+
+use crate::fixtures::{self, drive};
+
+#[tokio::test]
+async fn status_counts_researchers_load_leases_and_research_progress() {
+    let (config, s) = archivist_testkit::fresh_tree("admin-status").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    let e2 = fixtures::episode(&s, 2, "Two").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::clip(&s, 2, "Sting").await;
+    let researcher = archivist_testkit::another_session(&config).await;
+    member::register(&researcher, &Identity::named("researcher", "r1"), 3, None)
+        .await
+        .unwrap();
+
+    let oldest = fixtures::job(&s, &e1, &["c000001"]).await;
+    let working = fixtures::job(&s, &e2, &["c000001", "c000002"]).await;
+    drive(
+        &s,
+        &working.id,
+        &[JobState::Leased, JobState::Researching],
+        "",
+    )
+    .await;
+    let _short = fixtures::job_with_lease(&s, &e2, &["c000002"], 1).await;
+    fixtures::research(&s, &e1, "j0000000099", &[1, 2, 7], &[(1, 12.5, 0.9)]).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let report = status::status(&s, &AdminSettings::default(), true, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(report.researchers.len(), 1);
+    let r1 = &report.researchers[0];
+    assert_eq!((r1.name.as_str(), r1.slots, r1.load), ("r1", 3, 1));
+    assert_eq!(r1.jobs, vec![working.id.clone()]);
+    assert_eq!(report.slots, 3);
+    assert_eq!(report.jobs[&JobState::Pending], 2);
+    assert_eq!(report.jobs[&JobState::Researching], 1);
+    assert_eq!((report.leases.active, report.leases.expired), (2, 1));
+    assert_eq!((report.catalog.episodes, report.catalog.clips), (2, 2));
+    // Clip 7 is not in the catalog: 2 of 2 x 2 pairs researched.
+    assert_eq!(
+        (
+            report.research.researched_pairs,
+            report.research.total_pairs,
+            report.research.found_pairs
+        ),
+        (2, 4, 1)
+    );
+    assert!((report.research.fraction - 0.5).abs() < 1e-9);
+    let per = report.research.per_episode.as_ref().unwrap();
+    assert_eq!(
+        per.iter()
+            .map(|p| (p.episode.as_str(), p.researched))
+            .collect::<Vec<_>>(),
+        vec![(e1.as_str(), 2), (e2.as_str(), 0)]
+    );
+    let waiting = report.oldest_waiting.as_ref().unwrap();
+    assert_eq!(waiting.job, oldest.id);
+    assert!(waiting.waiting_ms >= 0);
+}
+
+#[tokio::test]
+async fn jobs_list_filters_and_show_tells_everything() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-jobs").await;
+    let a = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    let b = fixtures::failed_job(&s, "e0000002", "download failed").await;
+    let settings = AdminSettings::default();
+    let all = jobs::list(&s, &settings, &JobFilter::default(), &Silent)
+        .await
+        .unwrap();
+    assert_eq!(
+        all.jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        vec![a.id.as_str(), b.id.as_str()]
+    );
+    let failed = jobs::list(
+        &s,
+        &settings,
+        &JobFilter {
+            state: Some(JobState::Failed),
+            episode: None,
+        },
+        &Silent,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        failed
+            .jobs
+            .iter()
+            .map(|j| j.id.as_str())
+            .collect::<Vec<_>>(),
+        vec![b.id.as_str()]
+    );
+    let by_episode = jobs::list(
+        &s,
+        &settings,
+        &JobFilter {
+            state: None,
+            episode: Some("e0000001".into()),
+        },
+        &Silent,
+    )
+    .await
+    .unwrap();
+    assert_eq!(by_episode.jobs.len(), 1);
+    fixtures::raw(&s, "/jobs/j0000000077", b"status: [broken").await;
+    let with_bad = jobs::list(&s, &settings, &JobFilter::default(), &Silent)
+        .await
+        .unwrap();
+    assert_eq!(with_bad.unreadable.len(), 1);
+
+    fixtures::raw(
+        &s,
+        &format!("/reports/{}-c000001", b.id),
+        b"{{ not a report",
+    )
+    .await;
+    let detail = jobs::show(&s, &settings, &b.id).await.unwrap();
+    assert_eq!(detail.job.status, JobState::Failed);
+    assert_eq!(detail.queued_in, vec![JobState::Failed]);
+    assert!(detail.lock.is_none());
+    let lease = detail.lease.as_ref().expect("lease");
+    assert!(!lease.expired && lease.remaining_ms > 500_000);
+    assert_eq!(detail.reports.len(), 1);
+    assert!(detail.reports[0].error.is_some());
+    assert_eq!(detail.events().len(), 4, "create + three transitions");
+}
+
+#[tokio::test]
+async fn results_by_episode_and_clip_and_the_export() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-results").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    let e2 = fixtures::episode(&s, 2, "Two, \"quoted\"").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::clip(&s, 2, "Sting").await;
+    fixtures::research(
+        &s,
+        &e1,
+        "j0000000001",
+        &[1, 2],
+        &[(1, 12.5, 0.91), (1, 300.0, 0.8)],
+    )
+    .await;
+    fixtures::research(&s, &e2, "j0000000002", &[1], &[(1, 5.0, 0.7)]).await;
+    let settings = AdminSettings::default();
+
+    let by_episode = results::episode_results(&s, &settings, &e1).await.unwrap();
+    assert_eq!(
+        (
+            by_episode.researched,
+            by_episode.found,
+            by_episode.rows.len()
+        ),
+        (2, 1, 3)
+    );
+    let not_found: Vec<_> = by_episode.rows.iter().filter(|r| !r.found).collect();
+    assert_eq!(not_found.len(), 1);
+    assert_eq!(
+        (not_found[0].clip.as_str(), not_found[0].clip_title.as_str()),
+        ("c000002", "Sting")
+    );
+
+    let by_clip = results::clip_results(&s, &settings, "c000001", &Silent)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            by_clip.episodes_researched,
+            by_clip.episodes_found,
+            by_clip.rows.len()
+        ),
+        (2, 2, 3)
+    );
+    assert!(by_clip
+        .rows
+        .iter()
+        .any(|r| r.episode_title == "Two, \"quoted\"" && r.at == Some(5.0)));
+    let none = results::clip_results(&s, &settings, "c000002", &Silent)
+        .await
+        .unwrap();
+    assert_eq!((none.episodes_researched, none.episodes_found), (1, 0));
+
+    let rows = results::export(&s, &settings, &Silent).await.unwrap();
+    assert_eq!(rows.len(), 4);
+    let csv = results::to_csv(&rows);
+    assert_eq!(csv.lines().count(), 5);
+    assert!(csv.contains("\"Two, \"\"quoted\"\"\""), "{csv}");
+    assert!(
+        csv.contains("e0000001,One,c000001,Jingle,true,12.5,0.91"),
+        "{csv}"
+    );
+}
+
+#[tokio::test]
+async fn tree_decodes_records_and_queue_entries() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-tree").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    let nodes = tree::tree(&s, &AdminSettings::default(), "/queues", &Silent)
+        .await
+        .unwrap();
+    assert_eq!(nodes[0].path, "/queues");
+    let entry = nodes
+        .iter()
+        .find(|n| n.path.starts_with("/queues/pending/"))
+        .expect("entry");
+    let decoded = entry.decoded.entry.as_ref().expect("decoded name");
+    assert_eq!(
+        (decoded.job.as_str(), decoded.priority),
+        (job.id.as_str(), 0)
+    );
+    assert_eq!(decoded.curated, "2023-11-14T22:13:20Z");
+    let jobs = tree::tree(&s, &AdminSettings::default(), "/jobs", &Silent)
+        .await
+        .unwrap();
+    let node = jobs
+        .iter()
+        .find(|n| n.path == format!("/jobs/{}", job.id))
+        .unwrap();
+    assert_eq!(node.decoded.data_type.as_deref(), Some("JobRecord"));
+    let data = node.decoded.data.as_ref().unwrap();
+    assert_eq!(data["status"], serde_yaml::Value::from("pending"));
+    assert!(tree::tree(&s, &AdminSettings::default(), "/nope", &Silent)
+        .await
+        .is_err());
+}
