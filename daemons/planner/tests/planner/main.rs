@@ -1,0 +1,8 @@
+//! The planner against a real ZooKeeper (archivist-testkit gives each test its chroot).
+
+mod capacity;
+mod concurrency;
+mod expiry;
+mod kill;
+mod selection;
+mod support;
