@@ -3,8 +3,8 @@
 //! For a claimed `reported` job it stores every report of the job still in `/reports`,
 //! then in one multi moves the job `reported -> recorded`, releases the lock and deletes
 //! the lease (the seed's revocation). A report that cannot be stored fails the job
-//! (`reported -> failed`, "report unusable"), so an operator looks at it; contention only
-//! hands the job back for a later try.
+//! (`reported -> failed`, "report unusable: ...", lease deleted, report kept), so an
+//! operator looks at it; contention only hands the job back for a later try.
 
 use std::time::Duration;
 
@@ -45,6 +45,8 @@ pub enum Finished {
         /// Clips this step stored (reports the `/reports` watcher had not taken yet).
         stored: usize,
     },
+    /// A report could not be stored: the job is `failed` with the reason, its lease gone.
+    Failed,
     /// The job moved meanwhile, or the reports stayed contended: lock released, nothing
     /// else done.
     HandedBack,
@@ -72,6 +74,47 @@ fn unusable(err: RecorderError) -> EngineError {
     }
 }
 
+/// Moves the claimed job `reported -> failed` ("report unusable: ..."), deleting its
+/// lease and releasing the lock in one multi; the report stays for an operator.
+async fn fail(claimed: &Claimed, by: &str, reason: &str) -> Result<Finished, EngineError> {
+    let session = &claimed.session;
+    let Some((job, version)) = jobs::read_optional(session, &claimed.job.id).await? else {
+        claimed.lock.clone().release(session).await?;
+        return Ok(Finished::HandedBack);
+    };
+    let message = format!("report unusable: {reason}");
+    let result = Transition::new(&job, version, JobState::Failed)
+        .failed()
+        .lock(LockAction::Release(claimed.lock.clone()))
+        .edit(|j| j.message = Some(message.clone()))
+        .event(by, "record", &message)
+        .with_ops(lease_delete(session, &job.id).await?)
+        .commit(session)
+        .await;
+    match result {
+        Ok(_) => {
+            tracing::error!(job = %job.id, episode = %job.episode, state = %JobState::Failed, %message, "job failed");
+            Ok(Finished::Failed)
+        }
+        Err(e) if e.is_conflict() => {
+            claimed.lock.clone().release(session).await?;
+            Ok(Finished::HandedBack)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The delete of `job`'s lease at its current version, if it has one.
+async fn lease_delete(session: &Session, job: &str) -> Result<Option<Op>, EngineError> {
+    let path = paths::lease(job);
+    Ok(zkstore::exists(session, &path)
+        .await?
+        .map(|stat| Op::Delete {
+            path,
+            version: Some(stat.version),
+        }))
+}
+
 /// Stores what is left of a claimed `reported` job and closes it. See the module docs.
 ///
 /// # Errors
@@ -97,7 +140,7 @@ pub async fn finish(
                     Ok(done) => {
                         stored += done.stored.len();
                         if let Some(err) = done.bad.into_iter().next() {
-                            return Err(unusable(err));
+                            return fail(claimed, by, &err.to_string()).await;
                         }
                     }
                     Err(RecorderError::Contended { .. }) => {
@@ -119,13 +162,7 @@ pub async fn finish(
             claimed.lock.clone().release(session).await?;
             return Ok(Finished::HandedBack);
         }
-        let lease_path = paths::lease(job_id);
-        let lease_delete = zkstore::exists(session, &lease_path)
-            .await?
-            .map(|stat| Op::Delete {
-                path: lease_path.clone(),
-                version: Some(stat.version),
-            });
+        let lease_delete = lease_delete(session, job_id).await?;
         let result = Transition::new(&job, version, JobState::Recorded)
             .lock(LockAction::Release(claimed.lock.clone()))
             .edit(|j| j.message = None)

@@ -1,0 +1,119 @@
+//! The recorder daemon closes `reported` jobs: leftovers stored, lease revoked, lock
+//! released, `recorded`, all in one multi; an unusable report fails the job.
+
+use std::time::Duration;
+
+use archivist_engine::member::Identity;
+use archivist_engine::schema::paths;
+use archivist_engine::schema::JobState;
+use archivist_engine::{jobs, store, zk};
+use archivist_recorder::{reaper, ReaperSettings};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{self, job, lease, occurrences_for, read_lease, report, research};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
+    let (config, session) = archivist_testkit::fresh_tree("close").await;
+    // The reaper runs inside the same process, as `recorder --with-reaper` does.
+    let shutdown = CancellationToken::new();
+    let recorder = {
+        let config = config.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            archivist_recorder::run(
+                &config,
+                support::settings(),
+                Identity::named("recorder", "recorder-test"),
+                shutdown,
+            )
+            .await
+        })
+    };
+    let reaper = {
+        let config = config.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            reaper::run(
+                &config,
+                ReaperSettings::default().with_interval(Duration::from_millis(100)),
+                Identity::named("reaper", "reaper-test"),
+                shutdown,
+            )
+            .await
+        })
+    };
+    let clips: Vec<u32> = (1..=6).collect();
+    let good = job(&session, "e0000030", &clips, JobState::Researching).await;
+    lease(&session, &good, 60_000).await;
+    for n in &clips[..5] {
+        report(&session, &good, *n, occurrences_for(*n, 0.0), false).await;
+    }
+    // The final report and `researching -> reported` land together (the researcher's
+    // multi); stand in for it by writing both.
+    report(&session, &good, 6, occurrences_for(6, 0.0), true).await;
+    let (current, version) = jobs::read(&session, &good.id).await.unwrap();
+    archivist_engine::transition::Transition::new(&current, version, JobState::Reported)
+        .commit(&session)
+        .await
+        .unwrap();
+
+    // A second reported job whose one report is garbage: it fails with the reason.
+    let broken = job(&session, "e0000031", &[1], JobState::Reported).await;
+    lease(&session, &broken, 60_000).await;
+    let bad_name = paths::report_name(&broken.id, "c000001");
+    session
+        .client()
+        .create(
+            &paths::report(&bad_name),
+            b"job: [garbage",
+            &session.create_options(zk::CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+
+    let settled = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        let a = jobs::read(&session, &good.id).await.unwrap().0.status;
+        let b = jobs::read(&session, &broken.id).await.unwrap().0.status;
+        a == JobState::Recorded && b == JobState::Failed
+    })
+    .await;
+    shutdown.cancel();
+    recorder.await.unwrap().unwrap();
+    reaper.await.unwrap().unwrap();
+    assert!(settled, "jobs did not settle");
+
+    let (closed, _) = jobs::read(&session, &good.id).await.unwrap();
+    assert_eq!(closed.last_successful_status, Some(JobState::Reported));
+    assert_eq!(
+        support::queues_holding(&session, &good.id).await,
+        vec![JobState::Recorded]
+    );
+    assert!(
+        read_lease(&session, &good.id).await.is_none(),
+        "lease not revoked"
+    );
+    assert!(store::exists(&session, &paths::job_lock(&good.id))
+        .await
+        .unwrap()
+        .is_none());
+    let (record, _) = research(&session, "e0000030").await.unwrap();
+    assert_eq!(record.researched().to_string(), "1-6");
+    assert!(support::run_clip_counts(&record).values().all(|c| *c == 1));
+
+    let (failed, _) = jobs::read(&session, &broken.id).await.unwrap();
+    let message = failed.message.unwrap_or_default();
+    assert!(
+        message.contains("report unusable") && message.contains(&bad_name),
+        "{message}"
+    );
+    assert_eq!(support::reports_left(&session).await, vec![bad_name]);
+    assert!(
+        read_lease(&session, &broken.id).await.is_none(),
+        "failed job kept its lease"
+    );
+    assert!(store::exists(&session, &paths::job_lock(&broken.id))
+        .await
+        .unwrap()
+        .is_none());
+}

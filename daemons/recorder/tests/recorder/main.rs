@@ -1,0 +1,7 @@
+//! Recorder and reaper tests against a real ZooKeeper (see `archivist-testkit`).
+
+mod closing;
+mod parallel;
+mod reaping;
+mod storing;
+mod support;

@@ -1,0 +1,307 @@
+//! The reaper: expired leases, stale work items, retention; one leader at a time.
+
+use std::time::Duration;
+
+use archivist_engine::lock::JobLock;
+use archivist_engine::member::Identity;
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::JobRecord;
+use archivist_engine::schema::JobState;
+use archivist_engine::{jobs, store, Session};
+use archivist_recorder::reaper::{self, sweep, LEASE_EXPIRED, TTL_PASSED};
+use archivist_recorder::{watcher, ReaperSettings};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{self, job, lease, queues_holding, read_lease, report, research};
+
+fn fast_reaper() -> ReaperSettings {
+    ReaperSettings::default().with_interval(Duration::from_millis(100))
+}
+
+async fn status(session: &Session, job: &JobRecord) -> Option<(JobState, Option<String>)> {
+    jobs::read_optional(session, &job.id)
+        .await
+        .unwrap()
+        .map(|(j, _)| (j.status, j.message))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_expiring_mid_research_expires_the_job_and_keeps_what_was_recorded() {
+    let (config, session) = archivist_testkit::fresh_tree("mid-research").await;
+    let clips: Vec<u32> = (1..=10).collect();
+    let j = job(&session, "e0000020", &clips, JobState::Researching).await;
+    lease(&session, &j, 1_500).await;
+    // The researcher holds the job's lock on its own session.
+    let researcher = archivist_testkit::another_session(&config).await;
+    JobLock::try_acquire(&researcher, &j.id, "researcher-test")
+        .await
+        .unwrap()
+        .expect("researcher locks the job");
+    let shutdown = CancellationToken::new();
+    let recorder = {
+        let s = archivist_testkit::another_session(&config).await;
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { watcher::run(&s, &support::settings(), shutdown).await })
+    };
+    let reaper = {
+        let config = config.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            reaper::run(
+                &config,
+                fast_reaper(),
+                Identity::named("reaper", "reaper-test"),
+                shutdown,
+            )
+            .await
+        })
+    };
+    // Three clips reported 400 ms apart: each store extends the 1.5 s lease.
+    for n in 1..=3 {
+        report(
+            &researcher,
+            &j,
+            n,
+            support::occurrences_for(n * 4, 0.0),
+            false,
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let extended = archivist_testkit::eventually(Duration::from_secs(5), || async {
+        read_lease(&session, &j.id).await.map(|(l, _)| l.extensions) == Some(3)
+    })
+    .await;
+    assert!(extended, "every stored report should extend the live lease");
+    assert_eq!(
+        status(&session, &j).await.map(|s| s.0),
+        Some(JobState::Researching),
+        "a lease kept alive by reports must not expire"
+    );
+    // The researcher dies: its lock goes with its session; the lease runs out.
+    drop(researcher);
+    let unlocked = archivist_testkit::eventually(Duration::from_secs(15), || async {
+        store::exists(&session, &paths::job_lock(&j.id))
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await;
+    assert!(unlocked, "the dead researcher's lock never went away");
+    let expired = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        status(&session, &j).await.map(|s| s.0) == Some(JobState::Expired)
+    })
+    .await;
+    shutdown.cancel();
+    recorder.await.unwrap().unwrap();
+    reaper.await.unwrap().unwrap();
+    assert!(
+        expired,
+        "the reaper never expired the job: {:?}",
+        status(&session, &j).await
+    );
+    assert_eq!(
+        status(&session, &j).await.and_then(|s| s.1).as_deref(),
+        Some(LEASE_EXPIRED)
+    );
+    assert_eq!(
+        queues_holding(&session, &j.id).await,
+        vec![JobState::Expired]
+    );
+    // What the planner reads: no lease, clips 1-3 researched, 4-10 plannable again.
+    assert!(read_lease(&session, &j.id).await.is_none());
+    let (record, _) = research(&session, "e0000020").await.unwrap();
+    assert_eq!(record.researched().to_string(), "1-3");
+    assert!((4..=10).all(|n| !record.is_researched(n)));
+    assert!(support::reports_left(&session).await.is_empty());
+}
+
+#[tokio::test]
+async fn an_expired_lease_of_a_live_researcher_goes_alone_and_late_results_still_count() {
+    let (config, session) = archivist_testkit::fresh_tree("live-expired").await;
+    let j = job(&session, "e0000021", &[1, 2], JobState::Leased).await;
+    lease(&session, &j, 1).await;
+    let researcher = archivist_testkit::another_session(&config).await;
+    JobLock::try_acquire(&researcher, &j.id, "researcher-test")
+        .await
+        .unwrap()
+        .expect("lock");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let swept = sweep(&session, &fast_reaper(), "reaper-test")
+        .await
+        .unwrap();
+    assert_eq!(swept.leases_deleted, vec![j.id.clone()]);
+    assert!(swept.lease_jobs_expired.is_empty());
+    assert!(read_lease(&session, &j.id).await.is_none());
+    assert_eq!(
+        status(&session, &j).await.map(|s| s.0),
+        Some(JobState::Leased)
+    );
+    // A result the live researcher sends afterwards is stored (no lease to extend).
+    let name = report(&researcher, &j, 2, vec![], false).await;
+    let done =
+        archivist_recorder::store::store_reports(&session, &support::settings(), &j.id, &[name])
+            .await
+            .unwrap();
+    assert_eq!(done.stored, vec!["c000002"]);
+    assert!(!done.extends_lease);
+    // A live lease is never touched.
+    let fresh = job(&session, "e0000021", &[3], JobState::Leased).await;
+    lease(&session, &fresh, 60_000).await;
+    let swept = sweep(&session, &fast_reaper(), "reaper-test")
+        .await
+        .unwrap();
+    assert_eq!(swept, Default::default());
+    assert!(read_lease(&session, &fresh.id).await.is_some());
+}
+
+#[tokio::test]
+async fn waiting_work_items_past_their_ttl_expire_and_release_their_lease() {
+    let (_config, session) = archivist_testkit::fresh_tree("ttl").await;
+    let old = job(&session, "e0000022", &[1], JobState::Pending).await;
+    lease(&session, &old, 60_000).await;
+    let long_ttl = fast_reaper().with_work_item_ttl(Duration::from_secs(3600));
+    let swept = sweep(&session, &long_ttl, "reaper-test").await.unwrap();
+    assert!(swept.ttl_jobs_expired.is_empty());
+    assert_eq!(
+        status(&session, &old).await.map(|s| s.0),
+        Some(JobState::Pending)
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let short_ttl = fast_reaper().with_work_item_ttl(Duration::from_millis(200));
+    let swept = sweep(&session, &short_ttl, "reaper-test").await.unwrap();
+    assert_eq!(swept.ttl_jobs_expired, vec![old.id.clone()]);
+    assert_eq!(
+        status(&session, &old).await,
+        Some((JobState::Expired, Some(TTL_PASSED.to_string())))
+    );
+    assert!(read_lease(&session, &old.id).await.is_none());
+    assert_eq!(
+        queues_holding(&session, &old.id).await,
+        vec![JobState::Expired]
+    );
+}
+
+#[tokio::test]
+async fn retention_removes_finished_jobs_keeps_failed_ones_and_all_research() {
+    let (_config, session) = archivist_testkit::fresh_tree("retention").await;
+    let recorded = job(&session, "e0000023", &[1], JobState::Recorded).await;
+    let expired = job(&session, "e0000023", &[2], JobState::Expired).await;
+    let cancelled = job(&session, "e0000023", &[3], JobState::Cancelled).await;
+    let failed = job(&session, "e0000023", &[4], JobState::Failed).await;
+    let name = report(
+        &session,
+        &recorded,
+        1,
+        support::occurrences_for(4, 0.0),
+        false,
+    )
+    .await;
+    archivist_recorder::store::store_reports(&session, &support::settings(), &recorded.id, &[name])
+        .await
+        .unwrap();
+    let (before, _) = research(&session, "e0000023").await.unwrap();
+
+    let keep_all = fast_reaper().with_retention(Duration::from_secs(3600));
+    let swept = sweep(&session, &keep_all, "reaper-test").await.unwrap();
+    assert!(swept.jobs_deleted.is_empty());
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let short = fast_reaper().with_retention(Duration::from_millis(200));
+    let mut swept = sweep(&session, &short, "reaper-test").await.unwrap();
+    swept.jobs_deleted.sort();
+    let mut expected = vec![
+        recorded.id.clone(),
+        expired.id.clone(),
+        cancelled.id.clone(),
+    ];
+    expected.sort();
+    assert_eq!(swept.jobs_deleted, expected);
+    for gone in [&recorded, &expired, &cancelled] {
+        assert!(status(&session, gone).await.is_none());
+        assert!(queues_holding(&session, &gone.id).await.is_empty());
+    }
+    assert_eq!(
+        status(&session, &failed).await.map(|s| s.0),
+        Some(JobState::Failed)
+    );
+    assert_eq!(
+        queues_holding(&session, &failed.id).await,
+        vec![JobState::Failed]
+    );
+    let (after, _) = research(&session, "e0000023").await.unwrap();
+    assert_eq!(after, before, "research must outlive its jobs");
+    assert!(store::exists(&session, &paths::research("e0000023"))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leading_reaper_acts_and_another_takes_over() {
+    let (config, session) = archivist_testkit::fresh_tree("one-reaper").await;
+    let first_stop = CancellationToken::new();
+    let second_stop = CancellationToken::new();
+    let spawn = |name: &'static str, stop: CancellationToken| {
+        let config = config.clone();
+        tokio::spawn(async move {
+            reaper::run(
+                &config,
+                fast_reaper(),
+                Identity::named("reaper", name),
+                stop,
+            )
+            .await
+        })
+    };
+    let first = spawn("reaper-one", first_stop.clone());
+    let joined = archivist_testkit::eventually(Duration::from_secs(10), || async {
+        store::children(&session, &paths::election("reaper"))
+            .await
+            .unwrap()
+            .len()
+            == 1
+    })
+    .await;
+    assert!(joined);
+    let second = spawn("reaper-two", second_stop.clone());
+    let both = archivist_testkit::eventually(Duration::from_secs(10), || async {
+        store::children(&session, &paths::election("reaper"))
+            .await
+            .unwrap()
+            .len()
+            == 2
+    })
+    .await;
+    assert!(both);
+    let reaped_by = |j: JobRecord| {
+        let session = session.clone();
+        async move {
+            let reaped = archivist_testkit::eventually(Duration::from_secs(10), || async {
+                status(&session, &j).await.map(|s| s.0) == Some(JobState::Expired)
+            })
+            .await;
+            assert!(reaped, "job {} never expired", j.id);
+            let (record, _) = jobs::read(&session, &j.id).await.unwrap();
+            record
+                .events
+                .last()
+                .map(|e| e.by.clone())
+                .unwrap_or_default()
+        }
+    };
+    let mut leaders = Vec::new();
+    for _ in 0..3 {
+        let j = job(&session, "e0000024", &[1], JobState::Researching).await;
+        lease(&session, &j, 1).await;
+        leaders.push(reaped_by(j).await);
+    }
+    assert_eq!(leaders, vec!["reaper-one"; 3], "only the leader reaps");
+    first_stop.cancel();
+    first.await.unwrap().unwrap();
+    let j = job(&session, "e0000024", &[2], JobState::Researching).await;
+    lease(&session, &j, 1).await;
+    assert_eq!(reaped_by(j).await, "reaper-two");
+    second_stop.cancel();
+    second.await.unwrap().unwrap();
+}

@@ -1,0 +1,163 @@
+//! Storing is idempotent, and the lease is extended only when it is live and this job's.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use archivist_engine::schema::paths;
+use archivist_engine::schema::JobState;
+use archivist_recorder::store::store_reports;
+use archivist_recorder::watcher;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{self, job, lease, occurrences_for, read_lease, report, research};
+
+#[tokio::test]
+async fn replayed_reports_and_duplicate_pairs_are_no_ops() {
+    let (_config, session) = archivist_testkit::fresh_tree("replay").await;
+    let settings = support::settings();
+    let first = job(&session, "e0000001", &[4, 8], JobState::Researching).await;
+    let second = job(&session, "e0000001", &[4, 8], JobState::Researching).await;
+
+    let name = report(&session, &first, 4, occurrences_for(4, 0.25), false).await;
+    let done = store_reports(&session, &settings, &first.id, std::slice::from_ref(&name))
+        .await
+        .unwrap();
+    assert_eq!(done.stored, vec!["c000004"]);
+    let (stored, version) = research(&session, "e0000001").await.unwrap();
+    assert_eq!(
+        stored.found["c000004"].len(),
+        occurrences_for(4, 0.25).len()
+    );
+
+    // The researcher re-sends the same report (crash after creating it, say).
+    let again = report(&session, &first, 4, occurrences_for(4, 0.25), false).await;
+    assert_eq!(again, name);
+    let done = store_reports(&session, &settings, &first.id, &[again])
+        .await
+        .unwrap();
+    assert!(done.stored.is_empty());
+    assert_eq!(done.already, vec!["c000004"]);
+    // Another job reports the same pair with other numbers: still the first result.
+    let other = report(&session, &second, 4, occurrences_for(4, 99.0), false).await;
+    let done = store_reports(&session, &settings, &second.id, &[other])
+        .await
+        .unwrap();
+    assert_eq!(done.already, vec!["c000004"]);
+    let (after, after_version) = research(&session, "e0000001").await.unwrap();
+    assert_eq!(after, stored, "a replay changed the research record");
+    assert_eq!(
+        after_version, version,
+        "a replay rewrote the research record"
+    );
+    assert!(support::reports_left(&session).await.is_empty());
+
+    // Both jobs report clip 8 at once; one watcher pass stores exactly one of them.
+    report(&session, &first, 8, occurrences_for(8, 0.5), false).await;
+    report(&session, &second, 8, occurrences_for(8, 77.0), false).await;
+    let mut bad = HashSet::new();
+    let totals = watcher::pass(&session, &settings, &mut bad, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!((totals.stored, totals.already), (1, 1));
+    let (record, _) = research(&session, "e0000001").await.unwrap();
+    let counts = support::run_clip_counts(&record);
+    assert_eq!(counts.get(&8), Some(&1));
+    assert_eq!(counts.get(&4), Some(&1));
+    let winner = record.runs.iter().find(|r| r.clips.contains(8)).unwrap();
+    let salt = if winner.job == first.id { 0.5 } else { 77.0 };
+    assert_eq!(
+        record.found["c000008"],
+        archivist_recorder::archive::compact(&occurrences_for(8, salt))
+    );
+    assert!(support::reports_left(&session).await.is_empty());
+}
+
+#[tokio::test]
+async fn results_on_live_expired_and_revoked_leases_are_stored_and_only_the_live_one_is_extended() {
+    let (_config, session) = archivist_testkit::fresh_tree("leases").await;
+    let settings = support::settings();
+
+    // Live lease: stored and extended (a write: version, extensions and mtime move).
+    let live = job(&session, "e0000002", &[1, 2], JobState::Researching).await;
+    lease(&session, &live, 60_000).await;
+    let (_, before) = read_lease(&session, &live.id).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let name = report(&session, &live, 1, vec![], false).await;
+    let done = store_reports(&session, &settings, &live.id, &[name])
+        .await
+        .unwrap();
+    assert!(done.extends_lease);
+    let (extended, after) = read_lease(&session, &live.id).await.unwrap();
+    assert_eq!(extended.extensions, 1);
+    assert_eq!(after.version, before.version + 1);
+    assert!(after.mtime > before.mtime, "extension did not move mtime");
+
+    // Final report on a live lease: stored, not extended (the close revokes it).
+    let name = report(&session, &live, 2, vec![], true).await;
+    let done = store_reports(&session, &settings, &live.id, &[name])
+        .await
+        .unwrap();
+    assert_eq!(done.stored, vec!["c000002"]);
+    assert!(!done.extends_lease);
+    assert_eq!(
+        read_lease(&session, &live.id).await.unwrap().1.version,
+        after.version
+    );
+
+    // Expired lease (1 ms): stored, lease untouched.
+    let late = job(&session, "e0000002", &[3], JobState::Researching).await;
+    lease(&session, &late, 1).await;
+    let (_, before) = read_lease(&session, &late.id).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let name = report(&session, &late, 3, occurrences_for(4, 1.0), false).await;
+    let done = store_reports(&session, &settings, &late.id, &[name])
+        .await
+        .unwrap();
+    assert_eq!(done.stored, vec!["c000003"]);
+    assert!(!done.extends_lease);
+    let (untouched, stat) = read_lease(&session, &late.id).await.unwrap();
+    assert_eq!((untouched.extensions, stat.version), (0, before.version));
+
+    // Revoked lease (none): stored, no lease appears.
+    let revoked = job(&session, "e0000002", &[5], JobState::Researching).await;
+    let name = report(&session, &revoked, 5, vec![], false).await;
+    let done = store_reports(&session, &settings, &revoked.id, &[name])
+        .await
+        .unwrap();
+    assert_eq!(done.stored, vec!["c000005"]);
+    assert!(read_lease(&session, &revoked.id).await.is_none());
+
+    let (record, _) = research(&session, "e0000002").await.unwrap();
+    assert_eq!(record.researched().to_string(), "1-3,5");
+    assert_eq!(record.found.len(), 1);
+    assert!(support::reports_left(&session).await.is_empty());
+}
+
+#[tokio::test]
+async fn an_unreadable_report_is_left_in_place_and_the_rest_are_stored() {
+    let (_config, session) = archivist_testkit::fresh_tree("bad-report").await;
+    let settings = support::settings();
+    let j = job(&session, "e0000003", &[1, 2], JobState::Researching).await;
+    let good = report(&session, &j, 1, vec![], false).await;
+    let bad_name = paths::report_name(&j.id, "c000002");
+    session
+        .client()
+        .create(
+            &paths::report(&bad_name),
+            b"job: [not a report",
+            &session.create_options(archivist_engine::zk::CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+    let done = store_reports(&session, &settings, &j.id, &[good, bad_name.clone()])
+        .await
+        .unwrap();
+    assert_eq!(done.stored, vec!["c000001"]);
+    assert_eq!(done.bad.len(), 1);
+    assert!(
+        done.bad[0].to_string().contains(&bad_name),
+        "{}",
+        done.bad[0]
+    );
+    assert_eq!(support::reports_left(&session).await, vec![bad_name]);
+}

@@ -1,0 +1,192 @@
+//! Test setup standing in for the planner and the researcher: jobs, leases and reports
+//! written directly.
+
+use std::time::Duration;
+
+use archivist_engine::jobs::{self, NewJob};
+use archivist_engine::ops::{self, Mode, Op};
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{
+    JobRecord, LeaseRecord, Occurrence, ReportRecord, ResearchRecord,
+};
+use archivist_engine::schema::{JobState, SCHEMA_VERSION};
+use archivist_engine::{store, zk, Session};
+use archivist_recorder::RecorderSettings;
+
+/// Fast settings for tests.
+pub fn settings() -> RecorderSettings {
+    RecorderSettings::default()
+        .with_poll_interval(Duration::from_millis(100))
+        .with_retry_backoff(Duration::from_millis(5))
+}
+
+/// Creates a job for `clips` (numbers) of `episode` and puts it straight into `state`
+/// (test setup only: bypasses the table, as the planner/researcher would have moved it).
+pub async fn job(session: &Session, episode: &str, clips: &[u32], state: JobState) -> JobRecord {
+    let new = NewJob {
+        episode: episode.to_string(),
+        media_url: format!("http://127.0.0.1:1/{episode}.mp3"),
+        clips: clips.iter().map(|n| paths::clip_id(*n)).collect(),
+        priority: 0,
+        curated_ms: 1_700_000_000_000,
+        batch: None,
+    };
+    let job = jobs::create(session, &new, "test", |_| vec![])
+        .await
+        .expect("create job");
+    if state == JobState::Pending {
+        return job;
+    }
+    let (current, version) = jobs::read(session, &job.id).await.unwrap();
+    let mut next = current.clone();
+    next.status = state;
+    let path = paths::job(&job.id);
+    ops::commit(
+        session,
+        &[
+            Op::SetData {
+                path: path.clone(),
+                data: store::encode(&path, &next).unwrap(),
+                version: Some(version),
+            },
+            Op::Delete {
+                path: paths::queue_entry(JobState::Pending, &job.queue_entry().name()),
+                version: None,
+            },
+            Op::Create {
+                path: paths::queue_entry(state, &job.queue_entry().name()),
+                data: vec![],
+                mode: Mode::Persistent,
+            },
+        ],
+    )
+    .await
+    .expect("place job");
+    next
+}
+
+/// Writes `/leases/{job}` with a duration.
+pub async fn lease(session: &Session, job: &JobRecord, duration_ms: i64) {
+    let path = paths::lease(&job.id);
+    let record = LeaseRecord {
+        schema: SCHEMA_VERSION,
+        job: job.id.clone(),
+        episode: job.episode.clone(),
+        clips: job.clips.clone(),
+        duration_ms,
+        holder: Some("researcher-test".into()),
+        extensions: 0,
+    };
+    let data = store::encode(&path, &record).unwrap();
+    match session
+        .client()
+        .create(
+            &path,
+            &data,
+            &session.create_options(zk::CreateMode::Persistent),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(zk::Error::NodeExists) => {
+            session.client().set_data(&path, &data, None).await.unwrap();
+        }
+        Err(e) => panic!("lease: {e}"),
+    }
+}
+
+/// Reads a lease and its stat.
+pub async fn read_lease(session: &Session, job: &str) -> Option<(LeaseRecord, zk::Stat)> {
+    store::read::<LeaseRecord>(session, &paths::lease(job))
+        .await
+        .unwrap()
+}
+
+/// Occurrences a clip number is reported with: every 4th clip is found 1-3 times.
+pub fn occurrences_for(clip: u32, salt: f64) -> Vec<Occurrence> {
+    if clip % 4 != 0 {
+        return vec![];
+    }
+    (0..(clip % 3 + 1))
+        .map(|i| Occurrence {
+            at: clip as f64 * 3.0 + i as f64 * 100.0 + salt,
+            conf: 0.7 + (clip % 10) as f32 / 50.0,
+            speed: None,
+            part: None,
+        })
+        .collect()
+}
+
+/// Creates `/reports/{job}-{clip}` as the researcher does; returns its name.
+pub async fn report(
+    session: &Session,
+    job: &JobRecord,
+    clip: u32,
+    occurrences: Vec<Occurrence>,
+    is_final: bool,
+) -> String {
+    let record = ReportRecord {
+        schema: SCHEMA_VERSION,
+        job: job.id.clone(),
+        episode: job.episode.clone(),
+        clip: paths::clip_id(clip),
+        researcher: format!("researcher-for-{}", job.id),
+        occurrences,
+        error: None,
+        episode_duration_s: 3600.0,
+        clip_duration_s: 5.0,
+        researched_at: archivist_engine::clock::local_now(),
+        is_final,
+    };
+    let name = paths::report_name(&job.id, &record.clip);
+    let path = paths::report(&name);
+    session
+        .client()
+        .create(
+            &path,
+            &store::encode(&path, &record).unwrap(),
+            &session.create_options(zk::CreateMode::Persistent),
+        )
+        .await
+        .expect("create report");
+    name
+}
+
+/// The episode's research record and its version.
+pub async fn research(session: &Session, episode: &str) -> Option<(ResearchRecord, i32)> {
+    store::read::<ResearchRecord>(session, &paths::research(episode))
+        .await
+        .unwrap()
+        .map(|(r, s)| (r, s.version))
+}
+
+/// Report names still waiting.
+pub async fn reports_left(session: &Session) -> Vec<String> {
+    store::children(session, paths::REPORTS).await.unwrap()
+}
+
+/// Every clip number counted once per run that holds it (a clip stored twice would
+/// count twice).
+pub fn run_clip_counts(record: &ResearchRecord) -> std::collections::BTreeMap<u32, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for run in &record.runs {
+        for n in run.clips.iter() {
+            *counts.entry(n).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// Every queue that holds an entry for `job`.
+pub async fn queues_holding(session: &Session, job: &str) -> Vec<JobState> {
+    let mut found = Vec::new();
+    for state in JobState::ALL {
+        let names = store::children(session, &paths::queue(state))
+            .await
+            .unwrap();
+        if names.iter().any(|n| n.ends_with(job)) {
+            found.push(state);
+        }
+    }
+    found
+}
