@@ -1,1 +1,38 @@
-//! Curators: episodes and clips from RSS feeds, YAML manifests and local files (not built yet).
+//! The catalog and its curators: episodes and clips registered in ZooKeeper from RSS/Atom
+//! feeds, YAML manifests and local files or single URLs.
+//!
+//! Every source turns its input into [`CatalogItem`]s; [`curate`] writes them with many
+//! requests in flight, each record created atomically with its aliases and its counter
+//! bump, and re-curation updating `last_curated` and changed fields (never
+//! `initial_curated`). The format of manifests, the feed behaviour and the choices made
+//! for bad input are in `docs/catalog.md`.
+//!
+//! Layout:
+//! - [`item`]: what a curator wants registered; [`identity`]: URL normalization and
+//!   alias names.
+//! - [`upsert`]: the pipelined writes; [`merge`] builds and merges records; [`reprioritize`]: re-ordering pending work on priority changes.
+//! - [`manifest`], [`feed`], [`local`]: the sources.
+//! - [`daemon`]: the curator daemon polling feeds.
+#![deny(missing_docs)]
+
+pub mod daemon;
+pub mod error;
+pub mod feed;
+pub mod identity;
+pub mod item;
+pub mod local;
+pub mod manifest;
+pub mod merge;
+mod pipeline;
+pub mod report;
+pub mod reprioritize;
+mod resolve;
+pub mod settings;
+pub mod upsert;
+
+pub use daemon::{run, FeedPoller, PollOutcome};
+pub use error::{CatalogError, ItemProblem};
+pub use item::{CatalogItem, FeedGuid, Kind};
+pub use report::{Change, CurationReport, ItemOutcome};
+pub use settings::{CurateSettings, CuratorSettings, FetchSettings};
+pub use upsert::curate;

@@ -1,0 +1,139 @@
+//! Record identity: normalized media URLs and the alias names derived from them.
+//!
+//! Two curations describe the same episode or clip when their normalized media URL is
+//! the same, or, for feed items, when their (feed URL, GUID) is the same. Titles never
+//! identify anything. Aliases are fixed-length hashes so any URL or GUID maps to a short,
+//! valid node name (`docs/protocol.md`, "Catalog").
+
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use crate::error::CatalogError;
+
+/// Hex digits of sha256 kept in an alias name (128 bits: collisions are not a concern).
+const ALIAS_HEX: usize = 32;
+
+/// Normalizes an `http`, `https` or `file` URL so that spellings of the same address
+/// compare equal: scheme and host lowercased, default port dropped, empty path made `/`,
+/// fragment dropped, percent-encoding made canonical. The query is kept as written
+/// (its order can matter to servers).
+///
+/// # Errors
+/// [`CatalogError::BadInput`] when the text is not a URL of one of those schemes.
+pub fn normalize_url(input: &str) -> Result<String, CatalogError> {
+    let mut url = Url::parse(input.trim())
+        .map_err(|e| CatalogError::bad_input(input, format!("not a URL: {e}")))?;
+    match url.scheme() {
+        "http" | "https" => {
+            if url.host_str().map(str::is_empty).unwrap_or(true) {
+                return Err(CatalogError::bad_input(input, "URL has no host"));
+            }
+        }
+        "file" => {}
+        other => {
+            return Err(CatalogError::bad_input(
+                input,
+                format!("unsupported scheme {other:?} (use http, https, file or a path)"),
+            ))
+        }
+    }
+    url.set_fragment(None);
+    if url.query() == Some("") {
+        url.set_query(None);
+    }
+    Ok(url.to_string())
+}
+
+fn hash_prefix(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    let mut hex = String::with_capacity(ALIAS_HEX);
+    for byte in digest.iter() {
+        if hex.len() >= ALIAS_HEX {
+            break;
+        }
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
+
+/// Alias name of a normalized media URL: `url-` + 32 hex digits of its sha256.
+pub fn url_alias(normalized_url: &str) -> String {
+    format!("url-{}", hash_prefix(normalized_url))
+}
+
+/// Alias name of a feed item: `guid-` + 32 hex digits of sha256(feed URL + GUID), the
+/// feed URL normalized, the two concatenated as the protocol says.
+pub fn guid_alias(normalized_feed_url: &str, guid: &str) -> String {
+    format!(
+        "guid-{}",
+        hash_prefix(&format!("{normalized_feed_url}{guid}"))
+    )
+}
+
+/// Media type guessed from a URL's or path's extension, for audio (and the video
+/// containers podcasts use). `None` when the extension says nothing.
+pub fn guess_media_type(url_or_path: &str) -> Option<&'static str> {
+    let path = url_or_path.split(['?', '#']).next().unwrap_or(url_or_path);
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let ext = name.rsplit_once('.')?.1.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "mp3" => "audio/mpeg",
+        "m4a" | "m4b" => "audio/mp4",
+        "aac" => "audio/aac",
+        "ogg" | "oga" => "audio/ogg",
+        "opus" => "audio/opus",
+        "wav" => "audio/wav",
+        "flac" => "audio/flac",
+        "mp4" | "m4v" => "video/mp4",
+        _ => return None,
+    })
+}
+
+/// Is this MIME type something the researchers can decode (audio, or a video container
+/// carrying the audio track)?
+pub fn is_audio_type(media_type: &str) -> bool {
+    let t = media_type.trim().to_ascii_lowercase();
+    t.starts_with("audio/") || t == "video/mp4" || t == "video/x-m4v"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spellings_of_one_url_normalize_alike() {
+        let a = normalize_url("HTTP://Example.COM:80/a/b.mp3#t=10").unwrap();
+        let b = normalize_url("http://example.com/a/b.mp3").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(url_alias(&a), url_alias(&b));
+        assert_eq!(url_alias(&a).len(), 4 + ALIAS_HEX);
+        assert_ne!(
+            url_alias(&b),
+            url_alias(&normalize_url("http://example.com/a/c.mp3").unwrap())
+        );
+    }
+
+    #[test]
+    fn guid_alias_depends_on_feed_and_guid() {
+        let g = guid_alias("http://f/feed.xml", "abc");
+        assert!(g.starts_with("guid-"));
+        assert_ne!(g, guid_alias("http://f/other.xml", "abc"));
+        assert_ne!(g, guid_alias("http://f/feed.xml", "abd"));
+    }
+
+    #[test]
+    fn unsupported_urls_are_refused_with_the_input() {
+        let err = normalize_url("ftp://x/y.mp3").unwrap_err();
+        assert!(err.to_string().contains("ftp://x/y.mp3"), "{err}");
+        assert!(normalize_url("not a url").is_err());
+    }
+
+    #[test]
+    fn media_types_are_guessed_from_extensions() {
+        assert_eq!(guess_media_type("http://x/a.MP3?x=1"), Some("audio/mpeg"));
+        assert_eq!(guess_media_type("/tmp/clip.wav"), Some("audio/wav"));
+        assert_eq!(guess_media_type("/tmp/notes.pdf"), None);
+        assert!(is_audio_type("audio/mpeg"));
+        assert!(!is_audio_type("application/pdf"));
+    }
+}

@@ -1,0 +1,188 @@
+//! What a curator wants in the catalog: one episode or clip, before it has an id.
+//!
+//! Every source (feed, manifest, local file) turns its input into [`CatalogItem`]s and
+//! hands them to [`crate::upsert::curate`], so identity, merging and the ZooKeeper writes
+//! are the same whatever the source.
+
+use crate::error::CatalogError;
+use crate::identity;
+
+/// Longest title stored, in characters (keeps record nodes a few KB).
+pub const MAX_TITLE_CHARS: usize = 300;
+/// Longest description stored, in characters (keeps record nodes a few KB).
+pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
+
+/// Episode or clip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A long recording to search in.
+    Episode,
+    /// A short recording to search for.
+    Clip,
+}
+
+impl Kind {
+    /// `episode` or `clip`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Episode => "episode",
+            Kind::Clip => "clip",
+        }
+    }
+}
+
+/// A feed item's identity: the feed it came from and its GUID there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedGuid {
+    /// Normalized feed URL.
+    pub feed_url: String,
+    /// The item's GUID (RSS `guid`, Atom `id`).
+    pub guid: String,
+}
+
+/// One episode or clip to register or refresh.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogItem {
+    /// Episode or clip.
+    pub kind: Kind,
+    /// Where it came from, for messages: `episodes[2] (line 14)`, a feed item, a path.
+    pub label: String,
+    /// Normalized media URL (`http`, `https` or absolute `file`).
+    pub media_url: String,
+    /// Title (at most [`MAX_TITLE_CHARS`]).
+    pub title: String,
+    /// Description (at most [`MAX_DESCRIPTION_CHARS`]); `None` keeps what is stored.
+    pub description: Option<String>,
+    /// MIME type; `None` keeps what is stored.
+    pub media_type: Option<String>,
+    /// Air date (episodes); `None` keeps what is stored.
+    pub air_date: Option<String>,
+    /// Priority; `None` keeps what is stored (0 for a new record).
+    pub priority: Option<i64>,
+    /// Feed identity, for feed items.
+    pub guid: Option<FeedGuid>,
+}
+
+fn clip_chars(text: &str, max: usize) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => text[..cut].to_string(),
+        None => text.to_string(),
+    }
+}
+
+impl CatalogItem {
+    /// An item for a media URL (normalized here) with a title.
+    ///
+    /// # Errors
+    /// [`CatalogError::BadInput`] for a URL that is not http, https or file, or an empty
+    /// title.
+    pub fn new(
+        kind: Kind,
+        media_url: &str,
+        title: &str,
+        label: impl Into<String>,
+    ) -> Result<CatalogItem, CatalogError> {
+        let label = label.into();
+        let media_url = identity::normalize_url(media_url)?;
+        let title = clip_chars(title, MAX_TITLE_CHARS);
+        if title.is_empty() {
+            return Err(CatalogError::bad_input(label, "title is empty"));
+        }
+        Ok(CatalogItem {
+            kind,
+            label,
+            media_url,
+            title,
+            description: None,
+            media_type: None,
+            air_date: None,
+            priority: None,
+            guid: None,
+        })
+    }
+
+    /// Sets the description (trimmed, cut to [`MAX_DESCRIPTION_CHARS`]; empty = none).
+    pub fn with_description(mut self, description: Option<&str>) -> Self {
+        self.description = description
+            .map(|d| clip_chars(d, MAX_DESCRIPTION_CHARS))
+            .filter(|d| !d.is_empty());
+        self
+    }
+
+    /// Sets the MIME type. Defaults to none (keep what is stored).
+    pub fn with_media_type(mut self, media_type: Option<String>) -> Self {
+        self.media_type = media_type.filter(|t| !t.trim().is_empty());
+        self
+    }
+
+    /// Sets the air date. Defaults to none (keep what is stored).
+    pub fn with_air_date(mut self, air_date: Option<String>) -> Self {
+        self.air_date = air_date.filter(|d| !d.trim().is_empty());
+        self
+    }
+
+    /// Sets the priority. Defaults to none (keep what is stored; 0 when new).
+    pub fn with_priority(mut self, priority: Option<i64>) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Sets the feed identity. Defaults to none (identity by URL only).
+    pub fn with_guid(mut self, guid: Option<FeedGuid>) -> Self {
+        self.guid = guid.filter(|g| !g.guid.trim().is_empty());
+        self
+    }
+
+    /// Alias names that identify this item, strongest first (GUID, then URL).
+    pub fn alias_keys(&self) -> Vec<String> {
+        let mut keys = Vec::with_capacity(2);
+        if let Some(g) = &self.guid {
+            keys.push(identity::guid_alias(&g.feed_url, &g.guid));
+        }
+        keys.push(identity::url_alias(&self.media_url));
+        keys
+    }
+
+    /// What each alias stands for (stored in the alias record's `key`).
+    pub fn alias_key_text(&self, alias: &str) -> String {
+        match &self.guid {
+            Some(g) if alias.starts_with("guid-") => format!("{} {}", g.feed_url, g.guid),
+            _ => self.media_url.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_is_cut_and_urls_normalized() {
+        let long = "x".repeat(MAX_TITLE_CHARS + 50);
+        let item = CatalogItem::new(Kind::Episode, "HTTP://A.example/e.mp3", &long, "t")
+            .unwrap()
+            .with_description(Some(&"d".repeat(10_000)));
+        assert_eq!(item.title.chars().count(), MAX_TITLE_CHARS);
+        assert_eq!(
+            item.description.as_deref().map(|d| d.chars().count()),
+            Some(MAX_DESCRIPTION_CHARS)
+        );
+        assert_eq!(item.media_url, "http://a.example/e.mp3");
+    }
+
+    #[test]
+    fn guid_alias_comes_first() {
+        let item = CatalogItem::new(Kind::Episode, "http://a/e.mp3", "E", "t")
+            .unwrap()
+            .with_guid(Some(FeedGuid {
+                feed_url: "http://a/feed".into(),
+                guid: "g1".into(),
+            }));
+        let keys = item.alias_keys();
+        assert_eq!(keys.len(), 2);
+        assert!(keys[0].starts_with("guid-") && keys[1].starts_with("url-"));
+        assert!(CatalogItem::new(Kind::Clip, "http://a/c.mp3", "  ", "t").is_err());
+    }
+}

@@ -1,0 +1,259 @@
+//! YAML manifests: `archivist curate manifest FILE.yml` (format in `docs/catalog.md`).
+//!
+//! A manifest is checked whole before anything is written: YAML syntax, unknown or
+//! missing fields, bad URLs, local files that do not exist, duplicates inside the
+//! manifest. Any problem refuses the whole manifest, listing every problem with its entry
+//! (`episodes[3]`) and line, so the operator fixes the file and runs it again.
+
+use std::path::Path;
+
+use archivist_engine::Session;
+use serde::Deserialize;
+
+use crate::error::{CatalogError, ItemProblem};
+use crate::item::{CatalogItem, Kind};
+use crate::local::resolve_media;
+use crate::report::CurationReport;
+use crate::settings::CurateSettings;
+use crate::upsert;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Document {
+    #[serde(default)]
+    episodes: Vec<serde_yaml::Value>,
+    #[serde(default)]
+    clips: Vec<serde_yaml::Value>,
+}
+
+/// One entry of `episodes:` or `clips:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    url: String,
+    title: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    air_date: Option<String>,
+    #[serde(default)]
+    priority: Option<i64>,
+    #[serde(default)]
+    media_type: Option<String>,
+}
+
+fn indent(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+/// Line numbers (1-based) of the block-list entries of a top-level key, in order. Flow
+/// lists (`episodes: [...]`) give none; messages then name the entry without a line.
+fn entry_lines(text: &str, key: &str) -> Vec<usize> {
+    let mut lines = Vec::new();
+    let mut in_section = false;
+    let mut dash_indent: Option<usize> = None;
+    let header = format!("{key}:");
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        if indent(line) == 0 && !trimmed.starts_with('-') {
+            in_section = trimmed.starts_with(&header);
+            dash_indent = None;
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        if trimmed == "-" || trimmed.starts_with("- ") {
+            let d = indent(line);
+            match dash_indent {
+                None => {
+                    dash_indent = Some(d);
+                    lines.push(i + 1);
+                }
+                Some(first) if first == d => lines.push(i + 1),
+                Some(_) => {}
+            }
+        }
+    }
+    lines
+}
+
+fn entry_label(name: &str, section: &str, index: usize, line: Option<&usize>) -> String {
+    match line {
+        Some(line) => format!("{name}: {section}[{index}] (line {line})"),
+        None => format!("{name}: {section}[{index}]"),
+    }
+}
+
+/// Parses and checks a manifest. `name` names it in messages; relative media paths are
+/// taken from `base` (the manifest's directory).
+///
+/// # Errors
+/// [`CatalogError::Invalid`] listing every problem; no item is returned then.
+pub fn parse_manifest(
+    text: &str,
+    name: &str,
+    base: Option<&Path>,
+) -> Result<Vec<CatalogItem>, CatalogError> {
+    let invalid = |problems: Vec<ItemProblem>| CatalogError::Invalid {
+        input: name.to_string(),
+        problems,
+    };
+    let doc: Document = serde_yaml::from_str(text)
+        .map_err(|e| invalid(vec![ItemProblem::new(name, e.to_string())]))?;
+    if doc.episodes.is_empty() && doc.clips.is_empty() {
+        return Err(invalid(vec![ItemProblem::new(
+            name,
+            "no entries: expected `episodes:` and/or `clips:` lists",
+        )]));
+    }
+    let mut items = Vec::new();
+    let mut problems = Vec::new();
+    for (section, kind, values) in [
+        ("episodes", Kind::Episode, doc.episodes),
+        ("clips", Kind::Clip, doc.clips),
+    ] {
+        let lines = entry_lines(text, section);
+        for (index, value) in values.into_iter().enumerate() {
+            let label = entry_label(name, section, index, lines.get(index));
+            match entry_item(kind, value, &label, base) {
+                Ok(item) => items.push(item),
+                Err(reason) => problems.push(ItemProblem::new(label, reason)),
+            }
+        }
+    }
+    problems.extend(upsert::duplicates(&items));
+    if problems.is_empty() {
+        Ok(items)
+    } else {
+        Err(invalid(problems))
+    }
+}
+
+fn entry_item(
+    kind: Kind,
+    value: serde_yaml::Value,
+    label: &str,
+    base: Option<&Path>,
+) -> Result<CatalogItem, String> {
+    let entry: Entry = serde_yaml::from_value(value).map_err(|e| e.to_string())?;
+    if kind == Kind::Clip && entry.air_date.is_some() {
+        return Err("clips have no air_date".to_string());
+    }
+    let media = resolve_media(&entry.url, base).map_err(|e| e.to_string())?;
+    let item = CatalogItem::new(kind, &media.url, &entry.title, label).map_err(|e| match e {
+        CatalogError::BadInput { reason, .. } => reason,
+        other => other.to_string(),
+    })?;
+    Ok(item
+        .with_description(entry.description.as_deref())
+        .with_media_type(entry.media_type.or(media.media_type))
+        .with_air_date(entry.air_date)
+        .with_priority(entry.priority))
+}
+
+/// Reads and checks a manifest file.
+///
+/// # Errors
+/// [`CatalogError::File`] when unreadable; [`CatalogError::Invalid`] as
+/// [`parse_manifest`].
+pub fn load_manifest(path: &Path) -> Result<Vec<CatalogItem>, CatalogError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| CatalogError::File {
+        path: name.clone(),
+        reason: format!("cannot read it: {e}"),
+    })?;
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty());
+    parse_manifest(&text, &name, base)
+}
+
+/// `archivist curate manifest FILE.yml`: checks the whole manifest, then curates it.
+///
+/// # Errors
+/// As [`load_manifest`] (nothing written) and [`crate::upsert::curate`].
+pub async fn curate_manifest(
+    session: &Session,
+    path: &Path,
+    settings: &CurateSettings,
+) -> Result<CurationReport, CatalogError> {
+    let items = load_manifest(path)?;
+    upsert::curate(session, items, settings).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "\
+# a manifest
+episodes:
+  - url: http://h/e1.mp3
+    title: One
+    air_date: 2024-01-02
+    priority: 5
+  - url: http://h/e2.mp3
+    title: Two
+clips:
+- url: http://h/c1.wav
+  title: Jingle
+";
+
+    #[test]
+    fn good_manifest_gives_items_with_labels() {
+        let items = parse_manifest(GOOD, "m.yml", None).unwrap();
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0].label, "m.yml: episodes[0] (line 3)");
+        assert_eq!(items[1].label, "m.yml: episodes[1] (line 7)");
+        assert_eq!(items[2].label, "m.yml: clips[0] (line 10)");
+        assert_eq!(items[0].priority, Some(5));
+        assert_eq!(items[0].air_date.as_deref(), Some("2024-01-02"));
+        assert_eq!(items[2].kind, Kind::Clip);
+        assert_eq!(items[2].media_type.as_deref(), Some("audio/wav"));
+    }
+
+    #[test]
+    fn every_problem_is_listed_with_entry_and_line() {
+        let text = "\
+episodes:
+  - url: http://h/e1.mp3
+    title: One
+  - title: No url
+  - url: http://h/e1.mp3
+    title: Same again
+  - url: ftp://h/x.mp3
+    title: Bad scheme
+  - url: http://h/e5.mp3
+    title: Typo
+    priorty: 3
+";
+        let err = parse_manifest(text, "m.yml", None).unwrap_err();
+        let CatalogError::Invalid { problems, .. } = &err else {
+            panic!("{err}")
+        };
+        let items: Vec<&str> = problems.iter().map(|p| p.item.as_str()).collect();
+        assert_eq!(
+            items,
+            [
+                "m.yml: episodes[1] (line 4)",
+                "m.yml: episodes[3] (line 7)",
+                "m.yml: episodes[4] (line 9)",
+                "m.yml: episodes[2] (line 5)",
+            ],
+            "{err}"
+        );
+        assert!(problems[0].reason.contains("url"), "{}", problems[0].reason);
+        assert!(problems[3].reason.contains("duplicate"));
+        assert!(err.to_string().contains("nothing written"));
+    }
+
+    #[test]
+    fn syntax_errors_and_empty_manifests_are_refused() {
+        let err = parse_manifest("episodes:\n  - url: [unclosed\n", "m.yml", None).unwrap_err();
+        assert!(err.to_string().contains("line"), "{err}");
+        assert!(parse_manifest("{}\n", "m.yml", None).is_err());
+        assert!(parse_manifest("shows: []\n", "m.yml", None).is_err());
+    }
+}

@@ -1,0 +1,9 @@
+//! Catalog tests against a real ZooKeeper (archivist-testkit), one chroot per test.
+
+mod daemon;
+mod feeds;
+mod local;
+mod manifests;
+mod scale;
+mod support;
+mod upsert;

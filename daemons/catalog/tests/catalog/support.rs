@@ -1,0 +1,204 @@
+//! Test helpers: a tiny local HTTP server and catalog readers.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use archivist_catalog::identity;
+use archivist_catalog::merge::StoredRecord;
+use archivist_catalog::{CatalogItem, Kind};
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::AliasRecord;
+use archivist_engine::{store, Session};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the server answers on a path.
+#[derive(Clone)]
+pub struct Route {
+    pub content_type: String,
+    pub body: Vec<u8>,
+    pub etag: Option<String>,
+}
+
+/// A request the server saw.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    pub if_none_match: Option<String>,
+}
+
+/// A local HTTP/1.1 server (one request per connection) with settable routes.
+#[derive(Clone)]
+pub struct Server {
+    pub addr: SocketAddr,
+    routes: Arc<Mutex<HashMap<String, Route>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    pub async fn start() -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = Server {
+            addr: listener.local_addr().unwrap(),
+            routes: Arc::default(),
+            seen: Arc::default(),
+        };
+        let s = server.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    let mut lines = text.lines();
+                    let mut first = lines.next().unwrap_or("").split(' ');
+                    let method = first.next().unwrap_or("").to_string();
+                    let path = first.next().unwrap_or("").to_string();
+                    let mut if_none_match = None;
+                    for line in lines {
+                        if let Some((k, v)) = line.split_once(':') {
+                            if k.eq_ignore_ascii_case("if-none-match") {
+                                if_none_match = Some(v.trim().to_string());
+                            }
+                        }
+                    }
+                    s.seen.lock().unwrap().push(Seen {
+                        method: method.clone(),
+                        path: path.clone(),
+                        if_none_match: if_none_match.clone(),
+                    });
+                    let route = s.routes.lock().unwrap().get(&path).cloned();
+                    let response = match route {
+                        None => b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec(),
+                        Some(r) if r.etag.is_some() && r.etag == if_none_match => {
+                            format!("HTTP/1.1 304 Not Modified\r\netag: {}\r\nconnection: close\r\n\r\n", r.etag.unwrap_or_default()).into_bytes()
+                        }
+                        Some(r) => {
+                            let mut head = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n",
+                                r.content_type,
+                                r.body.len()
+                            );
+                            if let Some(etag) = &r.etag {
+                                head.push_str(&format!("etag: {etag}\r\n"));
+                            }
+                            head.push_str("\r\n");
+                            let mut out = head.into_bytes();
+                            if method != "HEAD" {
+                                out.extend_from_slice(&r.body);
+                            }
+                            out
+                        }
+                    };
+                    let _ = stream.write_all(&response).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        server
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn route(&self, path: &str, content_type: &str, body: &str, etag: Option<&str>) {
+        self.routes.lock().unwrap().insert(
+            path.to_string(),
+            Route {
+                content_type: content_type.to_string(),
+                body: body.as_bytes().to_vec(),
+                etag: etag.map(str::to_string),
+            },
+        );
+    }
+
+    pub fn seen(&self, path: &str) -> Vec<Seen> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path == path)
+            .cloned()
+            .collect()
+    }
+}
+
+/// An RSS feed whose items are (guid, title, enclosure url, type).
+pub fn rss(items: &[(&str, &str, &str, &str)]) -> String {
+    let mut out = String::from(
+        "<?xml version=\"1.0\"?>\n<rss version=\"2.0\"><channel><title>Test show</title><link>http://example.invalid/</link><description>d</description>\n",
+    );
+    for (guid, title, url, kind) in items {
+        out.push_str(&format!(
+            "<item><title>{title}</title><guid isPermaLink=\"false\">{guid}</guid><pubDate>Tue, 02 Jan 2024 10:00:00 GMT</pubDate><description>About {title}</description><enclosure url=\"{url}\" type=\"{kind}\" length=\"1234\"/></item>\n"
+        ));
+    }
+    out.push_str("</channel></rss>\n");
+    out
+}
+
+pub fn episode(url: &str, title: &str) -> CatalogItem {
+    CatalogItem::new(Kind::Episode, url, title, format!("test {title}")).unwrap()
+}
+
+pub fn clip(url: &str, title: &str) -> CatalogItem {
+    CatalogItem::new(Kind::Clip, url, title, format!("test {title}")).unwrap()
+}
+
+/// The record an alias points at, if any.
+pub async fn id_by_alias(session: &Session, alias: &str) -> Option<String> {
+    store::read::<AliasRecord>(session, &paths::alias(alias))
+        .await
+        .unwrap()
+        .map(|(a, _)| a.id)
+}
+
+pub async fn id_by_url(session: &Session, url: &str) -> Option<String> {
+    id_by_alias(
+        session,
+        &identity::url_alias(&identity::normalize_url(url).unwrap()),
+    )
+    .await
+}
+
+pub async fn record(session: &Session, kind: Kind, id: &str) -> StoredRecord {
+    let path = StoredRecord::path_of(kind, id);
+    let (bytes, _) = store::read_raw(session, &path).await.unwrap().unwrap();
+    StoredRecord::decode(kind, &path, &bytes).unwrap()
+}
+
+pub async fn episodes(session: &Session) -> Vec<String> {
+    store::children(session, paths::EPISODES).await.unwrap()
+}
+
+pub async fn clips(session: &Session) -> Vec<String> {
+    store::children(session, paths::CLIPS).await.unwrap()
+}
+
+pub async fn counter_version(session: &Session, path: &str) -> i32 {
+    store::exists(session, path).await.unwrap().unwrap().version
+}
+
+/// Deletes the catalog (big trees from the scale test), children first, pipelined.
+pub async fn delete_catalog(session: &Session) {
+    for dir in [paths::EPISODES, paths::CLIPS, paths::ALIASES] {
+        let names = store::children(session, dir).await.unwrap();
+        for group in names.chunks(2000) {
+            let sent: Vec<_> = group
+                .iter()
+                .map(|n| session.client().delete(&format!("{dir}/{n}"), None))
+                .collect();
+            archivist_engine::ops::await_all(sent).await;
+        }
+    }
+}
