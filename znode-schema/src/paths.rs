@@ -170,8 +170,11 @@ pub fn episode_id(number: u64) -> String {
     format!("e{number:07}")
 }
 
+/// A path pattern and a builder call that makes one concrete path of it.
+pub type Example = (&'static str, fn() -> String);
+
 /// One example of every path builder, for the schema-drift test.
-pub const EXAMPLES: &[(&str, fn() -> String)] = &[
+pub const EXAMPLES: &[Example] = &[
     ("/meta", || META.to_string()),
     ("/clock", || CLOCK.to_string()),
     ("/counters/jobs", || JOB_COUNTER.to_string()),

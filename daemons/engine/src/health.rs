@@ -35,6 +35,10 @@ pub fn is_ready() -> bool {
 pub fn report() -> BTreeMap<String, bool> {
     roles()
         .lock()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), !v.is_cancelled())).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), !v.is_cancelled()))
+                .collect()
+        })
         .unwrap_or_default()
 }

@@ -4,10 +4,10 @@
 //! other daemon under `/daemons`. A lost session removes the node; the daemon re-registers
 //! on its new session (see [`crate::daemon::supervise`]).
 
-use zookeeper_client as zk;
 use znode_schema::paths;
 use znode_schema::records::MemberRecord;
 use znode_schema::SCHEMA_VERSION;
+use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
 use crate::session::Session;
@@ -50,7 +50,12 @@ pub fn hostname() -> String {
 }
 
 /// Registers a live daemon. `slots` is how many jobs it runs at once (researchers).
-pub async fn register(session: &Session, identity: &Identity, slots: u32, metrics: Option<String>) -> Result<String> {
+pub async fn register(
+    session: &Session,
+    identity: &Identity,
+    slots: u32,
+    metrics: Option<String>,
+) -> Result<String> {
     let path = if identity.role == "researcher" {
         paths::researcher(&identity.name)
     } else {

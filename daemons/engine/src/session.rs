@@ -239,3 +239,19 @@ fn spawn_state_watch(
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::digest_id;
+
+    #[test]
+    fn digest_ids_match_zookeepers_generate_digest() {
+        // Printed by ZooKeeper 3.8 itself: `java -cp zookeeper.jar:...
+        // org.apache.zookeeper.server.auth.DigestAuthenticationProvider super:superpw ops:look`
+        assert_eq!(
+            digest_id("super", "superpw"),
+            "super:g9oN2HttPfn8MMWJZ2r45Np/LIA="
+        );
+        assert_eq!(digest_id("ops", "look"), "ops:NcXEBhlN+5uc8aUCiJspjlrbpiQ=");
+    }
+}

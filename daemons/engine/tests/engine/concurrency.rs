@@ -81,7 +81,7 @@ async fn concurrent_consumer_tasks_process_each_job_exactly_once() {
         h.await.unwrap().unwrap();
     }
     assert!(done, "not every job reached leased");
-    let runs = runs.lock().unwrap();
+    let runs = runs.lock().unwrap().clone();
     assert_eq!(runs.keys().cloned().collect::<BTreeSet<_>>(), ids);
     let repeated: Vec<_> = runs.iter().filter(|(_, n)| **n != 1).collect();
     assert!(repeated.is_empty(), "jobs run more than once: {repeated:?}");

@@ -1,5 +1,6 @@
 //! Engine tests against a real ZooKeeper (see `archivist-testkit`).
 
+mod acl;
 mod concurrency;
 mod failures;
 mod order;
