@@ -1,0 +1,60 @@
+//! A researcher process for the crate's multi-process tests (SIGKILL and SIGTERM mid-job):
+//! runs `archivist_researcher::run` with short timeouts until SIGTERM/SIGINT.
+//!
+//! Usage: researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms>
+
+use std::time::Duration;
+
+use archivist_engine::member::Identity;
+use archivist_engine::ZkConfig;
+use archivist_researcher::{DownloadSettings, ResearcherSettings};
+use tokio_util::sync::CancellationToken;
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 7 {
+        eprintln!("usage: researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms>");
+        std::process::exit(2);
+    }
+    let number = |i: usize| -> u64 {
+        args[i].parse().unwrap_or_else(|_| {
+            eprintln!("argument {i} must be a number");
+            std::process::exit(2)
+        })
+    };
+    let config = ZkConfig::new(&args[1])
+        .with_chroot(&args[2])
+        .with_session_timeout(Duration::from_millis(number(5)));
+    let settings = ResearcherSettings::default()
+        .with_work_dir(&args[3])
+        .with_heartbeat(Duration::from_millis(300))
+        .with_poll(Duration::from_millis(200))
+        .with_download(
+            DownloadSettings::default()
+                .with_connect_timeout(Duration::from_secs(2))
+                .with_read_timeout(Duration::from_millis(number(6)))
+                .with_backoff(Duration::from_millis(10), Duration::from_millis(50)),
+        );
+    let shutdown = CancellationToken::new();
+    let fire = shutdown.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        } else {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        fire.cancel();
+    });
+    println!("started {}", std::process::id());
+    let identity = Identity::named("researcher", &args[4]);
+    if let Err(e) = archivist_researcher::run(&config, settings, identity, shutdown).await {
+        eprintln!("researcher stopped: {e}");
+        std::process::exit(1);
+    }
+    println!("stopped cleanly");
+}

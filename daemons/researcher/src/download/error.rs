@@ -1,0 +1,170 @@
+//! Why a download failed, worded for an operator reading a job's message.
+
+use std::time::Duration;
+
+/// A download that did not produce a usable file. Every variant names the URL (or path).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DownloadError {
+    /// The URL does not parse.
+    #[error("bad URL {url:?}: {reason}")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// Parser message.
+        reason: String,
+    },
+    /// Only http, https (and file, when allowed) are fetched.
+    #[error("{url}: unsupported scheme {scheme:?} (only http and https{file})", file = if *.file_allowed { " and file" } else { "" })]
+    UnsupportedScheme {
+        /// The URL.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+        /// Whether file:// would have been accepted.
+        file_allowed: bool,
+    },
+    /// The server answered with an error status.
+    #[error("GET {url} returned {status} {reason}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// HTTP status code.
+        status: u16,
+        /// Canonical reason phrase.
+        reason: String,
+    },
+    /// The body is (or announces itself as) larger than allowed.
+    #[error("GET {url}: body is over the {limit}-byte limit ({detail})")]
+    TooLarge {
+        /// The URL.
+        url: String,
+        /// Configured limit.
+        limit: u64,
+        /// Content-Length or bytes seen.
+        detail: String,
+    },
+    /// The connection ended before the announced length arrived.
+    #[error("GET {url}: truncated body: got {got} bytes{expected}", expected = match .expected { Some(n) => format!(" of {n}"), None => String::new() })]
+    Truncated {
+        /// The URL.
+        url: String,
+        /// Bytes received.
+        got: u64,
+        /// Content-Length, if announced.
+        expected: Option<u64>,
+    },
+    /// No bytes arrived within the read timeout, or no connection within the connect one.
+    #[error("GET {url}: timed out {what} after {after:?}")]
+    Timeout {
+        /// The URL.
+        url: String,
+        /// Connecting, waiting for headers, reading the body.
+        what: &'static str,
+        /// The timeout.
+        after: Duration,
+    },
+    /// Connection refused/reset, TLS failure, a broken redirect and the like.
+    #[error("GET {url}: {reason}")]
+    Network {
+        /// The URL.
+        url: String,
+        /// Client message.
+        reason: String,
+        /// Worth trying again.
+        transient: bool,
+    },
+    /// What arrived is not audio.
+    #[error("not audio: {content_type} body from {url} ({reason}); starts with {head:?}")]
+    NotAudio {
+        /// The URL.
+        url: String,
+        /// Content-Type header (or `unknown`).
+        content_type: String,
+        /// Why the probe refused it.
+        reason: String,
+        /// The first bytes, as text where printable.
+        head: String,
+    },
+    /// A local file could not be read or written.
+    #[error("{path}: {reason}")]
+    Io {
+        /// The file.
+        path: String,
+        /// OS message.
+        reason: String,
+    },
+    /// Every try failed with a transient error.
+    #[error("{last} (gave up after {attempts} attempts)")]
+    GaveUp {
+        /// Tries made.
+        attempts: u32,
+        /// The last error.
+        last: Box<DownloadError>,
+    },
+    /// The caller stopped the download.
+    #[error("GET {url}: cancelled")]
+    Cancelled {
+        /// The URL.
+        url: String,
+    },
+}
+
+impl DownloadError {
+    /// Could the same request succeed if tried again (timeouts, 5xx, resets, truncation)?
+    /// 4xx, oversize, non-audio and bad URLs are final.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            DownloadError::Status { status, .. } => *status >= 500 || *status == 429,
+            DownloadError::Truncated { .. } | DownloadError::Timeout { .. } => true,
+            DownloadError::Network { transient, .. } => *transient,
+            _ => false,
+        }
+    }
+
+    /// A short label for metrics (`status_404`, `timeout`, `not_audio`, ...).
+    pub fn kind(&self) -> String {
+        match self {
+            DownloadError::BadUrl { .. } => "bad_url".into(),
+            DownloadError::UnsupportedScheme { .. } => "scheme".into(),
+            DownloadError::Status { status, .. } => format!("status_{status}"),
+            DownloadError::TooLarge { .. } => "too_large".into(),
+            DownloadError::Truncated { .. } => "truncated".into(),
+            DownloadError::Timeout { .. } => "timeout".into(),
+            DownloadError::Network { .. } => "network".into(),
+            DownloadError::NotAudio { .. } => "not_audio".into(),
+            DownloadError::Io { .. } => "io".into(),
+            DownloadError::GaveUp { last, .. } => last.kind(),
+            DownloadError::Cancelled { .. } => "cancelled".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_url_and_status() {
+        let e = DownloadError::Status {
+            url: "http://h/e.mp3".into(),
+            status: 404,
+            reason: "Not Found".into(),
+        };
+        assert_eq!(e.to_string(), "GET http://h/e.mp3 returned 404 Not Found");
+        assert!(!e.is_transient());
+        let gave_up = DownloadError::GaveUp {
+            attempts: 3,
+            last: Box::new(DownloadError::Truncated {
+                url: "http://h/e".into(),
+                got: 10,
+                expected: Some(20),
+            }),
+        };
+        assert_eq!(
+            gave_up.to_string(),
+            "GET http://h/e: truncated body: got 10 bytes of 20 (gave up after 3 attempts)"
+        );
+        assert_eq!(gave_up.kind(), "truncated");
+    }
+}

@@ -1,0 +1,458 @@
+//! Fetching media to a file: streamed (never whole in memory), hashed while it streams,
+//! bounded in size and time, retried with backoff on transient errors, and checked to be
+//! audio before anyone decodes it.
+//!
+//! The caller chooses the destination file name (from a job id or a content hash), never
+//! the URL, so a hostile URL cannot pick where bytes land.
+
+mod error;
+mod probe;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use reqwest::{redirect, Url};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+pub use error::DownloadError;
+pub use probe::{check_audio, probe_audio};
+
+use crate::settings::DownloadSettings;
+
+/// A file that arrived whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// Where it is.
+    pub path: PathBuf,
+    /// Its size.
+    pub bytes: u64,
+    /// sha256 of the content, lowercase hex.
+    pub sha256: String,
+    /// The Content-Type the server sent, if any.
+    pub content_type: Option<String>,
+    /// Tries it took (1 when the first worked).
+    pub attempts: u32,
+}
+
+/// Called with the bytes received so far in the current try and the announced total.
+pub type Progress<'a> = &'a (dyn Fn(u64, Option<u64>) + Send + Sync);
+
+/// Downloads media; one per process (it pools connections).
+#[derive(Debug, Clone)]
+pub struct Downloader {
+    client: reqwest::Client,
+    settings: DownloadSettings,
+}
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// sha256 of a string, lowercase hex (used to name cache entries after URLs).
+pub fn sha256_hex(text: &str) -> String {
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
+impl Downloader {
+    /// Builds the HTTP client: rustls, the timeouts, and a redirect policy that follows
+    /// at most 10 redirects and only to http/https.
+    ///
+    /// # Errors
+    /// [`DownloadError::Network`] if the TLS backend cannot start.
+    pub fn new(settings: DownloadSettings) -> Result<Downloader, DownloadError> {
+        let policy = redirect::Policy::custom(|attempt| {
+            let scheme = attempt.url().scheme().to_string();
+            if scheme != "http" && scheme != "https" {
+                let to = attempt.url().to_string();
+                attempt.error(format!("refused redirect to {to} (scheme {scheme})"))
+            } else if attempt.previous().len() >= 10 {
+                attempt.error("more than 10 redirects")
+            } else {
+                attempt.follow()
+            }
+        });
+        let client = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .read_timeout(settings.read_timeout)
+            .redirect(policy)
+            .user_agent(settings.user_agent.clone())
+            .build()
+            .map_err(|e| DownloadError::Network {
+                url: String::new(),
+                reason: format!("cannot build the HTTP client: {}", error_chain(&e)),
+                transient: false,
+            })?;
+        Ok(Downloader { client, settings })
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &DownloadSettings {
+        &self.settings
+    }
+
+    /// Parses and vets a URL: http, https, and file only when allowed.
+    pub fn check_url(&self, url: &str) -> Result<Url, DownloadError> {
+        let parsed = Url::parse(url).map_err(|e| DownloadError::BadUrl {
+            url: url.to_string(),
+            reason: e.to_string(),
+        })?;
+        match parsed.scheme() {
+            "http" | "https" => Ok(parsed),
+            "file" if self.settings.allow_file_urls => Ok(parsed),
+            scheme => Err(DownloadError::UnsupportedScheme {
+                url: url.to_string(),
+                scheme: scheme.to_string(),
+                file_allowed: self.settings.allow_file_urls,
+            }),
+        }
+    }
+
+    /// Fetches `url` into `dest` and checks it is audio (a symphonia probe). On any
+    /// error the partial file is removed.
+    pub async fn fetch_audio(
+        &self,
+        url: &str,
+        dest: &Path,
+        cancel: &CancellationToken,
+        progress: Progress<'_>,
+    ) -> Result<Fetched, DownloadError> {
+        let fetched = self.fetch(url, dest, cancel, progress).await?;
+        if let Err(e) = check_audio(&fetched.path, url, fetched.content_type.as_deref()).await {
+            let _ = tokio::fs::remove_file(dest).await;
+            return Err(e);
+        }
+        Ok(fetched)
+    }
+
+    /// Fetches `url` into `dest`, retrying transient failures with exponential backoff
+    /// and full jitter. On error the partial file is removed.
+    pub async fn fetch(
+        &self,
+        url: &str,
+        dest: &Path,
+        cancel: &CancellationToken,
+        progress: Progress<'_>,
+    ) -> Result<Fetched, DownloadError> {
+        let parsed = self.check_url(url)?;
+        let started = Instant::now();
+        let mut attempt = 0u32;
+        let result = loop {
+            attempt += 1;
+            let once = if parsed.scheme() == "file" {
+                self.copy_file(url, &parsed, dest, progress).boxed()
+            } else {
+                self.get_once(url, parsed.clone(), dest, progress).boxed()
+            };
+            let outcome = tokio::select! {
+                r = once => r,
+                _ = cancel.cancelled() => Err(DownloadError::Cancelled { url: url.to_string() }),
+            };
+            match outcome {
+                Ok(mut fetched) => {
+                    fetched.attempts = attempt;
+                    break Ok(fetched);
+                }
+                Err(e) if e.is_transient() && attempt < self.settings.max_attempts => {
+                    let wait = self.backoff(attempt);
+                    metrics::counter!("archivist_researcher_download_retries_total", "reason" => e.kind()).increment(1);
+                    tracing::warn!(%url, attempt, error = %e, ?wait, "download failed; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = cancel.cancelled() => break Err(DownloadError::Cancelled { url: url.to_string() }),
+                    }
+                }
+                Err(e) if e.is_transient() && attempt > 1 => {
+                    break Err(DownloadError::GaveUp {
+                        attempts: attempt,
+                        last: Box::new(e),
+                    })
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        let secs = started.elapsed().as_secs_f64();
+        match &result {
+            Ok(f) => {
+                metrics::counter!("archivist_researcher_download_bytes_total").increment(f.bytes);
+                metrics::histogram!("archivist_researcher_download_seconds", "outcome" => "ok")
+                    .record(secs);
+            }
+            Err(e) => {
+                let _ = tokio::fs::remove_file(dest).await;
+                metrics::histogram!("archivist_researcher_download_seconds", "outcome" => "error")
+                    .record(secs);
+                metrics::counter!("archivist_researcher_download_failures_total", "reason" => e.kind())
+                    .increment(1);
+            }
+        }
+        result
+    }
+
+    /// Full-jitter exponential backoff: uniform in [0, min(max, initial * 2^(n-1))].
+    fn backoff(&self, attempt: u32) -> Duration {
+        let base = self
+            .settings
+            .initial_backoff
+            .saturating_mul(1u32 << (attempt - 1).min(20))
+            .min(self.settings.max_backoff);
+        let ms = base.as_millis() as u64;
+        Duration::from_millis(if ms == 0 {
+            0
+        } else {
+            rand::random::<u64>() % (ms + 1)
+        })
+    }
+
+    fn map_reqwest(&self, url: &str, e: &reqwest::Error, phase: &'static str) -> DownloadError {
+        if e.is_timeout() {
+            let after = if e.is_connect() {
+                self.settings.connect_timeout
+            } else {
+                self.settings.read_timeout
+            };
+            return DownloadError::Timeout {
+                url: url.to_string(),
+                what: if e.is_connect() { "connecting" } else { phase },
+                after,
+            };
+        }
+        DownloadError::Network {
+            url: url.to_string(),
+            reason: error_chain(e),
+            transient: !e.is_redirect() && !e.is_builder(),
+        }
+    }
+
+    async fn get_once(
+        &self,
+        url: &str,
+        parsed: Url,
+        dest: &Path,
+        progress: Progress<'_>,
+    ) -> Result<Fetched, DownloadError> {
+        let wait = self.settings.connect_timeout + self.settings.read_timeout;
+        let response = tokio::time::timeout(wait, self.client.get(parsed).send())
+            .await
+            .map_err(|_| DownloadError::Timeout {
+                url: url.to_string(),
+                what: "waiting for the response",
+                after: wait,
+            })?
+            .map_err(|e| self.map_reqwest(url, &e, "waiting for the response"))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(DownloadError::Status {
+                url: url.to_string(),
+                status: status.as_u16(),
+                reason: status.canonical_reason().unwrap_or("").to_string(),
+            });
+        }
+        let limit = self.settings.max_bytes;
+        let expected = response.content_length();
+        if let Some(n) = expected {
+            if n > limit {
+                return Err(DownloadError::TooLarge {
+                    url: url.to_string(),
+                    limit,
+                    detail: format!("Content-Length {n}"),
+                });
+            }
+        }
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let mut response = response;
+        let mut file = create(dest).await?;
+        let mut hasher = Sha256::new();
+        let mut got = 0u64;
+        loop {
+            let chunk = tokio::time::timeout(self.settings.read_timeout, response.chunk())
+                .await
+                .map_err(|_| DownloadError::Timeout {
+                    url: url.to_string(),
+                    what: "reading the body",
+                    after: self.settings.read_timeout,
+                })?;
+            let chunk = match chunk {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(e) if e.is_timeout() => {
+                    return Err(self.map_reqwest(url, &e, "reading the body"))
+                }
+                Err(e) => {
+                    tracing::debug!(%url, error = %error_chain(&e), got, "body ended early");
+                    return Err(DownloadError::Truncated {
+                        url: url.to_string(),
+                        got,
+                        expected,
+                    });
+                }
+            };
+            got += chunk.len() as u64;
+            if got > limit {
+                return Err(DownloadError::TooLarge {
+                    url: url.to_string(),
+                    limit,
+                    detail: format!("more than {limit} bytes arrived"),
+                });
+            }
+            hasher.update(&chunk);
+            write(&mut file, dest, &chunk).await?;
+            progress(got, expected);
+        }
+        if let Some(n) = expected {
+            if got < n {
+                return Err(DownloadError::Truncated {
+                    url: url.to_string(),
+                    got,
+                    expected,
+                });
+            }
+        }
+        finish(&mut file, dest).await?;
+        Ok(Fetched {
+            path: dest.to_path_buf(),
+            bytes: got,
+            sha256: hex(&hasher.finalize()),
+            content_type,
+            attempts: 1,
+        })
+    }
+
+    async fn copy_file(
+        &self,
+        url: &str,
+        parsed: &Url,
+        dest: &Path,
+        progress: Progress<'_>,
+    ) -> Result<Fetched, DownloadError> {
+        let source = parsed.to_file_path().map_err(|_| DownloadError::BadUrl {
+            url: url.to_string(),
+            reason: "not a local file path".into(),
+        })?;
+        let io = |e: std::io::Error| DownloadError::Io {
+            path: source.display().to_string(),
+            reason: e.to_string(),
+        };
+        let mut input = tokio::fs::File::open(&source).await.map_err(io)?;
+        let limit = self.settings.max_bytes;
+        let size = input.metadata().await.map_err(io)?.len();
+        if size > limit {
+            return Err(DownloadError::TooLarge {
+                url: url.to_string(),
+                limit,
+                detail: format!("file is {size} bytes"),
+            });
+        }
+        let mut file = create(dest).await?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut got = 0u64;
+        loop {
+            let n = input.read(&mut buf).await.map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            got += n as u64;
+            if got > limit {
+                return Err(DownloadError::TooLarge {
+                    url: url.to_string(),
+                    limit,
+                    detail: format!("more than {limit} bytes read"),
+                });
+            }
+            hasher.update(&buf[..n]);
+            write(&mut file, dest, &buf[..n]).await?;
+            progress(got, Some(size));
+        }
+        finish(&mut file, dest).await?;
+        Ok(Fetched {
+            path: dest.to_path_buf(),
+            bytes: got,
+            sha256: hex(&hasher.finalize()),
+            content_type: None,
+            attempts: 1,
+        })
+    }
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> DownloadError {
+    DownloadError::Io {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    }
+}
+
+async fn create(path: &Path) -> Result<tokio::fs::File, DownloadError> {
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| io_error(parent, e))?;
+    }
+    tokio::fs::File::create(path)
+        .await
+        .map_err(|e| io_error(path, e))
+}
+
+async fn write(file: &mut tokio::fs::File, path: &Path, bytes: &[u8]) -> Result<(), DownloadError> {
+    file.write_all(bytes).await.map_err(|e| io_error(path, e))
+}
+
+async fn finish(file: &mut tokio::fs::File, path: &Path) -> Result<(), DownloadError> {
+    file.flush().await.map_err(|e| io_error(path, e))?;
+    file.sync_all().await.map_err(|e| io_error(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemes_are_vetted() {
+        let d = Downloader::new(DownloadSettings::default()).unwrap();
+        assert!(d.check_url("http://example.com/a.mp3").is_ok());
+        assert!(d.check_url("https://example.com/a.mp3").is_ok());
+        let err = d.check_url("file:///etc/passwd").unwrap_err();
+        assert!(
+            matches!(err, DownloadError::UnsupportedScheme { .. }),
+            "{err}"
+        );
+        assert!(d.check_url("ftp://example.com/a.mp3").is_err());
+        assert!(d.check_url("not a url").is_err());
+        let d = Downloader::new(DownloadSettings::default().with_file_urls(true)).unwrap();
+        assert!(d.check_url("file:///tmp/a.wav").is_ok());
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let d = Downloader::new(
+            DownloadSettings::default()
+                .with_backoff(Duration::from_millis(100), Duration::from_millis(400)),
+        )
+        .unwrap();
+        for attempt in 1..10 {
+            let cap = (100u64 << (attempt - 1)).min(400);
+            assert!(d.backoff(attempt) <= Duration::from_millis(cap));
+        }
+    }
+}

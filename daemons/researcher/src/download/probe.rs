@@ -1,0 +1,81 @@
+//! Is this file audio? A symphonia probe (container + an audio track with a known codec)
+//! reads only the headers, so an HTML error page or a JSON body is refused before anyone
+//! spends time decoding it.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use symphonia::core::codecs::CODEC_TYPE_NULL;
+use symphonia::core::formats::FormatOptions;
+use symphonia::core::io::MediaSourceStream;
+use symphonia::core::meta::MetadataOptions;
+use symphonia::core::probe::Hint;
+
+use super::DownloadError;
+
+/// Probes a file; `Err(reason)` when no supported container with an audio track whose
+/// codec this build decodes is found.
+pub fn probe_audio(path: &Path) -> Result<(), String> {
+    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let mss = MediaSourceStream::new(Box::new(file), Default::default());
+    let probed = symphonia::default::get_probe()
+        .format(
+            &Hint::new(),
+            mss,
+            &FormatOptions::default(),
+            &MetadataOptions::default(),
+        )
+        .map_err(|e| format!("no supported audio container: {e}"))?;
+    let track = probed
+        .format
+        .tracks()
+        .iter()
+        .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
+        .ok_or_else(|| "no audio track".to_string())?;
+    symphonia::default::get_codecs()
+        .make(&track.codec_params, &Default::default())
+        .map(|_| ())
+        .map_err(|e| format!("unsupported codec: {e}"))
+}
+
+fn head_text(path: &Path) -> String {
+    let mut buf = [0u8; 48];
+    let n = File::open(path)
+        .and_then(|mut f| f.read(&mut buf))
+        .unwrap_or(0);
+    buf[..n]
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '.'
+            }
+        })
+        .collect()
+}
+
+/// Checks a downloaded file is audio, on a blocking thread; the error names the URL, the
+/// Content-Type and the first bytes ("not audio: text/html body from http://...").
+pub async fn check_audio(
+    path: &Path,
+    url: &str,
+    content_type: Option<&str>,
+) -> Result<(), DownloadError> {
+    let owned = path.to_path_buf();
+    let verdict = tokio::task::spawn_blocking(move || {
+        probe_audio(&owned).map_err(|reason| (reason, head_text(&owned)))
+    })
+    .await
+    .map_err(|e| DownloadError::Io {
+        path: path.display().to_string(),
+        reason: format!("probe task failed: {e}"),
+    })?;
+    verdict.map_err(|(reason, head)| DownloadError::NotAudio {
+        url: url.to_string(),
+        content_type: content_type.unwrap_or("unknown").to_string(),
+        reason,
+        head,
+    })
+}

@@ -1,0 +1,457 @@
+//! One claimed job's shared state: the job record and version, the lease, progress, and
+//! the admin request. Every write to the job or lease goes through here, serialised by
+//! one mutex, so the heartbeat and the main flow never race each other's versions.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use archivist_engine::lock::JobLock;
+use archivist_engine::ops::{self, Mode, Op};
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{
+    JobProgress, JobRecord, JobRequest, LeaseRecord, ReportRecord,
+};
+use archivist_engine::schema::JobState;
+use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::{jobs, store, zk, EngineError, Session};
+use tokio_util::sync::CancellationToken;
+
+/// What a finishing transition does besides moving the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseOp {
+    /// Leave the lease as it is (the recorder revokes it after `reported`).
+    Leave,
+    /// Delete it (failed, cancelled, held).
+    Delete,
+    /// Clear its holder (handed back to `pending`).
+    ClearHolder,
+}
+
+/// A transition of the held job.
+#[derive(Debug, Clone)]
+pub(crate) struct Move {
+    pub to: JobState,
+    pub release: bool,
+    pub failed: bool,
+    pub message: Option<String>,
+    pub clear_holder: bool,
+    pub clear_request: bool,
+    pub lease: LeaseOp,
+    pub report: Option<ReportRecord>,
+    pub step: &'static str,
+    pub result: String,
+}
+
+impl Move {
+    /// Keeps the lock, touches nothing else.
+    pub fn keep(to: JobState, step: &'static str, result: impl Into<String>) -> Move {
+        Move {
+            to,
+            release: false,
+            failed: false,
+            message: None,
+            clear_holder: false,
+            clear_request: false,
+            lease: LeaseOp::Leave,
+            report: None,
+            step,
+            result: result.into(),
+        }
+    }
+
+    /// Releases the lock.
+    pub fn release(to: JobState, step: &'static str, result: impl Into<String>) -> Move {
+        Move {
+            release: true,
+            ..Move::keep(to, step, result)
+        }
+    }
+}
+
+struct Held {
+    job: JobRecord,
+    version: i32,
+    lease: Option<(LeaseRecord, i32)>,
+}
+
+/// The shared state of one job being researched.
+pub(crate) struct JobCtx {
+    pub session: Session,
+    pub lock: JobLock,
+    pub me: String,
+    pub job_id: String,
+    pub episode: String,
+    pub total_clips: usize,
+    held: tokio::sync::Mutex<Held>,
+    progress: Mutex<JobProgress>,
+    request: Mutex<Option<JobRequest>>,
+    /// Fires when an admin request (cancel, hold) arrives.
+    pub stop: CancellationToken,
+}
+
+impl JobCtx {
+    pub fn new(
+        session: Session,
+        lock: JobLock,
+        me: &str,
+        job: JobRecord,
+        version: i32,
+        lease: Option<(LeaseRecord, i32)>,
+    ) -> JobCtx {
+        JobCtx {
+            session,
+            lock,
+            me: me.to_string(),
+            job_id: job.id.clone(),
+            episode: job.episode.clone(),
+            total_clips: job.clips.len(),
+            progress: Mutex::new(job.progress.clone()),
+            held: tokio::sync::Mutex::new(Held {
+                job,
+                version,
+                lease,
+            }),
+            request: Mutex::new(None),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    fn job_path(&self) -> String {
+        paths::job(&self.job_id)
+    }
+
+    fn lease_path(&self) -> String {
+        paths::lease(&self.job_id)
+    }
+
+    /// The admin request that fired [`JobCtx::stop`], if any.
+    pub fn request(&self) -> Option<JobRequest> {
+        self.request.lock().ok().and_then(|r| *r)
+    }
+
+    fn note_request(&self, job: &JobRecord) {
+        if let Some(req) = job.request {
+            if let Ok(mut r) = self.request.lock() {
+                if r.is_none() {
+                    tracing::info!(job = %self.job_id, episode = %self.episode, state = %job.status, request = ?req, "admin request noticed");
+                }
+                *r = Some(req);
+            }
+            self.stop.cancel();
+        }
+    }
+
+    /// Snapshot of the progress.
+    pub fn progress(&self) -> JobProgress {
+        self.progress.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    fn update_progress(&self, f: impl FnOnce(&mut JobProgress)) {
+        if let Ok(mut p) = self.progress.lock() {
+            let before = p.fraction;
+            f(&mut p);
+            p.fraction = p.fraction.clamp(before, 1.0);
+        }
+    }
+
+    /// Raises the fraction done (never lowers it).
+    pub fn raise(&self, fraction: f64) {
+        self.update_progress(|p| p.fraction = p.fraction.max(fraction));
+    }
+
+    /// Download progress: bytes so far and the fraction of the download phase.
+    pub fn downloaded(&self, bytes: u64, total: Option<u64>) {
+        self.update_progress(|p| {
+            p.bytes = p.bytes.max(bytes);
+            if let Some(t) = total.filter(|t| *t > 0) {
+                p.fraction = p
+                    .fraction
+                    .max(0.02 + 0.38 * (bytes as f64 / t as f64).min(1.0));
+            }
+        });
+    }
+
+    /// One more clip done (reported, skipped or already researched).
+    pub fn clip_done(&self) {
+        let total = self.total_clips.max(1) as f64;
+        self.update_progress(|p| {
+            p.clips_done += 1;
+            p.fraction = p
+                .fraction
+                .max(0.45 + 0.55 * (p.clips_done as f64 / total).min(1.0));
+        });
+    }
+
+    /// The episode's media URL.
+    pub async fn media_url(&self) -> String {
+        self.held.lock().await.job.media_url.clone()
+    }
+
+    /// Current job status as last seen.
+    pub async fn status(&self) -> JobState {
+        self.held.lock().await.job.status
+    }
+
+    /// Creates a non-final report in a multi with a check of the job lock. A report that
+    /// exists already counts as made.
+    ///
+    /// # Errors
+    /// A precondition on the lock (this worker lost it), or a write/session failure.
+    pub async fn report(&self, report: &ReportRecord) -> Result<(), EngineError> {
+        let path = paths::report(&paths::report_name(&report.job, &report.clip));
+        let op = Op::Create {
+            path: path.clone(),
+            data: store::encode(&path, report)?,
+            mode: Mode::Persistent,
+        };
+        match ops::commit(&self.session, &[self.lock.check_op(), op]).await {
+            Ok(_) => Ok(()),
+            Err(EngineError::Precondition { op, .. }) if op.contains(&path) => {
+                tracing::info!(job = %self.job_id, episode = %self.episode, clip = %report.clip, "report already there");
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Commits a transition of the held job, re-reading and retrying when the job's
+    /// version moved (an admin request), the lease moved (a recorder extended it) or is
+    /// gone, or the report already exists.
+    ///
+    /// # Errors
+    /// A precondition on the lock means this worker lost the job; the job in a state
+    /// that no longer allows the move is [`EngineError::WrongState`].
+    pub async fn transition(&self, m: Move) -> Result<(), EngineError> {
+        let mut held = self.held.lock().await;
+        let job_path = self.job_path();
+        let lease_path = self.lease_path();
+        let lock_path = self.lock.path.clone();
+        let report_path = m
+            .report
+            .as_ref()
+            .map(|r| paths::report(&paths::report_name(&r.job, &r.clip)));
+        let mut with_report = m.report.is_some();
+        let mut last_error = None;
+        for _ in 0..6 {
+            let progress = self.progress();
+            let lock = if m.release {
+                LockAction::Release(self.lock.clone())
+            } else {
+                LockAction::Keep(self.lock.clone())
+            };
+            let mut t = Transition::new(&held.job, held.version, m.to)
+                .lock(lock)
+                .edit(|j| {
+                    j.progress = progress;
+                    if m.message.is_some() {
+                        j.message = m.message.clone();
+                    }
+                    if m.clear_holder {
+                        j.holder = None;
+                    }
+                    if m.clear_request {
+                        j.request = None;
+                    }
+                })
+                .event(&self.me, m.step, &m.result);
+            if m.failed {
+                t = t.failed();
+            }
+            let mut extra = Vec::new();
+            if let (true, Some(report), Some(path)) = (with_report, &m.report, &report_path) {
+                extra.push(Op::Create {
+                    path: path.clone(),
+                    data: store::encode(path, report)?,
+                    mode: Mode::Persistent,
+                });
+            }
+            match (m.lease, &held.lease) {
+                (LeaseOp::Delete, Some(_)) => extra.push(Op::Delete {
+                    path: lease_path.clone(),
+                    version: None,
+                }),
+                (LeaseOp::ClearHolder, Some((lease, version))) => {
+                    let mut next = lease.clone();
+                    next.holder = None;
+                    extra.push(Op::SetData {
+                        path: lease_path.clone(),
+                        data: store::encode(&lease_path, &next)?,
+                        version: Some(*version),
+                    });
+                }
+                _ => {}
+            }
+            let t = t.with_ops(extra);
+            match t.commit(&self.session).await {
+                Ok((job, version)) => {
+                    held.job = job;
+                    held.version = version;
+                    if matches!(m.lease, LeaseOp::Delete) {
+                        held.lease = None;
+                    }
+                    return Ok(());
+                }
+                Err(EngineError::Precondition { op, source }) => {
+                    if op.contains(&lock_path) {
+                        return Err(EngineError::Precondition { op, source });
+                    } else if report_path
+                        .as_ref()
+                        .is_some_and(|p| op.contains(p.as_str()))
+                    {
+                        tracing::info!(job = %self.job_id, episode = %self.episode, "final report already there; moving without it");
+                        with_report = false;
+                    } else if op.contains(&lease_path) {
+                        held.lease = store::read::<LeaseRecord>(&self.session, &lease_path)
+                            .await?
+                            .map(|(l, s)| (l, s.version));
+                    } else if op.contains(&job_path) {
+                        let (job, version) = jobs::read(&self.session, &self.job_id).await?;
+                        self.note_request(&job);
+                        let from = held.job.status;
+                        held.job = job;
+                        held.version = version;
+                        if held.job.status != from {
+                            return Err(EngineError::WrongState {
+                                job: self.job_id.clone(),
+                                expected: from,
+                                actual: held.job.status,
+                            });
+                        }
+                    } else {
+                        return Err(EngineError::Precondition { op, source });
+                    }
+                    last_error = Some(op);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(EngineError::Config(format!(
+            "job {}: transition to {} kept conflicting ({})",
+            self.job_id,
+            m.to,
+            last_error.unwrap_or_default()
+        )))
+    }
+
+    /// Extends the lease and publishes progress, both version-checked.
+    pub async fn beat(&self) {
+        let mut held = self.held.lock().await;
+        let client = self.session.client();
+        let lease_path = self.lease_path();
+        if let Some((lease, version)) = held.lease.clone() {
+            let mut next = lease;
+            next.extensions += 1;
+            let written = match store::encode(&lease_path, &next) {
+                Ok(data) => client.set_data(&lease_path, &data, Some(version)).await,
+                Err(e) => {
+                    tracing::warn!(job = %self.job_id, error = %e, "cannot encode lease");
+                    return;
+                }
+            };
+            match written {
+                Ok(stat) => held.lease = Some((next, stat.version)),
+                Err(zk::Error::BadVersion) => {
+                    // The recorder extended it meanwhile; take its version if still ours.
+                    match store::read::<LeaseRecord>(&self.session, &lease_path).await {
+                        Ok(Some((l, s))) if l.holder.as_deref() == Some(self.me.as_str()) => {
+                            held.lease = Some((l, s.version));
+                        }
+                        Ok(_) => {
+                            tracing::warn!(job = %self.job_id, episode = %self.episode, "lease revoked or taken; results are still reported");
+                            held.lease = None;
+                        }
+                        Err(e) => {
+                            tracing::warn!(job = %self.job_id, error = %e, "cannot re-read lease")
+                        }
+                    }
+                }
+                Err(zk::Error::NoNode) => {
+                    tracing::warn!(job = %self.job_id, episode = %self.episode, "lease revoked; results are still reported");
+                    held.lease = None;
+                }
+                Err(e) => tracing::warn!(job = %self.job_id, error = %e, "lease heartbeat failed"),
+            }
+        }
+        let progress = self.progress();
+        if progress == held.job.progress {
+            return;
+        }
+        let job_path = self.job_path();
+        let mut next = held.job.clone();
+        next.progress = progress;
+        let data = match store::encode(&job_path, &next) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(job = %self.job_id, error = %e, "cannot encode job");
+                return;
+            }
+        };
+        match client.set_data(&job_path, &data, Some(held.version)).await {
+            Ok(stat) => {
+                held.job = next;
+                held.version = stat.version;
+            }
+            Err(zk::Error::BadVersion) => match jobs::read(&self.session, &self.job_id).await {
+                Ok((job, version)) => {
+                    self.note_request(&job);
+                    held.job = job;
+                    held.version = version;
+                }
+                Err(e) => tracing::warn!(job = %self.job_id, error = %e, "cannot re-read job"),
+            },
+            Err(e) => tracing::warn!(job = %self.job_id, error = %e, "progress write failed"),
+        }
+    }
+
+    /// Reads the job (setting a watch) and notices an admin request; returns the watcher.
+    async fn look(&self) -> Option<zk::OneshotWatcher> {
+        let path = self.job_path();
+        match self.session.client().get_and_watch_data(&path).await {
+            Ok((data, stat, watcher)) => {
+                match archivist_engine::schema::records::decode::<JobRecord>(&path, &data) {
+                    Ok(job) => {
+                        self.note_request(&job);
+                        let mut held = self.held.lock().await;
+                        if stat.version > held.version {
+                            held.job = job;
+                            held.version = stat.version;
+                        }
+                    }
+                    Err(e) => tracing::warn!(job = %self.job_id, error = %e, "unreadable job"),
+                }
+                Some(watcher)
+            }
+            Err(e) => {
+                tracing::warn!(job = %self.job_id, error = %e, "cannot watch job");
+                None
+            }
+        }
+    }
+
+    /// Heartbeats every `interval` and watches the job for admin requests until `done`
+    /// fires or the session is lost.
+    pub async fn keep_alive(&self, interval: Duration, done: CancellationToken) {
+        let lost = self.session.lost();
+        let mut next_beat = tokio::time::Instant::now() + interval;
+        loop {
+            let watcher = self.look().await;
+            let changed = async {
+                match watcher {
+                    Some(w) => {
+                        w.changed().await;
+                    }
+                    None => tokio::time::sleep(interval).await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep_until(next_beat) => {
+                    self.beat().await;
+                    next_beat = tokio::time::Instant::now() + interval;
+                }
+                _ = changed => {}
+                _ = done.cancelled() => return,
+                _ = lost.cancelled() => return,
+            }
+        }
+    }
+}

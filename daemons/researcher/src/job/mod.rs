@@ -1,0 +1,494 @@
+//! Researching one claimed job, following docs/protocol.md's Researcher section:
+//!
+//! 1. claim: `pending -> leased` keeping the lock, with the lease write (holder = me) in
+//!    the same multi; a job whose lease is gone is left alone;
+//! 2. download the episode to `work_dir/episodes/<job>.media` and check it is audio;
+//! 3. decode and analyse it on a blocking thread, then `leased -> researching`;
+//! 4. per clip: fetch (cached), match on a blocking thread, report at once (a multi with
+//!    a check of the lock); the last report is `final` and goes in the same multi as
+//!    `researching -> reported`, which releases the lock;
+//! 5. meanwhile a heartbeat extends the lease and publishes progress, and a watch on the
+//!    job notices an admin `request` (cancel, hold) within seconds.
+//!
+//! Shutdown winds down: during the download the job is handed back to `pending`; while
+//! matching, the current clip is finished and its report is the final one.
+
+mod ctx;
+mod report;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use archivist_engine::consumer::Claimed;
+use archivist_engine::ops::Op;
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{ClipRecord, JobRequest, LeaseRecord, ResearchRecord};
+use archivist_engine::schema::JobState;
+use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::{store, EngineError, Session};
+use archivist_matcher::decode::decode_file;
+use archivist_matcher::{MatchConfig, Matcher};
+use tokio_util::sync::CancellationToken;
+
+use crate::clips::{relabel, ClipCache, ClipError};
+use crate::download::Downloader;
+use ctx::{JobCtx, LeaseOp, Move};
+use report::{occurrences, ClipOutcome};
+
+/// How a job ended for this worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Every clip reported; the job is `reported`.
+    Reported {
+        /// Reports written by this run.
+        reports: usize,
+    },
+    /// Shutdown: the job is `reported` with what was done.
+    WoundDown {
+        /// Reports written by this run.
+        reports: usize,
+    },
+    /// Shutdown during the download: the job is back in `pending`.
+    HandedBack,
+    /// The job is `failed` with this reason.
+    Failed(String),
+    /// An admin request was obeyed.
+    Stopped(JobRequest),
+    /// The job could not be claimed (lease gone, or it moved).
+    Refused(String),
+    /// The lock was lost (someone removed it); nothing more was written.
+    LockLost,
+}
+
+impl Outcome {
+    /// Label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Reported { .. } => "reported",
+            Outcome::WoundDown { .. } => "wound_down",
+            Outcome::HandedBack => "handed_back",
+            Outcome::Failed(_) => "failed",
+            Outcome::Stopped(JobRequest::Cancel) => "cancelled",
+            Outcome::Stopped(JobRequest::Hold) => "held",
+            Outcome::Refused(_) => "refused",
+            Outcome::LockLost => "lock_lost",
+        }
+    }
+}
+
+/// Everything a job needs from the process: identity, settings, downloader, clip cache.
+pub(crate) struct Worker {
+    pub me: String,
+    pub work_dir: PathBuf,
+    pub heartbeat: Duration,
+    pub matching: MatchConfig,
+    pub downloader: Downloader,
+    pub clips: ClipCache,
+}
+
+enum Decoded {
+    Ready(Box<Matcher>, Vec<String>),
+    Failed(String),
+}
+
+impl Worker {
+    /// Clip ids of the job not yet researched for the episode nor reported by this job.
+    async fn clips_to_do(
+        &self,
+        session: &Session,
+        job: &archivist_engine::schema::records::JobRecord,
+    ) -> Result<Vec<String>, EngineError> {
+        let research = store::read::<ResearchRecord>(session, &paths::research(&job.episode))
+            .await?
+            .map(|(r, _)| r);
+        let mut todo = Vec::new();
+        for clip in &job.clips {
+            let researched = paths::clip_number(clip)
+                .zip(research.as_ref())
+                .is_some_and(|(n, r)| r.is_researched(n));
+            if researched {
+                continue;
+            }
+            let report = paths::report(&paths::report_name(&job.id, clip));
+            if store::exists(session, &report).await?.is_some() {
+                continue;
+            }
+            todo.push(clip.clone());
+        }
+        Ok(todo)
+    }
+
+    /// Claims and researches one job the consumer locked in `pending`.
+    pub async fn research(&self, claimed: Claimed) -> Result<Outcome, EngineError> {
+        let Claimed {
+            job,
+            version,
+            lock,
+            session,
+            shutdown,
+        } = claimed;
+        let lease_path = paths::lease(&job.id);
+        let Some((mut lease, lease_stat)) =
+            store::read::<LeaseRecord>(&session, &lease_path).await?
+        else {
+            lock.release(&session).await?;
+            return Ok(Outcome::Refused(format!("{lease_path} is gone")));
+        };
+        let todo = self.clips_to_do(&session, &job).await?;
+        let skipped = job.clips.len() - todo.len();
+        lease.holder = Some(self.me.clone());
+        lease.extensions += 1;
+        let lease_data = store::encode(&lease_path, &lease)?;
+        let me = self.me.clone();
+        let claim = Transition::new(&job, version, JobState::Leased)
+            .lock(LockAction::Keep(lock.clone()))
+            .edit(|j| {
+                j.holder = Some(me.clone());
+                j.message = None;
+                j.progress.fraction = j.progress.fraction.max(0.02);
+            })
+            .event(
+                &self.me,
+                "claim",
+                &format!(
+                    "ok: {} of {} clips to research",
+                    todo.len(),
+                    job.clips.len()
+                ),
+            )
+            .with_ops([Op::SetData {
+                path: lease_path.clone(),
+                data: lease_data,
+                version: Some(lease_stat.version),
+            }])
+            .commit(&session)
+            .await;
+        let (job, version) = match claim {
+            Ok(claimed) => claimed,
+            Err(e) if e.is_conflict() => {
+                let _ = lock.release(&session).await;
+                return Ok(Outcome::Refused(e.to_string()));
+            }
+            Err(e) => {
+                let _ = lock.release(&session).await;
+                return Err(e);
+            }
+        };
+        tracing::info!(job = %job.id, episode = %job.episode, state = %job.status, clips = todo.len(), skipped, "claimed");
+        let lease_version = lease_stat.version + 1;
+        let interval = self.heartbeat.min(Duration::from_millis(
+            (lease.duration_ms.max(300) / 3) as u64,
+        ));
+        let ctx = Arc::new(JobCtx::new(
+            session,
+            lock,
+            &self.me,
+            job,
+            version,
+            Some((lease, lease_version)),
+        ));
+        for _ in 0..skipped {
+            ctx.clip_done();
+        }
+        let done = CancellationToken::new();
+        let alive = {
+            let ctx = ctx.clone();
+            let done = done.clone();
+            tokio::spawn(async move { ctx.keep_alive(interval, done).await })
+        };
+        let result = self.work(&ctx, todo, &shutdown).await;
+        done.cancel();
+        let _ = alive.await;
+        match result {
+            Err(e) if e.is_conflict() && !e.is_session_lost() => {
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "lost the job");
+                Ok(Outcome::LockLost)
+            }
+            Err(e) if !e.is_session_lost() => {
+                // Something unexpected: record it on the job if we still can.
+                let reason = format!("researcher error: {e}");
+                match self.fail(&ctx, reason.clone()).await {
+                    Ok(outcome) => Ok(outcome),
+                    Err(_) => Err(e),
+                }
+            }
+            other => other,
+        }
+    }
+
+    async fn fail(&self, ctx: &JobCtx, reason: String) -> Result<Outcome, EngineError> {
+        let state = ctx.status().await;
+        tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, %state, %reason, "job failed");
+        let mut m = Move::release(JobState::Failed, "research", reason.clone());
+        m.failed = true;
+        m.message = Some(reason.clone());
+        m.clear_holder = true;
+        m.lease = LeaseOp::Delete;
+        ctx.transition(m).await?;
+        Ok(Outcome::Failed(reason))
+    }
+
+    async fn obey(&self, ctx: &JobCtx) -> Result<Outcome, EngineError> {
+        let request = ctx.request().unwrap_or(JobRequest::Cancel);
+        let (to, word) = match request {
+            JobRequest::Cancel => (JobState::Cancelled, "cancel requested"),
+            JobRequest::Hold => (JobState::Held, "hold requested"),
+        };
+        let mut m = Move::release(to, word, "ok");
+        m.message = Some(format!("{word} by an operator"));
+        m.clear_holder = true;
+        m.clear_request = true;
+        m.lease = LeaseOp::Delete;
+        ctx.transition(m).await?;
+        Ok(Outcome::Stopped(request))
+    }
+
+    async fn hand_back(&self, ctx: &JobCtx) -> Result<Outcome, EngineError> {
+        let mut m = Move::release(JobState::Pending, "shutdown", "handed back");
+        m.clear_holder = true;
+        m.lease = LeaseOp::ClearHolder;
+        ctx.transition(m).await?;
+        Ok(Outcome::HandedBack)
+    }
+
+    async fn work(
+        &self,
+        ctx: &JobCtx,
+        todo: Vec<String>,
+        shutdown: &CancellationToken,
+    ) -> Result<Outcome, EngineError> {
+        let lost = ctx.session.lost();
+        if todo.is_empty() {
+            ctx.transition(Move::keep(
+                JobState::Researching,
+                "media decoded",
+                "skipped: nothing to research",
+            ))
+            .await?;
+            ctx.transition(Move::release(
+                JobState::Reported,
+                "final report",
+                "every clip was already researched",
+            ))
+            .await?;
+            return Ok(Outcome::Reported { reports: 0 });
+        }
+        let url = ctx.media_url().await;
+        let dest = self
+            .work_dir
+            .join("episodes")
+            .join(format!("{}.media", ctx.job_id));
+        let started = Instant::now();
+        let never = CancellationToken::new();
+        let progress = |bytes: u64, total: Option<u64>| ctx.downloaded(bytes, total);
+        let fetched = tokio::select! {
+            r = self.downloader.fetch_audio(&url, &dest, &never, &progress) => r,
+            _ = ctx.stop.cancelled() => { remove(&dest).await; return self.obey(ctx).await }
+            _ = shutdown.cancelled() => { remove(&dest).await; return self.hand_back(ctx).await }
+            _ = lost.cancelled() => { remove(&dest).await; return Err(EngineError::SessionLost("while downloading".into())) }
+        };
+        let fetched = match fetched {
+            Ok(f) => f,
+            Err(e) => return self.fail(ctx, e.to_string()).await,
+        };
+        tracing::info!(job = %ctx.job_id, episode = %ctx.episode, state = "leased", bytes = fetched.bytes, attempts = fetched.attempts, secs = started.elapsed().as_secs_f64(), "episode downloaded");
+        ctx.downloaded(fetched.bytes, Some(fetched.bytes));
+        let decode_started = Instant::now();
+        let path = dest.clone();
+        let label = url.clone();
+        let config = self.matching.clone();
+        let decoding = tokio::task::spawn_blocking(move || {
+            let result = decode_file(&path);
+            let _ = std::fs::remove_file(&path);
+            match result {
+                Ok(audio) => Decoded::Ready(
+                    Box::new(Matcher::from_samples(audio.samples, config)),
+                    audio.warnings,
+                ),
+                Err(e) => Decoded::Failed(relabel(e, &label).to_string()),
+            }
+        });
+        let decoded = tokio::select! {
+            r = decoding => r.map_err(|e| EngineError::Config(format!("decode task failed: {e}")))?,
+            _ = ctx.stop.cancelled() => return self.obey(ctx).await,
+            _ = shutdown.cancelled() => return self.hand_back(ctx).await,
+            _ = lost.cancelled() => return Err(EngineError::SessionLost("while decoding".into())),
+        };
+        let (matcher, warnings) = match decoded {
+            Decoded::Ready(m, w) => (Arc::new(*m), w),
+            Decoded::Failed(reason) => return self.fail(ctx, reason).await,
+        };
+        metrics::histogram!("archivist_researcher_decode_seconds")
+            .record(decode_started.elapsed().as_secs_f64());
+        let episode_s = matcher.episode_duration_s();
+        let mut note = format!("ok: {episode_s:.3} s of audio");
+        for w in &warnings {
+            note.push_str("; ");
+            note.push_str(w);
+        }
+        ctx.raise(0.45);
+        ctx.transition(Move::keep(JobState::Researching, "media decoded", note))
+            .await?;
+        tracing::info!(job = %ctx.job_id, episode = %ctx.episode, state = "researching", episode_s, memory_mb = matcher.heap_bytes() / (1 << 20), "episode decoded");
+        self.match_clips(ctx, matcher, todo, shutdown).await
+    }
+
+    async fn match_clips(
+        &self,
+        ctx: &JobCtx,
+        matcher: Arc<Matcher>,
+        todo: Vec<String>,
+        shutdown: &CancellationToken,
+    ) -> Result<Outcome, EngineError> {
+        let lost = ctx.session.lost();
+        let episode_s = matcher.episode_duration_s();
+        let mut reports = 0usize;
+        let n = todo.len();
+        for (i, clip) in todo.iter().enumerate() {
+            if ctx.stop.is_cancelled() {
+                return self.obey(ctx).await;
+            }
+            if shutdown.is_cancelled() {
+                ctx.transition(Move::release(
+                    JobState::Reported,
+                    "final report",
+                    format!("wound down after {reports} reports"),
+                ))
+                .await?;
+                return Ok(Outcome::WoundDown { reports });
+            }
+            let outcome = tokio::select! {
+                o = self.research_clip(ctx, &matcher, clip) => o?,
+                _ = ctx.stop.cancelled() => return self.obey(ctx).await,
+                _ = lost.cancelled() => return Err(EngineError::SessionLost("while matching".into())),
+            };
+            let last = i + 1 == n || shutdown.is_cancelled();
+            let report = outcome
+                .as_ref()
+                .map(|o| o.report(&ctx.job_id, &ctx.episode, &ctx.me, episode_s, last));
+            if report.is_some() {
+                reports += 1;
+            }
+            ctx.clip_done();
+            if last {
+                let wound_down = i + 1 < n;
+                let mut m = Move::release(
+                    JobState::Reported,
+                    "final report",
+                    if wound_down {
+                        format!("wound down after {reports} reports")
+                    } else {
+                        format!("ok: {reports} reports")
+                    },
+                );
+                m.report = report;
+                ctx.transition(m).await?;
+                tracing::info!(job = %ctx.job_id, episode = %ctx.episode, state = "reported", reports, wound_down, "final report");
+                return Ok(if wound_down {
+                    Outcome::WoundDown { reports }
+                } else {
+                    Outcome::Reported { reports }
+                });
+            }
+            if let Some(report) = report {
+                ctx.report(&report).await?;
+            }
+        }
+        // Only reached with an empty list, which `work` handles before downloading.
+        ctx.transition(Move::release(
+            JobState::Reported,
+            "final report",
+            "no clips",
+        ))
+        .await?;
+        Ok(Outcome::Reported { reports })
+    }
+
+    /// One clip: `None` when a transient problem (the clip's server is down) leaves it
+    /// for a later job instead of recording an error.
+    async fn research_clip(
+        &self,
+        ctx: &JobCtx,
+        matcher: &Arc<Matcher>,
+        clip: &str,
+    ) -> Result<Option<ClipOutcome>, EngineError> {
+        let record = store::read::<ClipRecord>(&ctx.session, &paths::clip(clip)).await;
+        let record = match record {
+            Ok(Some((r, _))) => r,
+            Ok(None) => {
+                metrics::counter!("archivist_researcher_clips_total", "result" => "error")
+                    .increment(1);
+                return Ok(Some(ClipOutcome::error(
+                    clip,
+                    format!("clip {clip} is not in the catalog"),
+                )));
+            }
+            Err(EngineError::Record(e)) => {
+                metrics::counter!("archivist_researcher_clips_total", "result" => "error")
+                    .increment(1);
+                return Ok(Some(ClipOutcome::error(clip, e.to_string())));
+            }
+            Err(e) => return Err(e),
+        };
+        let never = CancellationToken::new();
+        let decoded = match self
+            .clips
+            .get(
+                &record.fields.media_url,
+                record.fields.content_hash.as_deref(),
+                &never,
+            )
+            .await
+        {
+            Ok(d) => d,
+            Err(ClipError::Download(e)) if e.is_transient() => {
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, state = "researching", %clip, error = %e, "clip unavailable; left for a later job");
+                metrics::counter!("archivist_researcher_clips_total", "result" => "skipped")
+                    .increment(1);
+                return Ok(None);
+            }
+            Err(e) => {
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, state = "researching", %clip, error = %e, "clip unusable");
+                metrics::counter!("archivist_researcher_clips_total", "result" => "error")
+                    .increment(1);
+                return Ok(Some(ClipOutcome::error(clip, e.to_string())));
+            }
+        };
+        let started = Instant::now();
+        let m = matcher.clone();
+        let label = clip.to_string();
+        let found = tokio::task::spawn_blocking(move || m.find(&decoded.samples, &label))
+            .await
+            .map_err(|e| EngineError::Config(format!("match task failed: {e}")))?;
+        metrics::histogram!("archivist_researcher_match_seconds")
+            .record(started.elapsed().as_secs_f64());
+        Ok(Some(match found {
+            Ok(result) => {
+                let result_label = if result.occurrences.is_empty() {
+                    "not_found"
+                } else {
+                    "found"
+                };
+                metrics::counter!("archivist_researcher_clips_total", "result" => result_label)
+                    .increment(1);
+                tracing::debug!(job = %ctx.job_id, episode = %ctx.episode, state = "researching", %clip, occurrences = result.occurrences.len(), "clip matched");
+                ClipOutcome {
+                    clip: clip.to_string(),
+                    occurrences: occurrences(&result),
+                    error: None,
+                    clip_duration_s: result.clip_duration_s,
+                }
+            }
+            Err(e) => {
+                metrics::counter!("archivist_researcher_clips_total", "result" => "error")
+                    .increment(1);
+                ClipOutcome::error(clip, e.to_string())
+            }
+        }))
+    }
+}
+
+async fn remove(path: &std::path::Path) {
+    let _ = tokio::fs::remove_file(path).await;
+}

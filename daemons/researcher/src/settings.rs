@@ -1,0 +1,228 @@
+//! Settings of the researcher and of its downloader.
+//!
+//! Both structs deserialize from partial YAML/JSON (missing fields take the documented
+//! defaults) and have consuming `with_*` setters, so the binary maps its flags onto them
+//! and tests shrink every timeout to milliseconds.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use archivist_matcher::MatchConfig;
+use serde::{Deserialize, Serialize};
+
+/// Durations in settings files are written as milliseconds.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+/// How media is fetched over HTTP(S) (and from `file://` when allowed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DownloadSettings {
+    /// Time allowed to open a TCP/TLS connection. Defaults to 10 s.
+    #[serde(with = "millis", rename = "connect_timeout_ms")]
+    pub connect_timeout: Duration,
+    /// Longest wait for the next bytes of a response (headers or body). Defaults to 30 s.
+    #[serde(with = "millis", rename = "read_timeout_ms")]
+    pub read_timeout: Duration,
+    /// Largest body accepted, in bytes. Defaults to 2 GiB (a 2-hour WAV fits).
+    pub max_bytes: u64,
+    /// Tries per URL, the first included; only transient errors (timeouts, 5xx,
+    /// connection resets, truncated bodies) are tried again. Defaults to 4.
+    pub max_attempts: u32,
+    /// Wait before the first retry; doubles per retry, with full jitter. Defaults to 500 ms.
+    #[serde(with = "millis", rename = "initial_backoff_ms")]
+    pub initial_backoff: Duration,
+    /// Longest wait between retries. Defaults to 30 s.
+    #[serde(with = "millis", rename = "max_backoff_ms")]
+    pub max_backoff: Duration,
+    /// Accept `file://` URLs (local files). Defaults to false: a catalog entry must not
+    /// make a daemon read arbitrary local files unless the operator allows it.
+    pub allow_file_urls: bool,
+    /// The `User-Agent` header. Defaults to `archivist-researcher/<version>`.
+    pub user_agent: String,
+}
+
+impl Default for DownloadSettings {
+    fn default() -> Self {
+        DownloadSettings {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            max_bytes: 2 << 30,
+            max_attempts: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+            allow_file_urls: false,
+            user_agent: concat!("archivist-researcher/", env!("CARGO_PKG_VERSION")).to_string(),
+        }
+    }
+}
+
+impl DownloadSettings {
+    /// Sets the connect timeout. Defaults to 10 s.
+    pub fn with_connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Sets the read timeout. Defaults to 30 s.
+    pub fn with_read_timeout(mut self, t: Duration) -> Self {
+        self.read_timeout = t;
+        self
+    }
+
+    /// Sets the largest accepted body. Defaults to 2 GiB.
+    pub fn with_max_bytes(mut self, n: u64) -> Self {
+        self.max_bytes = n;
+        self
+    }
+
+    /// Sets the tries per URL (at least 1). Defaults to 4.
+    pub fn with_max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n.max(1);
+        self
+    }
+
+    /// Sets the first retry wait and the longest one. Defaults to 500 ms and 30 s.
+    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.initial_backoff = initial;
+        self.max_backoff = max.max(initial);
+        self
+    }
+
+    /// Allows `file://` URLs. Defaults to false.
+    pub fn with_file_urls(mut self, allow: bool) -> Self {
+        self.allow_file_urls = allow;
+        self
+    }
+}
+
+/// Everything the researcher daemon can be told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResearcherSettings {
+    /// Jobs researched at once; registered as the member's `slots`. Defaults to 1.
+    pub concurrency: u32,
+    /// Directory for downloads in progress and the clip cache. Defaults to
+    /// `/var/tmp/archivist-researcher`.
+    pub work_dir: PathBuf,
+    /// How often the lease is extended and progress published while a job runs (capped
+    /// at a third of the lease's duration). Defaults to 5 s.
+    #[serde(with = "millis", rename = "heartbeat_ms")]
+    pub heartbeat: Duration,
+    /// How often the pending queue is polled when no watch fires. Defaults to 2 s.
+    #[serde(with = "millis", rename = "poll_ms")]
+    pub poll: Duration,
+    /// How long a job that could not be claimed (its lease is gone) is passed over before
+    /// it is looked at again. Defaults to 30 s.
+    #[serde(with = "millis", rename = "refused_backoff_ms")]
+    pub refused_backoff: Duration,
+    /// Memory for decoded clips kept between jobs (least recently used go first), in
+    /// bytes. Defaults to 256 MiB.
+    pub clip_cache_bytes: usize,
+    /// Where this process serves metrics, written into its member record. Defaults to none.
+    pub metrics_addr: Option<String>,
+    /// Downloader settings.
+    pub download: DownloadSettings,
+    /// Matcher settings. Defaults to the matcher's defaults.
+    #[serde(rename = "match")]
+    pub matching: MatchConfig,
+}
+
+impl Default for ResearcherSettings {
+    fn default() -> Self {
+        ResearcherSettings {
+            concurrency: 1,
+            work_dir: PathBuf::from("/var/tmp/archivist-researcher"),
+            heartbeat: Duration::from_secs(5),
+            poll: Duration::from_secs(2),
+            refused_backoff: Duration::from_secs(30),
+            clip_cache_bytes: 256 << 20,
+            metrics_addr: None,
+            download: DownloadSettings::default(),
+            matching: MatchConfig::default(),
+        }
+    }
+}
+
+impl ResearcherSettings {
+    /// Sets the number of jobs run at once (at least 1). Defaults to 1.
+    pub fn with_concurrency(mut self, n: u32) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// Sets the work directory. Defaults to `/var/tmp/archivist-researcher`.
+    pub fn with_work_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.work_dir = dir.into();
+        self
+    }
+
+    /// Sets the heartbeat interval. Defaults to 5 s.
+    pub fn with_heartbeat(mut self, t: Duration) -> Self {
+        self.heartbeat = t;
+        self
+    }
+
+    /// Sets the queue poll interval. Defaults to 2 s.
+    pub fn with_poll(mut self, t: Duration) -> Self {
+        self.poll = t;
+        self
+    }
+
+    /// Sets how long an unclaimable job is passed over. Defaults to 30 s.
+    pub fn with_refused_backoff(mut self, t: Duration) -> Self {
+        self.refused_backoff = t;
+        self
+    }
+
+    /// Sets the decoded-clip memory budget. Defaults to 256 MiB.
+    pub fn with_clip_cache_bytes(mut self, n: usize) -> Self {
+        self.clip_cache_bytes = n;
+        self
+    }
+
+    /// Sets the metrics address written into the member record. Defaults to none.
+    pub fn with_metrics_addr(mut self, addr: Option<String>) -> Self {
+        self.metrics_addr = addr;
+        self
+    }
+
+    /// Sets the downloader settings.
+    pub fn with_download(mut self, d: DownloadSettings) -> Self {
+        self.download = d;
+        self
+    }
+
+    /// Sets the matcher settings.
+    pub fn with_matching(mut self, m: MatchConfig) -> Self {
+        self.matching = m;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_yaml_takes_defaults() {
+        let s: ResearcherSettings =
+            serde_yaml::from_str("concurrency: 3\ndownload:\n  read_timeout_ms: 250\n").unwrap();
+        assert_eq!(s.concurrency, 3);
+        assert_eq!(s.download.read_timeout, Duration::from_millis(250));
+        assert_eq!(s.download.connect_timeout, Duration::from_secs(10));
+        assert!(!s.download.allow_file_urls);
+        assert_eq!(s.heartbeat, Duration::from_secs(5));
+    }
+}

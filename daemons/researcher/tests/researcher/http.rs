@@ -1,0 +1,192 @@
+//! A tiny HTTP/1.1 server for tests: each path serves a scripted behaviour (audio, an
+//! error status, a slow or truncated or non-audio body) and counts its requests.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What a path answers.
+#[derive(Clone)]
+pub enum Route {
+    /// 200 with this body and content type, after `delay`.
+    Ok {
+        body: Arc<Vec<u8>>,
+        content_type: &'static str,
+        delay: Duration,
+    },
+    /// This status, empty body.
+    Status(u16),
+    /// `status` for the first `times` requests, then `then`.
+    FailThen {
+        status: u16,
+        times: usize,
+        then: Box<Route>,
+    },
+    /// Waits this long before answering anything.
+    Slow(Duration),
+    /// Announces the whole body's length but sends only `send` bytes, then closes.
+    Truncated { body: Arc<Vec<u8>>, send: usize },
+}
+
+impl Route {
+    /// Audio served at once.
+    pub fn audio(body: &Arc<Vec<u8>>) -> Route {
+        Route::Ok {
+            body: body.clone(),
+            content_type: "audio/wav",
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// Audio served after a delay.
+    pub fn slow_audio(body: &Arc<Vec<u8>>, delay: Duration) -> Route {
+        Route::Ok {
+            body: body.clone(),
+            content_type: "audio/wav",
+            delay,
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    routes: HashMap<String, Route>,
+    hits: HashMap<String, usize>,
+}
+
+/// A running server.
+#[derive(Clone)]
+pub struct Server {
+    pub base: String,
+    state: Arc<Mutex<State>>,
+}
+
+impl Server {
+    pub async fn start() -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let state: Arc<Mutex<State>> = Arc::default();
+        let st = state.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let st = st.clone();
+                tokio::spawn(async move {
+                    let _ = handle(stream, st).await;
+                });
+            }
+        });
+        Server {
+            base: format!("http://{addr}"),
+            state,
+        }
+    }
+
+    /// Sets what `path` answers; returns its URL.
+    pub fn route(&self, path: &str, route: Route) -> String {
+        self.state
+            .lock()
+            .unwrap()
+            .routes
+            .insert(path.to_string(), route);
+        format!("{}{path}", self.base)
+    }
+
+    /// Requests `path` received so far.
+    pub fn hits(&self, path: &str) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .hits
+            .get(path)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        404 => "Not Found",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Whatever",
+    }
+}
+
+async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&head);
+    let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let (route, hit) = {
+        let mut st = state.lock().unwrap();
+        let hit = {
+            let h = st.hits.entry(path.clone()).or_insert(0);
+            *h += 1;
+            *h
+        };
+        (st.routes.get(&path).cloned(), hit)
+    };
+    let mut route = route.unwrap_or(Route::Status(404));
+    if let Route::FailThen {
+        status,
+        times,
+        then,
+    } = &route
+    {
+        route = if hit <= *times {
+            Route::Status(*status)
+        } else {
+            (**then).clone()
+        };
+    }
+    match route {
+        Route::Ok {
+            body,
+            content_type,
+            delay,
+        } => {
+            tokio::time::sleep(delay).await;
+            let header = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: {content_type}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(header.as_bytes()).await?;
+            stream.write_all(&body).await?;
+        }
+        Route::Status(status) => {
+            let header = format!(
+                "HTTP/1.1 {status} {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                reason(status)
+            );
+            stream.write_all(header.as_bytes()).await?;
+        }
+        Route::Slow(delay) => {
+            tokio::time::sleep(delay).await;
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .await?;
+        }
+        Route::Truncated { body, send } => {
+            let header = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: audio/wav\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(header.as_bytes()).await?;
+            stream.write_all(&body[..send.min(body.len())]).await?;
+        }
+        Route::FailThen { .. } => unreachable!("resolved above"),
+    }
+    stream.flush().await?;
+    stream.shutdown().await
+}

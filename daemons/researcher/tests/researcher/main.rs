@@ -1,0 +1,7 @@
+//! The researcher against a real ZooKeeper and a local HTTP server.
+
+mod failures;
+mod flow;
+mod http;
+mod shutdown;
+mod support;

@@ -1,0 +1,383 @@
+//! Fixtures: generated audio, catalog and job setup as the planner does it, an in-test
+//! recorder stand-in, and an in-process researcher.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use archivist_engine::jobs::{self, NewJob};
+use archivist_engine::lock::JobLock;
+use archivist_engine::member::Identity;
+use archivist_engine::ops::{self, Mode, Op};
+use archivist_engine::schema::clipset::ClipSet;
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{
+    CatalogFields, ClipRecord, JobRecord, LeaseRecord, ReportRecord, ResearchRecord, ResearchRun,
+};
+use archivist_engine::schema::{JobState, SCHEMA_VERSION};
+use archivist_engine::transition::{machine, LockAction, Transition};
+use archivist_engine::{store, Session, ZkConfig};
+use archivist_matcher::corpus::{write_wav, BedKind, ClipKind, Placement, Scenario};
+use archivist_researcher::{DownloadSettings, ResearcherSettings};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Generated audio: one episode and four clips, three of them placed in it.
+pub struct Audio {
+    pub episode: Arc<Vec<u8>>,
+    /// (clip id, wav bytes, expected offsets)
+    pub clips: Vec<(String, Arc<Vec<u8>>, Vec<f64>)>,
+    pub episode_s: f64,
+}
+
+fn wav_bytes(samples: &[f32], rate: u32) -> Vec<u8> {
+    let path = std::env::temp_dir().join(format!(
+        "researcher-fixture-{}-{:016x}.wav",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    write_wav(&path, samples, rate, 1).expect("write wav");
+    let bytes = std::fs::read(&path).expect("read wav");
+    let _ = std::fs::remove_file(&path);
+    bytes
+}
+
+/// The fixture, rendered once per test process.
+pub fn audio() -> &'static Audio {
+    static AUDIO: OnceLock<Audio> = OnceLock::new();
+    AUDIO.get_or_init(|| {
+        let mut s = Scenario::new(7, 20.0, BedKind::Speech);
+        let sting = s.add_clip("c000001", ClipKind::Sting, 1.0);
+        let drop = s.add_clip("c000002", ClipKind::SpokenDrop, 2.0);
+        let jingle = s.add_clip("c000003", ClipKind::Jingle, 3.0);
+        let _absent = s.add_clip("c000004", ClipKind::Jingle, 3.0);
+        s.place(sting, 2.5, Placement::Splice)
+            .place(drop, 8.25, Placement::Splice)
+            .place(jingle, 14.0, Placement::Splice)
+            .place(sting, 17.5, Placement::Splice);
+        let r = s.render();
+        let clips = r
+            .clips
+            .iter()
+            .map(|(name, samples)| {
+                let offsets = r
+                    .truth
+                    .occurrences
+                    .iter()
+                    .filter(|o| &o.clip == name)
+                    .map(|o| o.offset_s)
+                    .collect();
+                (name.clone(), Arc::new(wav_bytes(samples, 8000)), offsets)
+            })
+            .collect();
+        Audio {
+            episode: Arc::new(wav_bytes(&r.episode, 8000)),
+            clips,
+            episode_s: r.truth.duration_s,
+        }
+    })
+}
+
+/// A fresh work directory.
+pub fn work_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "researcher-test-{name}-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).expect("work dir");
+    dir
+}
+
+/// Settings with test-sized timeouts.
+pub fn settings(work: &std::path::Path) -> ResearcherSettings {
+    ResearcherSettings::default()
+        .with_work_dir(work)
+        .with_concurrency(2)
+        .with_heartbeat(Duration::from_millis(300))
+        .with_poll(Duration::from_millis(200))
+        .with_refused_backoff(Duration::from_millis(500))
+        .with_download(
+            DownloadSettings::default()
+                .with_connect_timeout(Duration::from_secs(2))
+                .with_read_timeout(Duration::from_secs(5))
+                .with_max_attempts(3)
+                .with_backoff(Duration::from_millis(10), Duration::from_millis(50)),
+        )
+}
+
+/// A researcher running in this process.
+pub struct Running {
+    pub shutdown: CancellationToken,
+    pub handle: JoinHandle<Result<(), archivist_researcher::ResearcherError>>,
+}
+
+pub fn start(config: &ZkConfig, settings: ResearcherSettings, name: &str) -> Running {
+    let shutdown = CancellationToken::new();
+    let config = config.clone();
+    let identity = Identity::named("researcher", name);
+    let token = shutdown.clone();
+    let handle =
+        tokio::spawn(
+            async move { archivist_researcher::run(&config, settings, identity, token).await },
+        );
+    Running { shutdown, handle }
+}
+
+impl Running {
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(20), self.handle)
+            .await
+            .expect("researcher stops")
+            .expect("researcher task")
+            .expect("researcher ran");
+    }
+}
+
+/// Registers clips in the catalog, their media at `urls`.
+pub async fn add_clips(session: &Session, clips: &[(String, String)]) {
+    for (id, url) in clips {
+        let now = time::OffsetDateTime::now_utc();
+        let record = ClipRecord {
+            schema: SCHEMA_VERSION,
+            id: id.clone(),
+            fields: CatalogFields {
+                title: format!("clip {id}"),
+                description: None,
+                media_url: url.clone(),
+                media_type: None,
+                curator: "test".into(),
+                priority: 0,
+                initial_curated: now,
+                last_curated: now,
+                content_hash: None,
+                duration_s: None,
+                guid: None,
+                held: false,
+            },
+        };
+        store::create_if_absent(session, &paths::clip(id), &record)
+            .await
+            .expect("clip record");
+    }
+}
+
+/// Creates a pending job with its lease, as the planner does.
+pub async fn plan(session: &Session, episode: &str, url: &str, clips: &[String]) -> JobRecord {
+    let new = NewJob {
+        episode: episode.to_string(),
+        media_url: url.to_string(),
+        clips: clips.to_vec(),
+        priority: 0,
+        curated_ms: 1_700_000_000_000,
+        batch: None,
+    };
+    let episode = episode.to_string();
+    let clip_ids = clips.to_vec();
+    jobs::create(session, &new, "test-planner", |id| {
+        let lease = LeaseRecord {
+            schema: SCHEMA_VERSION,
+            job: id.to_string(),
+            episode: episode.clone(),
+            clips: clip_ids.clone(),
+            duration_ms: 60_000,
+            holder: None,
+            extensions: 0,
+        };
+        let path = paths::lease(id);
+        vec![Op::Create {
+            data: store::encode(&path, &lease).expect("lease"),
+            path,
+            mode: Mode::Persistent,
+        }]
+    })
+    .await
+    .expect("create job")
+}
+
+pub async fn job(session: &Session, id: &str) -> JobRecord {
+    jobs::read(session, id).await.expect("read job").0
+}
+
+/// Waits until the job is in one of `states`; panics with the job otherwise.
+pub async fn wait_for(
+    session: &Session,
+    id: &str,
+    states: &[JobState],
+    timeout: Duration,
+) -> JobRecord {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let j = job(session, id).await;
+        if states.contains(&j.status) {
+            return j;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("job {id} did not reach {states:?} in {timeout:?}: {j:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The reports of a job still in /reports.
+pub async fn reports(session: &Session, job: &str) -> Vec<ReportRecord> {
+    let mut out = Vec::new();
+    for name in store::children(session, paths::REPORTS).await.unwrap() {
+        if !name.starts_with(&format!("{job}-")) {
+            continue;
+        }
+        if let Some((r, _)) = store::read::<ReportRecord>(session, &paths::report(&name))
+            .await
+            .unwrap()
+        {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// A minimal stand-in for the recorder: moves every report into the research record
+/// of its episode (deleting the report) and returns what it stored.
+pub async fn record_reports(session: &Session) -> Vec<ReportRecord> {
+    let mut stored = Vec::new();
+    for name in store::children(session, paths::REPORTS).await.unwrap() {
+        let path = paths::report(&name);
+        let Some((report, _)) = store::read::<ReportRecord>(session, &path).await.unwrap() else {
+            continue;
+        };
+        let rpath = paths::research(&report.episode);
+        let current = store::read::<ResearchRecord>(session, &rpath)
+            .await
+            .unwrap();
+        let (mut record, version) = match current {
+            Some((r, s)) => (r, Some(s.version)),
+            None => (ResearchRecord::new(&report.episode), None),
+        };
+        let number = paths::clip_number(&report.clip).expect("clip number");
+        assert!(
+            !record.is_researched(number),
+            "duplicate result for {} in {}",
+            report.clip,
+            report.episode
+        );
+        match record.runs.iter_mut().find(|r| r.job == report.job) {
+            Some(run) => {
+                run.clips.insert(number);
+            }
+            None => record.runs.push(ResearchRun {
+                job: report.job.clone(),
+                researcher: report.researcher.clone(),
+                at: report.researched_at,
+                clips: [number].into_iter().collect::<ClipSet>(),
+            }),
+        }
+        if !report.occurrences.is_empty() {
+            record
+                .found
+                .insert(report.clip.clone(), report.occurrences.clone());
+        }
+        record.episode_duration_s = Some(report.episode_duration_s);
+        let data = store::encode(&rpath, &record).unwrap();
+        let write = match version {
+            Some(v) => Op::SetData {
+                path: rpath.clone(),
+                data,
+                version: Some(v),
+            },
+            None => Op::Create {
+                path: rpath.clone(),
+                data,
+                mode: Mode::Persistent,
+            },
+        };
+        ops::commit(
+            session,
+            &[
+                write,
+                Op::Delete {
+                    path,
+                    version: None,
+                },
+            ],
+        )
+        .await
+        .expect("store report");
+        stored.push(report);
+    }
+    stored
+}
+
+/// The recorder stand-in's close: `reported -> recorded`, lock released, lease deleted.
+pub async fn close_reported(session: &Session, id: &str) {
+    let lock = JobLock::try_acquire(session, id, "test-recorder")
+        .await
+        .unwrap()
+        .expect("reported job is unlocked");
+    let (job, version) = jobs::read(session, id).await.unwrap();
+    assert_eq!(job.status, JobState::Reported);
+    Transition::new(&job, version, JobState::Recorded)
+        .lock(LockAction::Release(lock))
+        .event("test-recorder", "record", "ok")
+        .with_ops([Op::Delete {
+            path: paths::lease(id),
+            version: None,
+        }])
+        .commit(session)
+        .await
+        .expect("close job");
+}
+
+/// What the reaper does to an expired lease on an unlocked leased/researching job.
+pub async fn expire(session: &Session, id: &str) {
+    let lock = JobLock::try_acquire(session, id, "test-reaper")
+        .await
+        .unwrap()
+        .expect("job is unlocked");
+    let (job, version) = jobs::read(session, id).await.unwrap();
+    Transition::new(&job, version, JobState::Expired)
+        .failed()
+        .lock(LockAction::Release(lock))
+        .edit(|j| j.message = Some("lease expired".into()))
+        .event("test-reaper", "expire", "lease expired")
+        .with_ops([Op::Delete {
+            path: paths::lease(id),
+            version: None,
+        }])
+        .commit(session)
+        .await
+        .expect("expire job");
+}
+
+/// `archivist retry` as docs/protocol.md's admin section says: the failed job goes to
+/// `resume_at(last_successful_status)`, retry_count + 1, with a fresh lease, in one multi.
+pub async fn retry(session: &Session, id: &str) -> JobRecord {
+    let (job, version) = jobs::read(session, id).await.unwrap();
+    assert_eq!(job.status, JobState::Failed, "{job:#?}");
+    let to = machine().resume_at(job.last_successful_status);
+    let lease = LeaseRecord {
+        schema: SCHEMA_VERSION,
+        job: job.id.clone(),
+        episode: job.episode.clone(),
+        clips: job.clips.clone(),
+        duration_ms: 60_000,
+        holder: None,
+        extensions: 0,
+    };
+    let path = paths::lease(id);
+    let (next, _) = Transition::new(&job, version, to)
+        .edit(|j| {
+            j.retry_count += 1;
+            j.message = None;
+        })
+        .event("test-admin", "retry", "ok")
+        .with_ops([Op::Create {
+            data: store::encode(&path, &lease).unwrap(),
+            path,
+            mode: Mode::Persistent,
+        }])
+        .commit(session)
+        .await
+        .expect("retry");
+    next
+}
