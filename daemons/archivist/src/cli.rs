@@ -1,8 +1,6 @@
 //! The command line: global options and the subcommand tree. Each subcommand's own
 //! arguments live beside its code in `cmd/`.
 
-use std::time::Duration;
-
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::cmd;
@@ -45,15 +43,18 @@ pub enum LogFormat {
 /// Options shared by every command.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalOpts {
-    /// ZooKeeper connect string (`host:port[,host:port...][/chroot]`).
-    #[arg(long, global = true, env = "ARCHIVIST_ZK", default_value = "127.0.0.1:2181")]
-    pub zk: String,
-    /// Chroot under which the tree lives (when `--zk` names none).
-    #[arg(long, global = true, env = "ARCHIVIST_CHROOT", default_value = "/archivist")]
-    pub chroot: String,
-    /// ZooKeeper session timeout, in milliseconds.
-    #[arg(long, global = true, env = "ARCHIVIST_SESSION_TIMEOUT_MS", default_value_t = 10_000)]
-    pub session_timeout_ms: u64,
+    /// Configuration file (YAML; see docs/configuration.md).
+    #[arg(long, global = true, env = "ARCHIVIST_CONFIG")]
+    pub config: Option<std::path::PathBuf>,
+    /// ZooKeeper connect string (`host:port[,host:port...][/chroot]`) [default: 127.0.0.1:2181].
+    #[arg(long, global = true, env = "ARCHIVIST_ZK")]
+    pub zk: Option<String>,
+    /// Chroot under which the tree lives, when `--zk` names none [default: /archivist].
+    #[arg(long, global = true, env = "ARCHIVIST_CHROOT")]
+    pub chroot: Option<String>,
+    /// ZooKeeper session timeout, in milliseconds [default: 10000].
+    #[arg(long, global = true, env = "ARCHIVIST_SESSION_TIMEOUT_MS")]
+    pub session_timeout_ms: Option<u64>,
     /// Digest credentials `user:password` for an ACL-protected tree (never logged).
     #[arg(long, global = true, env = "ARCHIVIST_ZK_AUTH", hide_env_values = true)]
     pub zk_auth: Option<String>,
@@ -71,12 +72,6 @@ pub struct GlobalOpts {
     pub output: OutputFormat,
 }
 
-impl GlobalOpts {
-    /// The session timeout.
-    pub fn session_timeout(&self) -> Duration {
-        Duration::from_millis(self.session_timeout_ms)
-    }
-}
 
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
@@ -103,6 +98,9 @@ pub enum Command {
     Reaper(cmd::recorder::ReaperArgs),
     /// Run several daemons in one process (`--all` for a single machine).
     Run(cmd::run::RunArgs),
+    /// Check a configuration file.
+    #[command(subcommand)]
+    Config(cmd::config::ConfigCommand),
     /// Serve a directory over HTTP (sample media for the quickstart and tests).
     ServeFiles(cmd::serve::ServeArgs),
     /// Generate a sample catalog (episodes with known clips) for the quickstart and tests.

@@ -5,6 +5,7 @@
 
 mod cli;
 mod cmd;
+mod config;
 mod context;
 mod logging;
 mod observe;

@@ -1,6 +1,7 @@
 //! One module per subcommand (mini-redis style); [`run`] dispatches.
 
 pub mod admin;
+pub mod config;
 pub mod curate;
 pub mod matching;
 pub mod planner;
@@ -20,7 +21,12 @@ use crate::cli::{Cli, Command};
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let global = cli.global;
-    if let Some(addr) = global.metrics_addr {
+    let metrics_addr = match global.metrics_addr {
+        Some(addr) => Some(addr),
+        None if cli.command.is_daemon() => crate::context::file_config(&global)?.metrics_addr,
+        None => None,
+    };
+    if let Some(addr) = metrics_addr {
         if cli.command.is_daemon() {
             crate::observe::serve(addr, tokio_util::sync::CancellationToken::new()).await?;
         }
@@ -36,6 +42,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Recorder(a) => recorder::run_recorder(&global, a).await,
         Command::Reaper(a) => recorder::run_reaper(&global, a).await,
         Command::Run(a) => run::run(&global, a).await,
+        Command::Config(c) => config::run(&global, c).await,
         Command::ServeFiles(a) => serve::run(&global, a).await,
         Command::Sample(a) => sample::run(&global, a).await,
         Command::Admin(c) => admin::run(&global, c).await,

@@ -1,0 +1,146 @@
+//! The configuration file: one YAML file for every daemon, every setting also settable
+//! by environment variable.
+//!
+//! Precedence, lowest first: built-in defaults, the file (`--config FILE` or
+//! `ARCHIVIST_CONFIG`), environment variables `ARCHIVIST__<SECTION>__<KEY>` (for example
+//! `ARCHIVIST__PLANNER__MAX_CLIPS=100`; nested keys add more `__`), and for single-daemon
+//! commands their own flags. Errors name the key's path (`planner.max_clips`).
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use anyhow::{anyhow, Context, Result};
+use serde::Deserialize;
+
+/// Prefix of environment overrides.
+pub const ENV_PREFIX: &str = "ARCHIVIST__";
+
+/// ZooKeeper settings in the file (the global flags win when given).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ZkSection {
+    /// Connect string.
+    pub connect: Option<String>,
+    /// Chroot.
+    pub chroot: Option<String>,
+    /// Session timeout (ms).
+    pub session_timeout_ms: Option<u64>,
+    /// Digest credentials `user:password`.
+    pub auth: Option<String>,
+    /// Read-only digest user `user:password`.
+    pub reader: Option<String>,
+}
+
+/// Everything the file can set.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    /// ZooKeeper.
+    pub zookeeper: ZkSection,
+    /// Address for /metrics, /healthz and /readyz.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Planner settings.
+    pub planner: archivist_planner::PlannerSettings,
+    /// Researcher settings.
+    pub researcher: archivist_researcher::ResearcherSettings,
+    /// Recorder settings.
+    pub recorder: archivist_recorder::RecorderSettings,
+    /// Reaper settings.
+    pub reaper: archivist_recorder::ReaperSettings,
+    /// Curator daemon settings.
+    pub curator: archivist_catalog::CuratorSettings,
+}
+
+fn scalar(text: &str) -> serde_yaml::Value {
+    serde_yaml::from_str(text).unwrap_or_else(|_| serde_yaml::Value::String(text.to_string()))
+}
+
+fn set_path(node: &mut serde_yaml::Value, keys: &[String], value: serde_yaml::Value) {
+    let Some((first, rest)) = keys.split_first() else {
+        *node = value;
+        return;
+    };
+    if !node.is_mapping() {
+        *node = serde_yaml::Value::Mapping(Default::default());
+    }
+    if let Some(map) = node.as_mapping_mut() {
+        let child = map
+            .entry(serde_yaml::Value::String(first.clone()))
+            .or_insert(serde_yaml::Value::Null);
+        set_path(child, rest, value);
+    }
+}
+
+/// Applies `ARCHIVIST__A__B=value` overrides onto a YAML tree.
+pub fn apply_env(mut root: serde_yaml::Value, vars: impl IntoIterator<Item = (String, String)>) -> serde_yaml::Value {
+    for (name, value) in vars {
+        let Some(path) = name.strip_prefix(ENV_PREFIX) else { continue };
+        let keys: Vec<String> = path.split("__").map(|k| k.to_ascii_lowercase()).collect();
+        if keys.iter().any(String::is_empty) {
+            continue;
+        }
+        set_path(&mut root, &keys, scalar(&value));
+    }
+    root
+}
+
+/// Parses a config text plus overrides, naming the key path of any error.
+pub fn parse(text: &str, vars: impl IntoIterator<Item = (String, String)>, origin: &str) -> Result<FileConfig> {
+    let root: serde_yaml::Value = if text.trim().is_empty() {
+        serde_yaml::Value::Mapping(Default::default())
+    } else {
+        serde_yaml::from_str(text).with_context(|| format!("{origin}: not YAML"))?
+    };
+    let root = apply_env(root, vars);
+    serde_path_to_error::deserialize::<_, FileConfig>(root).map_err(|e| {
+        let path = e.path().to_string();
+        anyhow!("{origin}: {}: {}", if path == "." { "(top level)".to_string() } else { path }, e.into_inner())
+    })
+}
+
+/// Loads the file (if any) and the environment overrides.
+pub fn load(file: Option<&Path>) -> Result<FileConfig> {
+    let (text, origin) = match file {
+        Some(path) => (
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+            path.display().to_string(),
+        ),
+        None => (String::new(), "environment".to_string()),
+    };
+    parse(&text, std::env::vars(), &origin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_defaults() {
+        let c = parse("", vars(&[]), "t").unwrap();
+        assert_eq!(c.planner, archivist_planner::PlannerSettings::default());
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let c = parse(
+            "planner:\n  max_clips: 7\n",
+            vars(&[("ARCHIVIST__PLANNER__MAX_CLIPS", "9"), ("ARCHIVIST__ZOOKEEPER__CHROOT", "/x")]),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.planner.max_clips, 9);
+        assert_eq!(c.zookeeper.chroot.as_deref(), Some("/x"));
+    }
+
+    #[test]
+    fn errors_name_the_key_path() {
+        let err = parse("planner:\n  max_clips: many\n", vars(&[]), "f.yml").unwrap_err().to_string();
+        assert!(err.contains("planner.max_clips"), "{err}");
+        let err = parse("planer: {}\n", vars(&[]), "f.yml").unwrap_err().to_string();
+        assert!(err.contains("planer"), "{err}");
+    }
+}
