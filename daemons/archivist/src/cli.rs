@@ -103,8 +103,9 @@ pub enum Command {
     Config(cmd::config::ConfigCommand),
     /// Serve a directory over HTTP (sample media for the quickstart and tests).
     ServeFiles(cmd::serve::ServeArgs),
-    /// Generate a sample catalog (episodes with known clips) for the quickstart and tests.
-    Sample(cmd::sample::SampleArgs),
+    /// Generate a sample catalog (episodes with known clips) and check the results.
+    #[command(subcommand)]
+    Sample(cmd::sample::SampleCommand),
     /// Admin commands.
     #[command(flatten)]
     Admin(cmd::admin::AdminCommand),

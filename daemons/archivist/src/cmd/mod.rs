@@ -9,6 +9,7 @@ pub mod recorder;
 pub mod researcher;
 pub mod run;
 pub mod sample;
+pub mod sample_check;
 pub mod schema;
 pub mod serve;
 

@@ -13,7 +13,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::GlobalOpts;
 
-/// Arguments of `archivist sample`.
+/// `archivist sample ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum SampleCommand {
+    /// Write a sample catalog (media, manifest.yml, truth.yml) into a directory.
+    Generate(SampleArgs),
+    /// Wait until every sample pair is researched, then compare the research archive with
+    /// truth.yml and print the results table (exit 1 on any mismatch).
+    Check(super::sample_check::CheckArgs),
+}
+
+/// Arguments of `archivist sample generate`.
 #[derive(Debug, Args)]
 pub struct SampleArgs {
     /// Directory to write into (created if missing).
@@ -163,8 +173,15 @@ pub fn generate(dir: &Path, base_url: &str, episodes: usize, minutes: f64, seed:
     Ok(truth)
 }
 
-/// Runs `archivist sample`.
-pub async fn run(_global: &GlobalOpts, args: SampleArgs) -> Result<ExitCode> {
+/// Runs `archivist sample ...`.
+pub async fn run(global: &GlobalOpts, command: SampleCommand) -> Result<ExitCode> {
+    match command {
+        SampleCommand::Generate(args) => generate_command(args).await,
+        SampleCommand::Check(args) => super::sample_check::run(global, args).await,
+    }
+}
+
+async fn generate_command(args: SampleArgs) -> Result<ExitCode> {
     let dir = args.dir.clone();
     let truth = tokio::task::spawn_blocking(move || {
         generate(&args.dir, &args.base_url, args.episodes, args.minutes, args.seed)

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The whole Archivist pipeline on this machine, in one command:
+#   installs what is missing (ZooKeeper, sox, lame, espeak-ng from Debian's packages),
+#   builds, starts a local ZooKeeper, generates a sample catalog (episodes with known
+#   clips spliced in), serves it over HTTP on loopback, curates it, runs every daemon,
+#   waits until every (episode, clip) pair is recorded, prints the results table, and
+#   stops what it started.
+#
+#   scripts/quickstart.sh [--keep] [--episodes N] [--minutes M] [--seed S]
+#
+# --keep leaves ZooKeeper, the file server and the daemons running and says how to stop
+# them. Re-running starts from a clean quickstart tree (/archivist-quickstart).
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+keep=0 episodes=3 minutes=4 seed=7
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --keep) keep=1 ;;
+        --episodes) episodes=$2; shift ;;
+        --minutes) minutes=$2; shift ;;
+        --seed) seed=$2; shift ;;
+        *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    esac
+    shift
+done
+
+say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+qs=$repo/.local/quickstart
+bin=$repo/target/release/archivist
+
+say "Installing missing packages (Debian) and building archivist (release)"
+bash scripts/deps.sh
+cargo build --release -p archivist
+
+say "Starting ZooKeeper"
+connect=$(bash scripts/zk.sh start | tail -n 1)
+export ARCHIVIST_ZK=$connect
+export ARCHIVIST_CHROOT=/archivist-quickstart
+
+# Stop what a previous --keep run left, then start from a clean tree.
+for pidfile in "$qs"/*.pid; do
+    [[ -f $pidfile ]] || continue
+    kill -TERM "$(cat "$pidfile")" 2>/dev/null || true
+    rm -f "$pidfile"
+done
+sleep 0.5
+/usr/share/zookeeper/bin/zkCli.sh -server "$connect" deleteall "$ARCHIVIST_CHROOT" >/dev/null 2>&1 || true
+rm -rf "$qs"
+mkdir -p "$qs/media"
+
+cleanup() {
+    if [[ $keep -eq 0 ]]; then
+        for pidfile in "$qs"/*.pid; do
+            [[ -f $pidfile ]] || continue
+            kill -TERM "$(cat "$pidfile")" 2>/dev/null || true
+        done
+        wait 2>/dev/null || true
+        rm -f "$qs"/*.pid
+        bash "$repo/scripts/zk.sh" stop >/dev/null 2>&1 || true
+    fi
+}
+trap cleanup EXIT
+
+say "Serving sample media on loopback"
+"$bin" serve-files "$qs/media" --addr 127.0.0.1:0 >"$qs/files.log" 2>&1 &
+echo $! >"$qs/files.pid"
+for _ in $(seq 1 50); do
+    base=$(sed -n 's|^serving .* at \(http://[^ ]*\)$|\1|p' "$qs/files.log")
+    [[ -n $base ]] && break
+    sleep 0.1
+done
+[[ -n ${base:-} ]] || { echo "the file server did not start; see $qs/files.log" >&2; exit 1; }
+echo "media at $base"
+
+say "Generating $episodes sample episodes of $minutes minutes with known clips"
+"$bin" sample generate "$qs/media" --base-url "$base" --episodes "$episodes" --minutes "$minutes" --seed "$seed"
+
+say "Creating the tree and curating the sample catalog"
+"$bin" init
+"$bin" curate manifest "$qs/media/manifest.yml"
+
+cat >"$qs/archivist.yml" <<EOF
+planner:
+  tick_ms: 1000
+  lease_duration_ms: 120000
+  work_item_ttl_ms: 60000
+recorder:
+  poll_ms: 500
+reaper:
+  interval_ms: 2000
+  work_item_ttl_ms: 60000
+researcher:
+  concurrency: 2
+  work_dir: $qs/work
+EOF
+
+say "Running every daemon (planner, researcher, recorder, reaper) in one process"
+"$bin" --config "$qs/archivist.yml" --metrics-addr 127.0.0.1:0 run --all >"$qs/daemons.log" 2>&1 &
+echo $! >"$qs/daemons.pid"
+
+say "Waiting until every (episode, clip) pair is recorded"
+status=0
+"$bin" sample check "$qs/media" --wait-s 900 || status=$?
+
+say "What is in ZooKeeper"
+"$bin" status || true
+cat <<EOF
+
+Look at the tree yourself:
+  /usr/share/zookeeper/bin/zkCli.sh -server $connect ls -R $ARCHIVIST_CHROOT
+  /usr/share/zookeeper/bin/zkCli.sh -server $connect ls $ARCHIVIST_CHROOT/research   # then: get $ARCHIVIST_CHROOT/research/<episode>
+  ARCHIVIST_ZK=$connect ARCHIVIST_CHROOT=$ARCHIVIST_CHROOT $bin status
+  ARCHIVIST_ZK=$connect ARCHIVIST_CHROOT=$ARCHIVIST_CHROOT $bin tree /jobs
+Daemon logs: $qs/daemons.log
+EOF
+if [[ $keep -eq 1 ]]; then
+    cat <<EOF
+
+Left running (--keep). To stop everything:
+  kill \$(cat $qs/*.pid); scripts/zk.sh stop
+EOF
+fi
+exit $status
