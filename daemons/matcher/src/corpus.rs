@@ -242,6 +242,18 @@ impl Scenario {
         self.clips.len() - 1
     }
 
+    /// Adds a clip with an explicit synthesis seed (to share a clip library
+    /// between scenarios); returns its index.
+    pub fn add_clip_seeded(&mut self, name: &str, kind: ClipKind, duration_s: f64, seed: u64) -> usize {
+        self.clips.push(ClipSpec {
+            name: name.to_owned(),
+            kind,
+            duration_s,
+            seed,
+        });
+        self.clips.len() - 1
+    }
+
     /// Places a clip unchanged.
     pub fn place(&mut self, clip: usize, offset_s: f64, placement: Placement) -> &mut Self {
         self.place_degraded(clip, offset_s, placement, Degrade::default())

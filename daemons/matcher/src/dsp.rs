@@ -58,6 +58,45 @@ pub fn resample(x: &[f32], ratio: f64) -> Vec<f32> {
     out
 }
 
+/// Resamples between two integer rates with rubato's FFT resampler (fast for
+/// long signals); output has `round(len * to / from)` samples, delay removed.
+pub fn resample_fixed(x: &[f32], from: u32, to: u32) -> Vec<f32> {
+    use rubato::FftFixedIn;
+    let out_len = (x.len() as f64 * to as f64 / from as f64).round() as usize;
+    if from == to {
+        return x.to_vec();
+    }
+    let Ok(mut rs) = FftFixedIn::<f32>::new(from as usize, to as usize, 8192, 2, 1) else {
+        return resample(x, to as f64 / from as f64);
+    };
+    let delay = rs.output_delay();
+    let want = out_len + delay;
+    let mut out = Vec::with_capacity(want + 16384);
+    let mut outbuf = vec![vec![0.0f32; rs.output_frames_max()]];
+    let mut pos = 0usize;
+    while out.len() < want {
+        let need = rs.input_frames_next();
+        let res = if pos + need <= x.len() {
+            let r = rs.process_into_buffer(&[&x[pos..pos + need]], &mut outbuf, None);
+            pos += need;
+            r
+        } else if pos < x.len() {
+            let r = rs.process_partial_into_buffer(Some(&[&x[pos..]]), &mut outbuf, None);
+            pos = x.len();
+            r
+        } else {
+            rs.process_partial_into_buffer(None::<&[&[f32]]>, &mut outbuf, None)
+        };
+        match res {
+            Ok((_, n)) => out.extend_from_slice(&outbuf[0][..n]),
+            Err(_) => return resample(x, to as f64 / from as f64),
+        }
+    }
+    out.truncate(want);
+    out.drain(..delay);
+    out
+}
+
 fn linear_resample(x: &[f32], ratio: f64) -> Vec<f32> {
     let out_len = (x.len() as f64 * ratio).round() as usize;
     (0..out_len)
