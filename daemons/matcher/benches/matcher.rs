@@ -25,8 +25,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use archivist_matcher::corpus::{
-    lame_encode, synth_clip, tool_available, write_wav, BedKind, ClipKind, Degrade, Placement, Scenario,
-    TruthOccurrence,
+    lame_encode, synth_clip, tool_available, write_wav, BedKind, ClipKind, Degrade, Placement,
+    Scenario, TruthOccurrence,
 };
 use archivist_matcher::decode::decode_file;
 use archivist_matcher::dsp::{resample_fixed, Rng};
@@ -129,7 +129,13 @@ fn scenario(kind: Ep, lib: &[LibClip], minutes: f64) -> Scenario {
             }
             Ep::Degraded => {
                 if k % 2 == 0 {
-                    (Placement::Splice, Degrade { gain_db: -12.0, ..Default::default() })
+                    (
+                        Placement::Splice,
+                        Degrade {
+                            gain_db: -12.0,
+                            ..Default::default()
+                        },
+                    )
                 } else {
                     (Placement::Mix { clip_db: mix_db }, Degrade::default())
                 }
@@ -137,13 +143,25 @@ fn scenario(kind: Ep, lib: &[LibClip], minutes: f64) -> Scenario {
             _ => {
                 let v = k % 5;
                 if v == 4 && dur >= 3.0 {
-                    (Placement::Splice, Degrade { part: (0.25, 0.75), ..Default::default() })
+                    (
+                        Placement::Splice,
+                        Degrade {
+                            part: (0.25, 0.75),
+                            ..Default::default()
+                        },
+                    )
                 } else {
                     let f = if k % 2 == 0 { 1.03 } else { 0.97 };
                     let d = if v % 2 == 0 {
-                        Degrade { speed: f, ..Default::default() }
+                        Degrade {
+                            speed: f,
+                            ..Default::default()
+                        }
                     } else {
-                        Degrade { tempo: f, ..Default::default() }
+                        Degrade {
+                            tempo: f,
+                            ..Default::default()
+                        }
                     };
                     (Placement::Splice, d)
                 }
@@ -189,11 +207,20 @@ fn make_episode(dir: &Path, kind: Ep, lib: &[LibClip], minutes: f64) -> Episode 
         drop(up);
         lame_encode(&wav, &mp3, kbps, mono).expect("lame");
         let _ = std::fs::remove_file(&wav);
-        std::fs::write(&truth_path, serde_json::to_string(&r.truth.occurrences).expect("json")).expect("truth");
-        eprintln!("  generated {name} ({} occurrences) in {:.1} s", r.truth.occurrences.len(), t.elapsed().as_secs_f64());
+        std::fs::write(
+            &truth_path,
+            serde_json::to_string(&r.truth.occurrences).expect("json"),
+        )
+        .expect("truth");
+        eprintln!(
+            "  generated {name} ({} occurrences) in {:.1} s",
+            r.truth.occurrences.len(),
+            t.elapsed().as_secs_f64()
+        );
     }
     let truth: Vec<TruthOccurrence> =
-        serde_json::from_str(&std::fs::read_to_string(&truth_path).expect("read truth")).expect("parse truth");
+        serde_json::from_str(&std::fs::read_to_string(&truth_path).expect("read truth"))
+            .expect("parse truth");
     Episode { name, mp3, truth }
 }
 
@@ -223,13 +250,17 @@ fn category(t: &TruthOccurrence) -> usize {
 /// Matches reported occurrences to truth by clip and implied clip-start time (+-0.5 s).
 fn evaluate(truth: &[TruthOccurrence], found: &BTreeMap<String, Vec<(f64, f64, f64)>>) -> Stats {
     let mut st = Stats::default();
-    let mut used: BTreeMap<String, Vec<bool>> =
-        found.iter().map(|(k, v)| (k.clone(), vec![false; v.len()])).collect();
+    let mut used: BTreeMap<String, Vec<bool>> = found
+        .iter()
+        .map(|(k, v)| (k.clone(), vec![false; v.len()]))
+        .collect();
     for t in truth {
         let c = category(t);
         st.n[c] += 1;
         let implied_t = t.offset_s - t.clip_start_s / t.speed;
-        let Some(list) = found.get(&t.clip) else { continue };
+        let Some(list) = found.get(&t.clip) else {
+            continue;
+        };
         let u = used.get_mut(&t.clip).expect("used");
         let mut best: Option<(usize, f64)> = None;
         for (i, (off, cs, sp)) in list.iter().enumerate() {
@@ -247,10 +278,14 @@ fn evaluate(truth: &[TruthOccurrence], found: &BTreeMap<String, Vec<(f64, f64, f
             st.hit[c] += 1;
             let off = list[i].0;
             // Offset error of the reported start of the matched part.
-            let e = if c == 0 { (off - t.offset_s).abs() } else { {
-                let implied = off - list[i].1 / list[i].2;
-                (implied - implied_t).abs()
-            } };
+            let e = if c == 0 {
+                (off - t.offset_s).abs()
+            } else {
+                {
+                    let implied = off - list[i].1 / list[i].2;
+                    (implied - implied_t).abs()
+                }
+            };
             if c == 0 {
                 st.err_ms.push(e * 1000.0);
             } else {
@@ -258,7 +293,10 @@ fn evaluate(truth: &[TruthOccurrence], found: &BTreeMap<String, Vec<(f64, f64, f
             }
         }
     }
-    st.fp = used.values().map(|v| v.iter().filter(|x| !**x).count()).sum();
+    st.fp = used
+        .values()
+        .map(|v| v.iter().filter(|x| !**x).count())
+        .sum();
     st
 }
 
@@ -275,7 +313,10 @@ fn max(v: &[f64]) -> f64 {
     v.iter().copied().fold(f64::NAN, f64::max)
 }
 
-fn to_found(names: &[String], res: &[Result<ClipResult, MatchError>]) -> BTreeMap<String, Vec<(f64, f64, f64)>> {
+fn to_found(
+    names: &[String],
+    res: &[Result<ClipResult, MatchError>],
+) -> BTreeMap<String, Vec<(f64, f64, f64)>> {
     names
         .iter()
         .zip(res)
@@ -283,7 +324,10 @@ fn to_found(names: &[String], res: &[Result<ClipResult, MatchError>]) -> BTreeMa
             r.as_ref().ok().map(|r| {
                 (
                     n.clone(),
-                    r.occurrences.iter().map(|o| (o.offset_s, o.clip_start_s, o.speed as f64)).collect(),
+                    r.occurrences
+                        .iter()
+                        .map(|o| (o.offset_s, o.clip_start_s, o.speed as f64))
+                        .collect(),
                 )
             })
         })
@@ -303,14 +347,33 @@ fn decode_clips(dir: &Path, lib: &[LibClip]) -> (Vec<(String, Vec<f32>)>, f64) {
     let t = Instant::now();
     let clips: Vec<(String, Vec<f32>)> = lib
         .par_iter()
-        .map(|c| (c.name.clone(), decode_file(&clip_path(dir, c)).map(|d| d.samples).unwrap_or_default()))
+        .map(|c| {
+            (
+                c.name.clone(),
+                decode_file(&clip_path(dir, c))
+                    .map(|d| d.samples)
+                    .unwrap_or_default(),
+            )
+        })
         .collect();
     (clips, t.elapsed().as_secs_f64())
 }
 
-fn run_matcher(episode: &[f32], decode_s: f64, clips: &[(String, Vec<f32>)], clip_decode_s: f64, mode: MatchMode) -> Run {
+fn run_matcher(
+    episode: &[f32],
+    decode_s: f64,
+    clips: &[(String, Vec<f32>)],
+    clip_decode_s: f64,
+    mode: MatchMode,
+) -> Run {
     let t = Instant::now();
-    let m = Matcher::new(episode, MatchConfig { mode, ..Default::default() });
+    let m = Matcher::new(
+        episode,
+        MatchConfig {
+            mode,
+            ..Default::default()
+        },
+    );
     let build_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let res = m.find_all(clips);
@@ -327,25 +390,46 @@ fn run_matcher(episode: &[f32], decode_s: f64, clips: &[(String, Vec<f32>)], cli
 }
 
 /// Runs audfprint (clips as the database, the episode as the query).
-fn run_audfprint(root: &Path, dir: &Path, lib: &[LibClip], ep: &Episode) -> Result<(f64, BTreeMap<String, Vec<(f64, f64, f64)>>), String> {
+fn run_audfprint(
+    root: &Path,
+    dir: &Path,
+    lib: &[LibClip],
+    ep: &Episode,
+) -> Result<(f64, BTreeMap<String, Vec<(f64, f64, f64)>>), String> {
     let bin = root.join(".local/audfprint/bin/audfprint");
     if !bin.exists() {
         return Err("not installed (python3 -m venv .local/audfprint && .local/audfprint/bin/pip install audfprint2)".into());
     }
-    if !tool_available("ffmpeg") {
+    if !Command::new("ffmpeg")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
         return Err("audfprint2 needs ffmpeg to read audio (apt-get install ffmpeg)".into());
     }
     let db = dir.join("audfprint-db.pklz");
     let t = Instant::now();
     if !db.exists() {
         let mut cmd = Command::new(&bin);
-        cmd.arg("--dbase").arg(&db).arg("--density").arg("20").arg("new");
+        cmd.arg("--dbase")
+            .arg(&db)
+            .arg("--density")
+            .arg("20")
+            .arg("new");
         for c in lib {
             cmd.arg(clip_path(dir, c));
         }
-        let o = cmd.output().map_err(|e| format!("cannot run audfprint: {e}"))?;
+        let o = cmd
+            .output()
+            .map_err(|e| format!("cannot run audfprint: {e}"))?;
         if !o.status.success() {
-            return Err(format!("audfprint new failed: {}", String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")));
+            return Err(format!(
+                "audfprint new failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            ));
         }
     }
     let o = Command::new(&bin)
@@ -360,23 +444,43 @@ fn run_audfprint(root: &Path, dir: &Path, lib: &[LibClip], ep: &Episode) -> Resu
         .output()
         .map_err(|e| format!("cannot run audfprint: {e}"))?;
     if !o.status.success() {
-        return Err(format!("audfprint match failed: {}", String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")));
+        return Err(format!(
+            "audfprint match failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        ));
     }
     let secs = t.elapsed().as_secs_f64();
     let mut found: BTreeMap<String, Vec<(f64, f64, f64)>> = BTreeMap::new();
     // e.g. "Matched    4.2 s starting at  123.4 s in ep.mp3 to time    0.0 s in clips/c0001.wav with ..."
-    let text = format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     for line in text.lines() {
-        let Some(i) = line.find("Matched ") else { continue };
+        let Some(i) = line.find("Matched ") else {
+            continue;
+        };
         let rest = &line[i + 8..];
         let words: Vec<&str> = rest.split_whitespace().collect();
         let num_after = |key: &str| -> Option<f64> {
             let i = words.iter().position(|w| *w == key)?;
             words.get(i + 1)?.parse().ok()
         };
-        let (Some(q), Some(r)) = (num_after("at"), num_after("time")) else { continue };
-        let Some(file) = words.iter().find(|w| w.ends_with(".wav")) else { continue };
-        let name = Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("").to_string();
+        let (Some(q), Some(r)) = (num_after("at"), num_after("time")) else {
+            continue;
+        };
+        let Some(file) = words.iter().find(|w| w.ends_with(".wav")) else {
+            continue;
+        };
+        let name = Path::new(file)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .to_string();
         found.entry(name).or_default().push((q - r, 0.0, 1.0));
     }
     Ok((secs, found))
@@ -386,9 +490,11 @@ fn vmhwm_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+            s.lines().find(|l| l.starts_with("VmHWM")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
         })
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
@@ -407,10 +513,22 @@ fn memory_probe(args: &[String]) {
     let after_decode = vmhwm_mb();
     let t = Instant::now();
     let m = Matcher::from_samples(d.samples, MatchConfig::default());
-    let clips: Vec<(String, Vec<f32>)> =
-        lib.iter().map(|c| (c.name.clone(), decode_file(&clip_path(&dir, c)).map(|d| d.samples).unwrap_or_default())).collect();
+    let clips: Vec<(String, Vec<f32>)> = lib
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                decode_file(&clip_path(&dir, c))
+                    .map(|d| d.samples)
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
     let res = m.find_all(&clips);
-    let occ: usize = res.iter().map(|r| r.as_ref().map_or(0, |r| r.occurrences.len())).sum();
+    let occ: usize = res
+        .iter()
+        .map(|r| r.as_ref().map_or(0, |r| r.occurrences.len()))
+        .sum();
     println!(
         "PROBE duration_s={dur:.1} decode_s={dec:.2} match_s={:.2} occurrences={occ} peak_rss_after_decode_mb={after_decode:.0} peak_rss_mb={:.0} matcher_heap_mb={:.0}",
         t.elapsed().as_secs_f64(),
@@ -428,12 +546,21 @@ fn main() {
     let root = std::env::var("CARGO_MANIFEST_DIR")
         .map(|d| PathBuf::from(d).join("../.."))
         .unwrap_or_else(|_| PathBuf::from("."));
-    let dir = std::env::var("BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join(".local/matcher-bench"));
-    let env_f = |k: &str, d: f64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let dir = std::env::var("BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join(".local/matcher-bench"));
+    let env_f = |k: &str, d: f64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
     let minutes = env_f("BENCH_MINUTES", 60.0);
     let clean_hours = env_f("BENCH_CLEAN_HOURS", 3.0) as u64;
     let nlib = env_f("BENCH_LIB", 1000.0) as usize;
-    let baseline_large = std::env::var("BENCH_BASELINE_LARGE").map(|v| v != "0").unwrap_or(true);
+    let baseline_large = std::env::var("BENCH_BASELINE_LARGE")
+        .map(|v| v != "0")
+        .unwrap_or(true);
     std::fs::create_dir_all(&dir).expect("bench dir");
     if !tool_available("lame") {
         eprintln!("lame is missing: run scripts/matcher-deps.sh");
@@ -459,7 +586,11 @@ fn main() {
         eps.push(make_episode(&dir, Ep::ClipFree(k), &lib, minutes));
     }
     let (clips100, cd100) = decode_clips(&dir, &lib[..100]);
-    let modes = [("ours (full)", MatchMode::Full), ("ours (fast)", MatchMode::Fast), ("baseline NCC", MatchMode::Exhaustive)];
+    let modes = [
+        ("ours (full)", MatchMode::Full),
+        ("ours (fast)", MatchMode::Fast),
+        ("baseline NCC", MatchMode::Exhaustive),
+    ];
     // config -> aggregated stats over accuracy episodes, clip-free FP.
     let mut agg: BTreeMap<&str, (Stats, usize, f64)> = BTreeMap::new();
     println!("\n## Accuracy and time per episode (100 clips; times in s; decode = episode MP3 decode; clip decode = 100 WAVs)");
@@ -482,7 +613,15 @@ fn main() {
                 e.1 += st.fp;
                 e.2 += d.duration_s / 3600.0;
             }
-            print_row(name, &ep.name, &st, r.decode_s, r.clip_decode_s, r.build_s + r.match_s, r.errors);
+            print_row(
+                name,
+                &ep.name,
+                &st,
+                r.decode_s,
+                r.clip_decode_s,
+                r.build_s + r.match_s,
+                r.errors,
+            );
         }
         match run_audfprint(&root, &dir, &lib[..100], ep) {
             Ok((secs, found)) => {
@@ -501,10 +640,21 @@ fn main() {
             clean_ep_samples = Some((d.samples.clone(), decode_s));
         }
     }
-    println!("\n## Totals over the accuracy episodes (recall = found / placed; FP on clip-free audio)");
+    println!(
+        "\n## Totals over the accuracy episodes (recall = found / placed; FP on clip-free audio)"
+    );
     println!(
         "{:<14} {:>13} {:>13} {:>13} {:>13} {:>10} {:>12} {:>9} {:>9} {:>11}",
-        "config", "whole", "speed", "tempo", "partial", "FP(acc)", "FP(clipfree)", "err_med", "err_max", "warp_max"
+        "config",
+        "whole",
+        "speed",
+        "tempo",
+        "partial",
+        "FP(acc)",
+        "FP(clipfree)",
+        "err_med",
+        "err_max",
+        "warp_max"
     );
     for (name, (st, fp_free, hours)) in &agg {
         println!(
@@ -523,13 +673,19 @@ fn main() {
     }
     // Speed: one episode against 100 and `nlib` clips, decode included.
     println!("\n## Speed: one {minutes}-min episode (MP3 128 kbps stereo), decode of episode and clips included, wall s");
-    println!("{:<14} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}", "config", "clips", "decode", "clipdec", "build", "match", "total", "per clip");
+    println!(
+        "{:<14} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "config", "clips", "decode", "clipdec", "build", "match", "total", "per clip"
+    );
     let (samples, decode_s) = clean_ep_samples.expect("clean episode");
     let (clips_large, cd_large) = decode_clips(&dir, &lib);
     for (name, mode) in modes {
         for (clips, cd) in [(&clips100, cd100), (&clips_large, cd_large)] {
             if mode == MatchMode::Exhaustive && clips.len() > 100 && !baseline_large {
-                println!("{name:<14} {:>6} skipped (BENCH_BASELINE_LARGE=0)", clips.len());
+                println!(
+                    "{name:<14} {:>6} skipped (BENCH_BASELINE_LARGE=0)",
+                    clips.len()
+                );
                 continue;
             }
             let r = run_matcher(&samples, decode_s, clips, cd, mode);
@@ -604,7 +760,15 @@ fn frac(a: usize, b: usize) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn print_row(name: &str, ep: &str, st: &Stats, dec: f64, clipdec: f64, matching: f64, errors: usize) {
+fn print_row(
+    name: &str,
+    ep: &str,
+    st: &Stats,
+    dec: f64,
+    clipdec: f64,
+    matching: f64,
+    errors: usize,
+) {
     let n: usize = st.n.iter().sum();
     println!(
         "{:<14} {:<10} {:>5} {:>13} {:>13} {:>13} {:>13} {:>4} {:>8.2} {:>8.2} {:>9.1} {:>7.2} {:>7.2} {:>7.2} {:>7.2}{}",

@@ -244,7 +244,13 @@ impl Scenario {
 
     /// Adds a clip with an explicit synthesis seed (to share a clip library
     /// between scenarios); returns its index.
-    pub fn add_clip_seeded(&mut self, name: &str, kind: ClipKind, duration_s: f64, seed: u64) -> usize {
+    pub fn add_clip_seeded(
+        &mut self,
+        name: &str,
+        kind: ClipKind,
+        duration_s: f64,
+        seed: u64,
+    ) -> usize {
         self.clips.push(ClipSpec {
             name: name.to_owned(),
             kind,
@@ -538,8 +544,12 @@ pub fn synth_speech(dur_s: f64, seed: u64, rate: u32, f0: f64) -> Vec<f32> {
                 t += len;
             }
             let len = (rng.range(0.10, 0.28) * rate_f) as usize;
-            let (fa1, fa2) = VOWELS[rng.below(VOWELS.len())];
-            let (fb1, fb2) = VOWELS[rng.below(VOWELS.len())];
+            let (va, vb) = (
+                VOWELS[rng.below(VOWELS.len())],
+                VOWELS[rng.below(VOWELS.len())],
+            );
+            let (fa1, fa2) = (va.0 * rng.range(0.85, 1.15), va.1 * rng.range(0.85, 1.15));
+            let (fb1, fb2) = (vb.0 * rng.range(0.85, 1.15), vb.1 * rng.range(0.85, 1.15));
             let f3 = rng.range(2300.0, 2900.0);
             let amp = rng.range(0.4, 1.0);
             let decl = 1.0 - 0.25 * s as f64 / syllables as f64;
@@ -577,7 +587,32 @@ fn midi_hz(m: f64) -> f64 {
     440.0 * 2f64.powf((m - 69.0) / 12.0)
 }
 
-/// Adds a decaying harmonic tone.
+/// Timbre of one instrument: harmonic amplitudes, phases, inharmonicity, vibrato.
+#[derive(Clone)]
+struct Timbre {
+    amps: Vec<f64>,
+    phases: Vec<f64>,
+    inharm: f64,
+    vib_rate: f64,
+    vib_depth: f64,
+}
+
+impl Timbre {
+    fn random(rng: &mut Rng, harmonics: usize) -> Self {
+        let tilt = rng.range(0.6, 1.6);
+        Self {
+            amps: (1..=harmonics)
+                .map(|h| rng.range(0.4, 1.0) / (h as f64).powf(tilt))
+                .collect(),
+            phases: (0..harmonics).map(|_| rng.range(0.0, 2.0 * PI)).collect(),
+            inharm: rng.range(0.0, 0.0008),
+            vib_rate: rng.range(3.0, 6.5),
+            vib_depth: rng.range(0.0, 0.006),
+        }
+    }
+}
+
+/// Adds a decaying tone of the given timbre.
 #[allow(clippy::too_many_arguments)]
 fn add_tone(
     out: &mut [f32],
@@ -586,33 +621,68 @@ fn add_tone(
     len: usize,
     hz: f64,
     amp: f64,
-    harmonics: usize,
+    timbre: &Timbre,
     decay: f64,
 ) {
-    for i in 0..len {
-        let j = start + i;
-        if j >= out.len() {
+    for (h, (a, ph)) in timbre.amps.iter().zip(&timbre.phases).enumerate() {
+        let hn = (h + 1) as f64;
+        let f = hz * hn * (1.0 + timbre.inharm * hn * hn).sqrt();
+        if f > rate * 0.45 {
             break;
         }
-        let t = i as f64 / rate;
-        let env = (1.0 - (-t * 200.0).exp())
-            * (-t * decay).exp()
-            * (1.0 - i as f64 / len as f64).min(1.0).sqrt();
-        let mut v = 0.0;
-        for h in 1..=harmonics {
-            let f = hz * h as f64;
-            if f > rate * 0.45 {
+        let mut phase = *ph;
+        for i in 0..len {
+            let j = start + i;
+            if j >= out.len() {
                 break;
             }
-            v += (2.0 * PI * f * t).sin() / h as f64;
+            let t = i as f64 / rate;
+            let vib = 1.0 + timbre.vib_depth * (2.0 * PI * timbre.vib_rate * t).sin();
+            phase += 2.0 * PI * f * vib / rate;
+            let env = (1.0 - (-t * 200.0).exp())
+                * (-t * decay).exp()
+                * (1.0 - i as f64 / len as f64).sqrt();
+            out[j] += (phase.sin() * a * amp * env) as f32;
         }
-        out[j] += (v * amp * env) as f32;
     }
 }
 
-fn add_drum(out: &mut [f32], rate: f64, start: usize, kind: usize, amp: f64, rng: &mut Rng) {
+/// Drum kit of one piece.
+#[derive(Clone)]
+struct Kit {
+    kick_f: f64,
+    kick_sweep: f64,
+    kick_decay: f64,
+    snare_f: f64,
+    snare_decay: f64,
+    hat_decay: f64,
+}
+
+impl Kit {
+    fn random(rng: &mut Rng) -> Self {
+        Self {
+            kick_f: rng.range(40.0, 70.0),
+            kick_sweep: rng.range(60.0, 200.0),
+            kick_decay: rng.range(12.0, 25.0),
+            snare_f: rng.range(150.0, 260.0),
+            snare_decay: rng.range(18.0, 35.0),
+            hat_decay: rng.range(40.0, 90.0),
+        }
+    }
+}
+
+fn add_drum(
+    out: &mut [f32],
+    rate: f64,
+    start: usize,
+    kind: usize,
+    amp: f64,
+    kit: &Kit,
+    rng: &mut Rng,
+) {
     let len = (0.25 * rate) as usize;
     let mut hp_prev = 0.0;
+    let mut phase = rng.range(0.0, 2.0 * PI);
     for i in 0..len {
         let j = start + i;
         if j >= out.len() {
@@ -621,15 +691,18 @@ fn add_drum(out: &mut [f32], rate: f64, start: usize, kind: usize, amp: f64, rng
         let t = i as f64 / rate;
         let v = match kind {
             0 => {
-                (2.0 * PI * (50.0 * t + 60.0 * (1.0 - (-t * 30.0).exp()) / 30.0 * 3.0)).sin()
-                    * (-t * 18.0).exp()
+                phase += 2.0 * PI * (kit.kick_f + kit.kick_sweep * (-t * 30.0).exp()) / rate;
+                phase.sin() * (-t * kit.kick_decay).exp()
             }
-            1 => (rng.normal() * 0.6 + (2.0 * PI * 190.0 * t).sin() * 0.4) * (-t * 25.0).exp(),
+            1 => {
+                phase += 2.0 * PI * kit.snare_f / rate;
+                (rng.normal() * 0.6 + phase.sin() * 0.4) * (-t * kit.snare_decay).exp()
+            }
             _ => {
                 let n = rng.normal();
                 let hp = n - hp_prev;
                 hp_prev = n;
-                hp * 0.4 * (-t * 60.0).exp()
+                hp * 0.4 * (-t * kit.hat_decay).exp()
             }
         };
         out[j] += (v * amp) as f32;
@@ -643,6 +716,10 @@ pub fn synth_music(dur_s: f64, seed: u64, rate: u32) -> Vec<f32> {
     let mut rng = Rng::new(seed);
     let mut out = vec![0.0f32; n];
     let bpm = rng.range(85.0, 135.0);
+    let kit = Kit::random(&mut rng);
+    let pad = Timbre::random(&mut rng, 6);
+    let bass = Timbre::random(&mut rng, 4);
+    let lead = Timbre::random(&mut rng, 3);
     let beat = (60.0 / bpm * rate_f) as usize;
     let key = 48.0 + rng.below(12) as f64;
     const PROG: [[f64; 3]; 6] = [
@@ -665,7 +742,7 @@ pub fn synth_music(dur_s: f64, seed: u64, rate: u32) -> Vec<f32> {
                 beat * 4,
                 midi_hz(key + 12.0 + c),
                 0.08,
-                6,
+                &pad,
                 0.8 + k as f64 * 0.1,
             );
         }
@@ -678,7 +755,7 @@ pub fn synth_music(dur_s: f64, seed: u64, rate: u32) -> Vec<f32> {
                 beat,
                 midi_hz(key - 12.0 + chord[b % 3]),
                 0.12,
-                4,
+                &bass,
                 3.0,
             );
             add_drum(
@@ -687,13 +764,14 @@ pub fn synth_music(dur_s: f64, seed: u64, rate: u32) -> Vec<f32> {
                 bt,
                 if b % 2 == 0 { 0 } else { 1 },
                 0.35,
+                &kit,
                 &mut rng,
             );
-            add_drum(&mut out, rate_f, bt + beat / 2, 2, 0.25, &mut rng);
+            add_drum(&mut out, rate_f, bt + beat / 2, 2, 0.25, &kit, &mut rng);
             if rng.uniform() < 0.7 {
                 let note =
                     key + 24.0 + chord[rng.below(3)] + if rng.uniform() < 0.3 { 2.0 } else { 0.0 };
-                add_tone(&mut out, rate_f, bt, beat, midi_hz(note), 0.06, 3, 2.0);
+                add_tone(&mut out, rate_f, bt, beat, midi_hz(note), 0.06, &lead, 2.0);
             }
         }
         t += beat * 4;
@@ -768,16 +846,10 @@ pub fn synth_clip(kind: ClipKind, dur_s: f64, seed: u64, rate: u32, use_espeak: 
             let parts = 2 + rng.below(3);
             for k in 0..parts {
                 let m = root + [0.0, 7.0, 12.0, 16.0, 19.0][k];
-                add_tone(
-                    &mut x,
-                    rate_f,
-                    0,
-                    n,
-                    midi_hz(m) * rng.range(0.995, 1.005),
-                    0.3,
-                    3 + rng.below(5),
-                    rng.range(1.5, 4.0),
-                );
+                let nh = 3 + rng.below(5);
+                let tim = Timbre::random(&mut rng, nh);
+                let (hz, decay) = (midi_hz(m) * rng.range(0.995, 1.005), rng.range(1.5, 4.0));
+                add_tone(&mut x, rate_f, 0, n, hz, 0.3, &tim, decay);
             }
             // Bright attack.
             let hit = (0.02 * rate_f) as usize;
@@ -791,10 +863,11 @@ pub fn synth_clip(kind: ClipKind, dur_s: f64, seed: u64, rate: u32, use_espeak: 
             // A lead melody on top so it differs from beds.
             let note_len = (rng.range(0.12, 0.3) * rate_f) as usize;
             let base = 67.0 + rng.below(8) as f64;
+            let tim = Timbre::random(&mut rng, 5);
             let mut t = 0;
             while t < n {
                 let m = base + [0.0, 2.0, 4.0, 7.0, 9.0, 12.0][rng.below(6)];
-                add_tone(&mut x, rate_f, t, note_len * 2, midi_hz(m), 0.15, 5, 3.0);
+                add_tone(&mut x, rate_f, t, note_len * 2, midi_hz(m), 0.15, &tim, 3.0);
                 t += note_len;
             }
             x

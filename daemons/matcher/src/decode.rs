@@ -174,92 +174,122 @@ pub fn decode_source(
             reason: e.to_string(),
         })?;
     let expected = params.n_frames.unwrap_or(0);
-    let mut mono = MonoResampler::new(source_rate, expected, &input)?;
-    let mut channels: u16 = params.channels.map(|c| c.count() as u16).unwrap_or(0);
-    let mut warnings = Vec::new();
-    let mut sample_buf: Option<SampleBuffer<f32>> = None;
-    let mut decode_errors = 0usize;
-    loop {
-        let packet = match format.next_packet() {
-            Ok(p) => p,
-            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(SymError::ResetRequired) => break,
-            Err(e) => {
-                if mono.frames_in == 0 {
-                    return Err(DecodeError::Corrupt {
-                        input,
-                        reason: e.to_string(),
-                    });
-                }
-                warnings.push(format!(
-                    "stream broke after {:.3} s: {e}; keeping the decoded prefix",
-                    mono.frames_in as f64 / source_rate as f64
-                ));
-                break;
+    let mono = MonoResampler::new(source_rate, expected, &input)?;
+    // Resampling runs on a second thread, pipelined with decoding.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<f32>>(64);
+    std::thread::scope(|scope| {
+        let worker = scope.spawn(move || -> Result<MonoResampler, DecodeError> {
+            let mut mono = mono;
+            for chunk in rx {
+                mono.push_interleaved(&chunk, 1)?;
             }
-        };
-        if packet.track_id() != track_id {
-            continue;
-        }
-        match decoder.decode(&packet) {
-            Ok(buf) => {
-                let spec = *buf.spec();
-                if spec.rate != source_rate {
-                    return Err(DecodeError::AbsurdSampleRate {
-                        input,
-                        rate: Some(spec.rate),
-                    });
+            Ok(mono)
+        });
+        let mut frames_in: u64 = 0;
+        let mut channels: u16 = params.channels.map(|c| c.count() as u16).unwrap_or(0);
+        let mut warnings = Vec::new();
+        let mut sample_buf: Option<SampleBuffer<f32>> = None;
+        let mut decode_errors = 0usize;
+        loop {
+            let packet = match format.next_packet() {
+                Ok(p) => p,
+                Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(SymError::ResetRequired) => break,
+                Err(e) => {
+                    if frames_in == 0 {
+                        return Err(DecodeError::Corrupt {
+                            input,
+                            reason: e.to_string(),
+                        });
+                    }
+                    warnings.push(format!(
+                        "stream broke after {:.3} s: {e}; keeping the decoded prefix",
+                        frames_in as f64 / source_rate as f64
+                    ));
+                    break;
                 }
-                let nch = spec.channels.count().max(1);
-                channels = nch as u16;
-                let needed = buf.capacity() as u64;
-                let sb = match &mut sample_buf {
-                    Some(sb) if sb.capacity() as u64 >= needed * nch as u64 => sb,
-                    _ => sample_buf.insert(SampleBuffer::<f32>::new(needed, spec)),
-                };
-                sb.copy_interleaved_ref(buf);
-                mono.push_interleaved(sb.samples(), nch)?;
-            }
-            Err(SymError::DecodeError(msg)) => {
-                decode_errors += 1;
-                if decode_errors == 1 {
-                    warnings.push(format!("skipped undecodable packet(s): {msg}"));
-                }
+            };
+            if packet.track_id() != track_id {
                 continue;
             }
-            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => {
-                if mono.frames_in == 0 {
-                    return Err(DecodeError::Corrupt {
-                        input,
-                        reason: e.to_string(),
-                    });
+            match decoder.decode(&packet) {
+                Ok(buf) => {
+                    let spec = *buf.spec();
+                    if spec.rate != source_rate {
+                        return Err(DecodeError::AbsurdSampleRate {
+                            input,
+                            rate: Some(spec.rate),
+                        });
+                    }
+                    let nch = spec.channels.count().max(1);
+                    channels = nch as u16;
+                    let needed = buf.capacity() as u64;
+                    let sb = match &mut sample_buf {
+                        Some(sb) if sb.capacity() as u64 >= needed * nch as u64 => sb,
+                        _ => sample_buf.insert(SampleBuffer::<f32>::new(needed, spec)),
+                    };
+                    sb.copy_interleaved_ref(buf);
+                    let data = sb.samples();
+                    let frames = data.len() / nch;
+                    frames_in += frames as u64;
+                    let chunk: Vec<f32> = if nch == 1 {
+                        data[..frames].to_vec()
+                    } else {
+                        let inv = 1.0 / nch as f32;
+                        data.chunks_exact(nch)
+                            .map(|f| f.iter().sum::<f32>() * inv)
+                            .collect()
+                    };
+                    if tx.send(chunk).is_err() {
+                        break;
+                    }
                 }
-                warnings.push(format!("decoder stopped: {e}; keeping the decoded prefix"));
-                break;
+                Err(SymError::DecodeError(msg)) => {
+                    decode_errors += 1;
+                    if decode_errors == 1 {
+                        warnings.push(format!("skipped undecodable packet(s): {msg}"));
+                    }
+                    continue;
+                }
+                Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => {
+                    if frames_in == 0 {
+                        return Err(DecodeError::Corrupt {
+                            input,
+                            reason: e.to_string(),
+                        });
+                    }
+                    warnings.push(format!("decoder stopped: {e}; keeping the decoded prefix"));
+                    break;
+                }
             }
         }
-    }
-    if decode_errors > 1 {
-        warnings.push(format!("{decode_errors} undecodable packets skipped"));
-    }
-    if mono.frames_in == 0 {
-        if decode_errors > 0 {
-            return Err(DecodeError::Corrupt {
-                input,
-                reason: format!("{decode_errors} undecodable packets, no audio"),
-            });
+        if decode_errors > 1 {
+            warnings.push(format!("{decode_errors} undecodable packets skipped"));
         }
-        return Err(DecodeError::Empty { input });
-    }
-    let samples = mono.finish()?;
-    let duration_s = samples.len() as f64 / ANALYSIS_RATE as f64;
-    Ok(DecodedAudio {
-        samples,
-        source_rate,
-        channels,
-        duration_s,
-        warnings,
+        if frames_in == 0 {
+            if decode_errors > 0 {
+                return Err(DecodeError::Corrupt {
+                    input,
+                    reason: format!("{decode_errors} undecodable packets, no audio"),
+                });
+            }
+            return Err(DecodeError::Empty { input });
+        }
+        drop(tx);
+        let mono = worker.join().map_err(|_| DecodeError::Corrupt {
+            input: input.clone(),
+            reason: "resampler thread panicked".into(),
+        })??;
+        let samples = mono.finish()?;
+        let duration_s = samples.len() as f64 / ANALYSIS_RATE as f64;
+        Ok(DecodedAudio {
+            samples,
+            source_rate,
+            channels,
+            duration_s,
+            warnings,
+        })
     })
 }
 

@@ -143,6 +143,10 @@ pub struct MatchConfig {
     pub min_separation: f64,
     /// Shortest accepted clip (s, default 0.25).
     pub min_clip_s: f64,
+    /// Adaptive threshold: a clip's threshold is at least this many standard
+    /// deviations of its NCC against clip-free audio of the episode's spectrum
+    /// (default 6.0; 0 disables; not used in exhaustive mode).
+    pub null_sigmas: f32,
 }
 
 impl Default for MatchConfig {
@@ -161,6 +165,7 @@ impl Default for MatchConfig {
             max_occurrences: 1000,
             min_separation: 0.75,
             min_clip_s: 0.25,
+            null_sigmas: 6.0,
         }
     }
 }
@@ -170,7 +175,12 @@ pub struct Matcher {
     episode: Vec<f32>,
     config: MatchConfig,
     index: Option<FeatureIndex>,
+    /// Normalised PSD of each episode section (for the adaptive threshold).
+    section_psd: Vec<Vec<f32>>,
 }
+
+/// Episode section length (samples) for the null-distribution estimate.
+const SECTION: usize = 30 * ANALYSIS_RATE as usize;
 
 pub(crate) fn round_ms(s: f64) -> f64 {
     (s * 1000.0).round() / 1000.0
@@ -194,11 +204,42 @@ impl Matcher {
             MatchMode::Fast | MatchMode::Full => Some(FeatureIndex::new(&episode)),
             MatchMode::Exhaustive => None,
         };
+        let section_psd = if config.mode == MatchMode::Exhaustive || config.null_sigmas <= 0.0 {
+            Vec::new()
+        } else {
+            episode
+                .par_chunks(SECTION)
+                .filter(|c| c.len() >= ncc::PSD_N)
+                .map(ncc::welch_psd)
+                .collect()
+        };
         Self {
             episode,
             config,
             index,
+            section_psd,
         }
+    }
+
+    /// Detection threshold for one clip: the configured threshold, raised to
+    /// `null_sigmas` standard deviations of the NCC that this clip would have
+    /// against the most similar (in spectrum) section of the episode. Tonal
+    /// clips against music get a higher threshold, broadband ones keep the
+    /// configured one (a CFAR detector with an analytic null).
+    fn clip_threshold(&self, clip: &PreparedClip) -> f32 {
+        if self.section_psd.is_empty() {
+            return self.config.threshold;
+        }
+        let p = ncc::welch_psd(&clip.samples);
+        let sigma = self
+            .section_psd
+            .iter()
+            .map(|s| ncc::null_sigma(&p, s, clip.len()))
+            .fold(0.0f32, f32::max);
+        if std::env::var_os("ARCHIVIST_MATCHER_DEBUG").is_some() {
+            eprintln!("clip len {} null sigma {sigma:.4}", clip.len());
+        }
+        self.config.threshold.max(self.config.null_sigmas * sigma)
     }
 
     /// Episode duration (s).
@@ -306,9 +347,11 @@ impl Matcher {
                 let (p, peaks) = r?;
                 let t1 = Instant::now();
                 let dur = p.len() as f64 / ANALYSIS_RATE as f64;
+                let thr = self.clip_threshold(&p);
                 let mut occ: Vec<Occurrence> = if warped {
                     peaks
                         .into_iter()
+                        .filter(|k| k.ncc >= thr)
                         .filter_map(|k| {
                             refine_extent(&self.episode, &p, k.pos, k.ncc, &self.config)
                         })
@@ -373,10 +416,11 @@ impl Matcher {
                     cfg.max_candidates,
                 );
                 let mut hits = Vec::new();
+                let thr = self.clip_threshold(&p);
                 for c in cands {
                     let center = (c.pos.round() as i64) * HOP as i64;
                     if let Some(pk) = ncc::local_ncc(&self.episode, &p, center, 2 * HOP) {
-                        if pk.ncc >= cfg.threshold {
+                        if pk.ncc >= thr {
                             hits.push(pk);
                         }
                     }

@@ -50,6 +50,56 @@ impl PreparedClip {
     }
 }
 
+/// Welch PSD size used by the null-distribution estimate.
+pub(crate) const PSD_N: usize = 4096;
+
+/// Normalised Welch power spectrum (sums to 1) of `x`, `PSD_N` bins (PSD_N/2+1 kept).
+pub(crate) fn welch_psd(x: &[f32]) -> Vec<f32> {
+    let n = PSD_N;
+    let (fwd, _) = plans(n);
+    let win: Vec<f32> = (0..n)
+        .map(|i| 0.5 - 0.5 * (2.0 * std::f32::consts::PI * i as f32 / n as f32).cos())
+        .collect();
+    let mut acc = vec![0.0f64; n / 2 + 1];
+    let mut buf = vec![0.0f32; n];
+    let mut spec = fwd.make_output_vec();
+    let mut start = 0usize;
+    loop {
+        let end = (start + n).min(x.len());
+        buf.iter_mut().for_each(|v| *v = 0.0);
+        for (i, v) in x[start..end].iter().enumerate() {
+            buf[i] = v * win[i];
+        }
+        let _ = fwd.process(&mut buf, &mut spec);
+        for (a, c) in acc.iter_mut().zip(&spec) {
+            *a += c.norm_sqr() as f64;
+        }
+        if end >= x.len() {
+            break;
+        }
+        start += n / 2;
+    }
+    let total: f64 = acc.iter().sum();
+    acc.iter()
+        .map(|v| if total > 0.0 { (v / total) as f32 } else { 0.0 })
+        .collect()
+}
+
+/// Standard deviation of the NCC of a clip (normalised PSD `clip_psd`,
+/// `len` samples) against stationary audio with normalised PSD `bed_psd`:
+/// var = (M / L) * sum_k p_c(k) p_x(k) (1/L for white noise).
+pub(crate) fn null_sigma(clip_psd: &[f32], bed_psd: &[f32], len: usize) -> f32 {
+    let dot: f64 = clip_psd
+        .iter()
+        .zip(bed_psd)
+        .map(|(a, b)| *a as f64 * *b as f64)
+        .sum();
+    // Half-spectrum bins stand for two bins each (except DC/Nyquist): M_eff = PSD_N / 2.
+    ((PSD_N as f64 / 2.0) * dot / len.max(1) as f64)
+        .sqrt()
+        .min(1.0) as f32
+}
+
 /// A correlation peak: episode position (fractional samples) and NCC value.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Peak {
@@ -80,10 +130,19 @@ pub(crate) fn exhaustive(
     let mut sizes: Vec<usize> = clips.iter().map(|c| block_size(c.len())).collect();
     sizes.sort_unstable();
     sizes.dedup();
+    // Clips of one FFT size are processed in chunks so that their spectra
+    // (n/2+1 complex values each) stay within a fixed memory budget (~64 MB).
+    let mut chunks: Vec<(usize, Vec<usize>)> = Vec::new();
     for n in sizes {
-        let idx: Vec<usize> = (0..clips.len())
+        let all: Vec<usize> = (0..clips.len())
             .filter(|&i| block_size(clips[i].len()) == n && clips[i].len() <= episode.len())
             .collect();
+        let per_chunk = ((64usize << 20) / (4 * n)).clamp(1, 64);
+        for c in all.chunks(per_chunk) {
+            chunks.push((n, c.to_vec()));
+        }
+    }
+    for (n, idx) in chunks {
         if idx.is_empty() {
             continue;
         }

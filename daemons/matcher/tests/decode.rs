@@ -2,12 +2,17 @@
 
 use std::path::{Path, PathBuf};
 
-use archivist_matcher::corpus::{lame_encode, synth_bed, synth_clip, tool_available, write_wav, BedKind, ClipKind};
+use archivist_matcher::corpus::{
+    lame_encode, synth_bed, synth_clip, tool_available, write_wav, BedKind, ClipKind,
+};
 use archivist_matcher::decode::{decode_file, decode_reader, DecodeError};
 use archivist_matcher::{MatchConfig, Matcher};
 
 fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("archivist-matcher-test-{}-{name}", std::process::id()));
+    let d = std::env::temp_dir().join(format!(
+        "archivist-matcher-test-{}-{name}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -60,9 +65,16 @@ fn mp3_gapless_offsets_are_exact() {
     let mp3 = d.join("ep.mp3");
     lame_encode(&e, &mp3, 64, true).unwrap();
     let dec = decode_file(&mp3).unwrap();
-    assert!((dec.duration_s - 12.0).abs() < 0.002, "gapless duration {}", dec.duration_s);
+    assert!(
+        (dec.duration_s - 12.0).abs() < 0.002,
+        "gapless duration {}",
+        dec.duration_s
+    );
     let off = offset_of(&mp3, &c);
-    assert!((off - 6.5).abs() <= 0.002, "offset {off} (gapless decoding off would be ~25 ms late)");
+    assert!(
+        (off - 6.5).abs() <= 0.002,
+        "offset {off} (gapless decoding off would be ~25 ms late)"
+    );
     // Truncated MP3: the decoded prefix is returned.
     let bytes = std::fs::read(&mp3).unwrap();
     let cut = d.join("cut.mp3");
@@ -80,7 +92,9 @@ fn bad_inputs_give_clear_errors() {
     let d = tmpdir("bad");
     let text = d.join("notes.mp3");
     std::fs::write(&text, "this is not audio at all, just text\n".repeat(50)).unwrap();
-    assert!(matches!(decode_file(&text), Err(DecodeError::NotAudio { input, .. }) if input.contains("notes.mp3")));
+    assert!(
+        matches!(decode_file(&text), Err(DecodeError::NotAudio { input, .. }) if input.contains("notes.mp3"))
+    );
 
     let mut junk = Vec::new();
     let mut x: u32 = 12345;
@@ -90,19 +104,30 @@ fn bad_inputs_give_clear_errors() {
     }
     let jf = d.join("junk.wav");
     std::fs::write(&jf, &junk).unwrap();
-    assert!(matches!(decode_file(&jf), Err(DecodeError::NotAudio { .. })));
+    assert!(matches!(
+        decode_file(&jf),
+        Err(DecodeError::NotAudio { .. })
+    ));
 
     let empty = d.join("empty.flac");
     std::fs::write(&empty, b"").unwrap();
-    assert!(matches!(decode_file(&empty), Err(DecodeError::NotAudio { .. })));
+    assert!(matches!(
+        decode_file(&empty),
+        Err(DecodeError::NotAudio { .. })
+    ));
 
     let missing = d.join("missing.mp3");
-    assert!(matches!(decode_file(&missing), Err(DecodeError::Io { input, .. }) if input.contains("missing.mp3")));
+    assert!(
+        matches!(decode_file(&missing), Err(DecodeError::Io { input, .. }) if input.contains("missing.mp3"))
+    );
 
     // WAV with a header and no samples.
     let nodata = d.join("nodata.wav");
     write_wav(&nodata, &[], 8000, 1).unwrap();
-    assert!(matches!(decode_file(&nodata), Err(DecodeError::Empty { .. })));
+    assert!(matches!(
+        decode_file(&nodata),
+        Err(DecodeError::Empty { .. })
+    ));
 
     // WAV declaring an absurd sample rate.
     let absurd = d.join("absurd.wav");
@@ -110,7 +135,10 @@ fn bad_inputs_give_clear_errors() {
     let mut b = std::fs::read(&absurd).unwrap();
     b[24..28].copy_from_slice(&5u32.to_le_bytes());
     std::fs::write(&absurd, &b).unwrap();
-    assert!(matches!(decode_file(&absurd), Err(DecodeError::AbsurdSampleRate { rate: Some(5), .. })));
+    assert!(matches!(
+        decode_file(&absurd),
+        Err(DecodeError::AbsurdSampleRate { rate: Some(5), .. })
+    ));
 
     // Unsupported codec: WAV format tag 0x0055 (MP3-in-WAV) with no decoder for it.
     let odd = d.join("odd.wav");
@@ -120,7 +148,10 @@ fn bad_inputs_give_clear_errors() {
     std::fs::write(&odd, &b).unwrap();
     let r = decode_file(&odd);
     assert!(
-        matches!(r, Err(DecodeError::UnsupportedCodec { .. }) | Err(DecodeError::NotAudio { .. })),
+        matches!(
+            r,
+            Err(DecodeError::UnsupportedCodec { .. }) | Err(DecodeError::NotAudio { .. })
+        ),
         "{r:?}"
     );
     let _ = std::fs::remove_dir_all(d);

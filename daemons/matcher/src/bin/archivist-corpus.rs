@@ -82,7 +82,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn scenario(seed: u64, minutes: f64, bed: BedKind, mp3: Option<u32>, rate: u32, espeak: bool) -> Scenario {
+fn scenario(
+    seed: u64,
+    minutes: f64,
+    bed: BedKind,
+    mp3: Option<u32>,
+    rate: u32,
+    espeak: bool,
+) -> Scenario {
     let mut s = Scenario::new(seed, minutes * 60.0, bed).with_rate(rate);
     s.episode_mp3_kbps = mp3;
     s.use_espeak = espeak;
@@ -92,15 +99,43 @@ fn scenario(seed: u64, minutes: f64, bed: BedKind, mp3: Option<u32>, rate: u32, 
         ("jingle", ClipKind::Jingle, 5.0),
         ("theme", ClipKind::Theme, 20.0),
     ];
-    let ids: Vec<usize> = kinds.iter().map(|(n, k, d)| s.add_clip(n, *k, *d)).collect();
+    let ids: Vec<usize> = kinds
+        .iter()
+        .map(|(n, k, d)| s.add_clip(n, *k, *d))
+        .collect();
     let _absent = s.add_clip("absent", ClipKind::Jingle, 4.0);
     let variants = [
         (Placement::Splice, Degrade::default()),
         (Placement::Mix { clip_db: -3.0 }, Degrade::default()),
-        (Placement::Splice, Degrade { gain_db: -12.0, noise_snr_db: Some(10.0), ..Default::default() }),
-        (Placement::Splice, Degrade { speed: 1.03, ..Default::default() }),
-        (Placement::Splice, Degrade { tempo: 0.97, ..Default::default() }),
-        (Placement::Splice, Degrade { part: (0.25, 0.75), ..Default::default() }),
+        (
+            Placement::Splice,
+            Degrade {
+                gain_db: -12.0,
+                noise_snr_db: Some(10.0),
+                ..Default::default()
+            },
+        ),
+        (
+            Placement::Splice,
+            Degrade {
+                speed: 1.03,
+                ..Default::default()
+            },
+        ),
+        (
+            Placement::Splice,
+            Degrade {
+                tempo: 0.97,
+                ..Default::default()
+            },
+        ),
+        (
+            Placement::Splice,
+            Degrade {
+                part: (0.25, 0.75),
+                ..Default::default()
+            },
+        ),
     ];
     let total = minutes * 60.0;
     let mut t = 3.0;
@@ -109,7 +144,11 @@ fn scenario(seed: u64, minutes: f64, bed: BedKind, mp3: Option<u32>, rate: u32, 
         let c = ids[k % ids.len()];
         let (p, d) = variants[(k / ids.len() + k) % variants.len()].clone();
         // Short clips are not used partially.
-        let d = if s.clips[c].duration_s < 3.0 && d.part != (0.0, 1.0) { Degrade::default() } else { d };
+        let d = if s.clips[c].duration_s < 3.0 && d.part != (0.0, 1.0) {
+            Degrade::default()
+        } else {
+            d
+        };
         s.place_degraded(c, t, p, d);
         t += s.clips[c].duration_s + 8.0 + (k % 5) as f64 * 3.0;
         k += 1;
