@@ -1,0 +1,175 @@
+//! Running the `archivist` binary in tests: child processes that are stopped when the
+//! test ends, a fresh chroot per test, and a scratch directory.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_archivist")
+}
+
+/// A scratch directory under the repo's ignored `.local/`.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = archivist_testkit::repo_root()
+        .join(".local/test-scratch")
+        .join(format!("{name}-{}-{:08x}", std::process::id(), rand_u32()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn rand_u32() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    nanos ^ (std::process::id() << 8)
+}
+
+/// The environment that points the binary at a test chroot.
+#[derive(Clone)]
+pub struct Env {
+    /// Connect string.
+    pub zk: String,
+    /// Chroot.
+    pub chroot: String,
+}
+
+impl Env {
+    /// A fresh chroot on the test ZooKeeper.
+    pub fn fresh(name: &str) -> Env {
+        Env {
+            zk: archivist_testkit::zk_connect(),
+            chroot: archivist_testkit::unique_chroot(name),
+        }
+    }
+
+    /// A command for the binary with this environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .env("ARCHIVIST_ZK", &self.zk)
+            .env("ARCHIVIST_CHROOT", &self.chroot)
+            .env("ARCHIVIST_SESSION_TIMEOUT_MS", "4000")
+            .env("RUST_LOG", "info,zookeeper_client=warn");
+        c
+    }
+
+    /// Runs a command to completion.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run archivist")
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "archivist {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts a long-running command; it is killed when the handle drops.
+    pub fn spawn(&self, args: &[&str], log: &std::path::Path) -> Daemon {
+        let file = std::fs::File::create(log).expect("log file");
+        let child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(file)
+            .spawn()
+            .expect("spawn archivist");
+        Daemon { child: Some(child) }
+    }
+}
+
+/// A child process, killed (SIGKILL) on drop unless stopped first.
+pub struct Daemon {
+    child: Option<Child>,
+}
+
+impl Daemon {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Reads stdout lines until one matches; returns it.
+    pub fn wait_for_line(&mut self, prefix: &str, timeout: Duration) -> String {
+        let stdout = self
+            .child
+            .as_mut()
+            .and_then(|c| c.stdout.take())
+            .expect("stdout piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let prefix = prefix.to_string();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.starts_with(&prefix) {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        rx.recv_timeout(timeout).expect("expected line on stdout")
+    }
+
+    /// Sends a signal.
+    pub fn signal(&self, sig: &str) {
+        let _ = Command::new("kill").args([&format!("-{sig}"), &self.pid().to_string()]).status();
+    }
+
+    /// SIGTERM, then waits up to `timeout` for the exit; returns whether it exited.
+    pub fn stop(mut self, timeout: Duration) -> bool {
+        self.signal("TERM");
+        let started = Instant::now();
+        if let Some(child) = self.child.as_mut() {
+            while started.elapsed() < timeout {
+                if let Ok(Some(_)) = child.try_wait() {
+                    self.child = None;
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        false
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts `archivist serve-files DIR` and returns it with its base URL.
+pub fn serve_files(env: &Env, dir: &std::path::Path, extra: &[&str]) -> (Daemon, String) {
+    let mut args = vec!["serve-files", dir.to_str().expect("utf-8 path"), "--addr", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
+    let mut daemon = env.spawn(&args, &dir.with_extension("files.log"));
+    let line = daemon.wait_for_line("serving ", Duration::from_secs(20));
+    let url = line.rsplit(' ').next().expect("url").trim_end_matches('/').to_string();
+    (daemon, url)
+}
+
+/// A config file with short timings for tests.
+pub fn fast_config(dir: &std::path::Path) -> PathBuf {
+    let path = dir.join("archivist.yml");
+    std::fs::write(
+        &path,
+        format!(
+            "planner:\n  tick_ms: 500\n  lease_duration_ms: 60000\n  work_item_ttl_ms: 30000\nrecorder:\n  poll_ms: 300\nreaper:\n  interval_ms: 1000\n  work_item_ttl_ms: 30000\nresearcher:\n  concurrency: 2\n  work_dir: {}\n",
+            dir.join("work").display()
+        ),
+    )
+    .expect("write config");
+    path
+}
