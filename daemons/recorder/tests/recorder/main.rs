@@ -3,5 +3,6 @@
 mod closing;
 mod parallel;
 mod reaping;
+mod sigkill;
 mod storing;
 mod support;

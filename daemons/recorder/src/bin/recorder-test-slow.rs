@@ -1,0 +1,65 @@
+//! A deliberately slow recorder, for the SIGKILL test: for each report it prepares the
+//! multi, prints `prepared <report>`, waits `<delay-ms>`, commits and prints
+//! `stored <report>`. Killing it during the wait leaves a prepared, uncommitted store.
+//!
+//! Usage: recorder-test-slow <connect> <chroot> <delay-ms>
+
+use std::time::Duration;
+
+use archivist_engine::schema::paths;
+use archivist_engine::{store as zkstore, Session, ZkConfig};
+use archivist_recorder::store;
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 4 {
+        eprintln!("usage: recorder-test-slow <connect> <chroot> <delay-ms>");
+        std::process::exit(2);
+    }
+    let Ok(delay) = args[3].parse::<u64>() else {
+        eprintln!("delay must be a number of milliseconds");
+        std::process::exit(2);
+    };
+    let config = ZkConfig::new(&args[1])
+        .with_chroot(&args[2])
+        .with_session_timeout(Duration::from_secs(4));
+    let session = match Session::connect(&config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1)
+        }
+    };
+    loop {
+        let names = match zkstore::children(&session, paths::REPORTS).await {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1)
+            }
+        };
+        for name in names {
+            let Some(job) = store::job_of(&name) else {
+                continue;
+            };
+            let prepared = match store::prepare(&session, job, std::slice::from_ref(&name)).await {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("prepare {name}: {e}");
+                    continue;
+                }
+            };
+            if prepared.ops().is_empty() {
+                continue;
+            }
+            println!("prepared {name}");
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            match store::commit(&session, &prepared).await {
+                Ok(()) => println!("stored {name}"),
+                Err(e) => eprintln!("commit {name}: {e}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
