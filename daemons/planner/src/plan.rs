@@ -56,6 +56,7 @@ pub struct Planner {
     index: Index,
     watches: Watches,
     stale: bool,
+    clock: Option<(i64, Instant)>,
 }
 
 /// Researchers' capacity: the sum of `slots` of `/researchers/*` (a researcher running N
@@ -112,6 +113,7 @@ impl Planner {
             index,
             watches,
             stale: false,
+            clock: None,
         };
         planner.refresh().await?;
         Ok(planner)
@@ -166,7 +168,6 @@ impl Planner {
             self.reload().await?;
             wake = true;
         }
-        self.report_gauges();
         Ok(wake)
     }
 
@@ -193,14 +194,40 @@ impl Planner {
         metrics::gauge!("archivist_planner_index_bytes").set(stats.heap_bytes as f64);
     }
 
-    /// Chooses the next work item: reads ZooKeeper's time (a write, so every change
-    /// committed before it has been notified to this session), applies those events,
-    /// then asks the index.
-    pub async fn pick(&mut self) -> Result<Option<Pick>, EngineError> {
+    /// Reads ZooKeeper's time (a write to `/clock`, whose mtime the server stamps). Being
+    /// a write, every change committed before it has been notified to this session when
+    /// it returns, so the next [`Planner::refresh`] sees them all.
+    async fn sync_clock(&mut self) -> Result<i64, EngineError> {
         let now = zk_now_ms(&self.session).await?;
+        self.clock = Some((now, Instant::now()));
+        Ok(now)
+    }
+
+    /// ZooKeeper's time now: the last reading plus the monotonic time since (no host
+    /// wall clock is involved; a round lasts seconds against leases of minutes).
+    fn now_ms(&self) -> i64 {
+        match self.clock {
+            Some((at, read)) => {
+                at.saturating_add(i64::try_from(read.elapsed().as_millis()).unwrap_or(i64::MAX))
+            }
+            None => self.index.now_ms(),
+        }
+    }
+
+    /// Chooses the next work item on a fresh view: reads ZooKeeper's time, applies every
+    /// event that arrived, then asks the index.
+    pub async fn pick(&mut self) -> Result<Option<Pick>, EngineError> {
+        self.sync_clock().await?;
+        self.pick_now().await
+    }
+
+    /// Chooses the next work item inside a round: the clock was read at the round's start
+    /// and every item since was created by a write of this session, so applying the
+    /// events that arrived is enough to be current.
+    async fn pick_now(&mut self) -> Result<Option<Pick>, EngineError> {
         self.refresh().await?;
         let started = Instant::now();
-        let pick = self.index.pick(now, self.settings.max_clips);
+        let pick = self.index.pick(self.now_ms(), self.settings.max_clips);
         metrics::histogram!("archivist_planner_pick_seconds")
             .record(started.elapsed().as_secs_f64());
         Ok(pick)
@@ -252,7 +279,7 @@ impl Planner {
                 return Err(e);
             }
         };
-        let expires = self.index.now_ms().saturating_add(duration_ms);
+        let expires = self.now_ms().saturating_add(duration_ms);
         self.index
             .upsert_lease(&job.id, &job.episode, pick.clip_numbers.clone(), expires);
         self.index.add_job(
@@ -281,6 +308,7 @@ impl Planner {
         shutdown: &CancellationToken,
     ) -> Result<RoundReport, EngineError> {
         metrics::counter!("archivist_planner_rounds_total").increment(1);
+        self.sync_clock().await?;
         self.refresh().await?;
         let expired =
             expire::expire_waiting(&self.session, self.settings.work_item_ttl_ms(), &self.by)
@@ -300,11 +328,12 @@ impl Planner {
             if created.len() as u64 > researchers {
                 break Stop::RoundLimit;
             }
-            let Some(pick) = self.pick().await? else {
+            let Some(pick) = self.pick_now().await? else {
                 break Stop::NoWork;
             };
             created.push(self.create(&pick).await?);
         };
+        self.report_gauges();
         tracing::debug!(
             created = created.len(),
             expired = expired.len(),

@@ -60,6 +60,19 @@ impl Bits {
         })
     }
 
+    /// How many members of `self` are in neither `a` nor `b`?
+    pub fn count_outside(&self, a: &Bits, b: &Bits) -> u32 {
+        self.words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let taken =
+                    a.words.get(i).copied().unwrap_or(0) | b.words.get(i).copied().unwrap_or(0);
+                (w & !taken).count_ones()
+            })
+            .sum()
+    }
+
     /// Drops trailing empty words (after clips were removed).
     pub fn shrink(&mut self) {
         while self.words.last() == Some(&0) {
@@ -108,5 +121,8 @@ mod tests {
         let mut blocked = blocked;
         blocked.set(1999);
         assert!(!active.any_outside(&researched, &blocked));
+        assert_eq!(active.count_outside(&researched, &blocked), 0);
+        researched.clear(5);
+        assert_eq!(active.count_outside(&researched, &blocked), 1);
     }
 }

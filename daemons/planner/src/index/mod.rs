@@ -10,8 +10,13 @@
 //! `held` or `failed`). A clip can be planned for an episode when it is an active catalog
 //! clip (present, not held) in neither set. Episodes are kept in selection order
 //! (priority descending, initial curation descending, id), held ones left out, and clips
-//! in a sorted list by the same rule, so a pick walks episodes in order and stops at the
-//! first one with a free clip (a few word operations each), then walks the clip list.
+//! in a sorted list by the same rule. Each episode also keeps its count of free clips
+//! (active, not researched, not blocked), and the episodes with a free clip are kept in a
+//! second ordered set, so choosing the episode is taking the first element of that set
+//! (O(log n), however many complete episodes come before it), and choosing its clips is a
+//! walk of the clip list. Counts are recomputed per episode when its research, leases or
+//! jobs change (a few word operations), and for every episode when the clip catalog
+//! changes (about a millisecond at 10k episodes x 2k clips).
 
 mod bits;
 mod pick;
@@ -57,6 +62,8 @@ pub struct IndexStats {
     pub episodes: usize,
     /// Episodes that can be planned (in the catalog and not held).
     pub plannable_episodes: usize,
+    /// Plannable episodes with a free clip right now.
+    pub open_episodes: usize,
     /// Clips that can be planned (in the catalog and not held).
     pub active_clips: usize,
     /// Leases known.
@@ -75,6 +82,8 @@ type EpisodeKey = (Reverse<i64>, Reverse<i64>, String, usize);
 struct EpisodeSlot {
     id: String,
     info: Option<EpisodeInfo>,
+    free: u32,
+    open: bool,
     researched: Bits,
     blocked: Bits,
     leases: Vec<String>,
@@ -102,6 +111,7 @@ pub struct Index {
     episodes: Vec<EpisodeSlot>,
     slots: HashMap<String, usize>,
     order: BTreeSet<EpisodeKey>,
+    open: BTreeSet<EpisodeKey>,
     clips: Vec<Option<ClipInfo>>,
     active: Bits,
     clip_order: Vec<u32>,
@@ -145,12 +155,16 @@ impl Index {
         let slot = self.slot(episode);
         let entry = &mut self.episodes[slot];
         if let Some(old) = entry.info.take() {
-            self.order.remove(&Index::key(slot, episode, &old));
+            let key = Index::key(slot, episode, &old);
+            self.order.remove(&key);
+            self.open.remove(&key);
+            self.episodes[slot].open = false;
         }
         if !info.held {
             self.order.insert(Index::key(slot, episode, &info));
         }
         self.episodes[slot].info = Some(info);
+        self.count(slot);
     }
 
     /// Removes a catalog episode (its research and leases stay known).
@@ -159,7 +173,10 @@ impl Index {
             return;
         };
         if let Some(old) = self.episodes[slot].info.take() {
-            self.order.remove(&Index::key(slot, episode, &old));
+            let key = Index::key(slot, episode, &old);
+            self.order.remove(&key);
+            self.open.remove(&key);
+            self.episodes[slot].open = false;
         }
     }
 
@@ -196,12 +213,14 @@ impl Index {
             bits.set(n);
         }
         bits.shrink();
+        self.count(slot);
     }
 
     /// Forgets an episode's research (its record was deleted).
     pub fn remove_research(&mut self, episode: &str) {
         if let Some(&slot) = self.slots.get(episode) {
             self.episodes[slot].researched = Bits::new();
+            self.count(slot);
         }
     }
 
@@ -337,6 +356,38 @@ impl Index {
             }
         }
         entry.blocked.shrink();
+        self.count(slot);
+    }
+
+    /// Recounts an episode's free clips and keeps the open set in step. Deferred while
+    /// the clip catalog changed (the next pick recounts every episode).
+    fn count(&mut self, slot: usize) {
+        if self.clip_order_dirty {
+            return;
+        }
+        let entry = &mut self.episodes[slot];
+        entry.free = self.active.count_outside(&entry.researched, &entry.blocked);
+        let Some(info) = entry.info.as_ref() else {
+            return;
+        };
+        let open = !info.held && entry.free > 0;
+        if open == entry.open {
+            return;
+        }
+        let key = Index::key(slot, &entry.id, info);
+        entry.open = open;
+        if open {
+            self.open.insert(key);
+        } else {
+            self.open.remove(&key);
+        }
+    }
+
+    /// Recounts every episode (after the clip catalog changed).
+    fn count_all(&mut self) {
+        for slot in 0..self.episodes.len() {
+            self.count(slot);
+        }
     }
 
     /// Was this clip researched for this episode?
@@ -371,7 +422,8 @@ impl Index {
                         .sum::<usize>()
             })
             .sum();
-        let order_bytes = self.order.len() * (std::mem::size_of::<EpisodeKey>() + 16);
+        let order_bytes =
+            (self.order.len() + self.open.len()) * (std::mem::size_of::<EpisodeKey>() + 16 + 12);
         let slot_bytes = self.slots.capacity() * (24 + 8 + 16);
         let clip_bytes = self.clips.capacity() * std::mem::size_of::<Option<ClipInfo>>()
             + self.clip_order.capacity() * 4
@@ -389,6 +441,7 @@ impl Index {
         IndexStats {
             episodes: self.episodes.iter().filter(|e| e.info.is_some()).count(),
             plannable_episodes: self.order.len(),
+            open_episodes: self.open.len(),
             active_clips: self.active.count(),
             leases: self.leases.len(),
             active_leases: self.counted.len(),

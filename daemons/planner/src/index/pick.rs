@@ -26,6 +26,8 @@ impl Index {
         if !self.clip_order_dirty {
             return;
         }
+        self.clip_order_dirty = false;
+        self.count_all();
         let mut order: Vec<(Reverse<i64>, Reverse<i64>, u32)> = self
             .clips
             .iter()
@@ -38,7 +40,6 @@ impl Index {
             .collect();
         order.sort_unstable();
         self.clip_order = order.into_iter().map(|(_, _, n)| n).collect();
-        self.clip_order_dirty = false;
     }
 
     /// Chooses the next work item at ZooKeeper time `now_ms`, or `None` when nothing is
@@ -52,12 +53,7 @@ impl Index {
     pub fn pick(&mut self, now_ms: i64, max_clips: usize) -> Option<Pick> {
         self.advance(now_ms);
         self.sort_clips();
-        let slot = self.order.iter().find_map(|(_, _, _, slot)| {
-            let e = &self.episodes[*slot];
-            self.active
-                .any_outside(&e.researched, &e.blocked)
-                .then_some(*slot)
-        })?;
+        let slot = self.open.first()?.3;
         let entry = &self.episodes[slot];
         let info = entry.info.as_ref()?;
         let mut clips = Vec::new();

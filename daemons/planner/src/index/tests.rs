@@ -169,3 +169,124 @@ fn priority_changes_reorder_episodes() {
         (2, 2, 1)
     );
 }
+
+/// The naive selection, straight from the seed, over the same state.
+fn naive_pick(
+    episodes: &[(String, EpisodeInfo)],
+    clips: &[Option<ClipInfo>],
+    researched: &std::collections::HashMap<String, Vec<u32>>,
+    leases: &[(String, Vec<u32>, i64)],
+    now: i64,
+    max: usize,
+) -> Option<(String, Vec<u32>)> {
+    let mut order: Vec<&(String, EpisodeInfo)> = episodes.iter().filter(|(_, e)| !e.held).collect();
+    order.sort_by(|a, b| {
+        (b.1.priority, b.1.curated_ms, &a.0).cmp(&(a.1.priority, a.1.curated_ms, &b.0))
+    });
+    let mut clip_order: Vec<(u32, &ClipInfo)> = clips
+        .iter()
+        .enumerate()
+        .filter_map(|(n, c)| c.as_ref().filter(|c| !c.held).map(|c| (n as u32, c)))
+        .collect();
+    clip_order.sort_by(|a, b| {
+        (b.1.priority, b.1.curated_ms, a.0).cmp(&(a.1.priority, a.1.curated_ms, b.0))
+    });
+    for (id, _) in order {
+        let free: Vec<u32> = clip_order
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| !researched.get(id).is_some_and(|r| r.contains(n)))
+            .filter(|n| {
+                !leases
+                    .iter()
+                    .any(|(e, c, exp)| e == id && *exp > now && c.contains(n))
+            })
+            .collect();
+        if !free.is_empty() {
+            return Some((id.clone(), free.into_iter().take(max).collect()));
+        }
+    }
+    None
+}
+
+#[test]
+fn random_changes_pick_what_the_naive_selection_picks() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    let mut index = Index::new();
+    let mut episodes: Vec<(String, EpisodeInfo)> = Vec::new();
+    let mut clips: Vec<Option<ClipInfo>> = vec![None; 40];
+    let mut researched = std::collections::HashMap::new();
+    let mut leases: Vec<(String, Vec<u32>, i64)> = Vec::new();
+    let mut now = 1;
+    for step in 0..3000 {
+        match rng.gen_range(0..7) {
+            0 => {
+                let n = rng.gen_range(1..30u64);
+                let id = format!("e{n:07}");
+                let info = EpisodeInfo {
+                    held: rng.gen_bool(0.1),
+                    ..ep(rng.gen_range(-2..3), rng.gen_range(0..5))
+                };
+                index.upsert_episode(&id, info.clone());
+                episodes.retain(|(e, _)| *e != id);
+                episodes.push((id, info));
+            }
+            1 => {
+                let n = rng.gen_range(1..40u32);
+                if rng.gen_bool(0.15) {
+                    index.remove_clip(n);
+                    clips[n as usize] = None;
+                } else {
+                    let c = ClipInfo {
+                        held: rng.gen_bool(0.1),
+                        ..clip(n, rng.gen_range(0..3), rng.gen_range(0..5))
+                    };
+                    index.upsert_clip(n, c.clone());
+                    clips[n as usize] = Some(c);
+                }
+            }
+            2 | 3 => {
+                let id = format!("e{:07}", rng.gen_range(1..30u64));
+                let set: Vec<u32> = (1..40).filter(|_| rng.gen_bool(0.7)).collect();
+                index.set_research(&id, set.iter().copied());
+                researched.insert(id, set);
+            }
+            4 => {
+                let job = format!("j{}", rng.gen_range(0..20));
+                if rng.gen_bool(0.3) {
+                    index.remove_lease(&job);
+                    lease_ids_remove(&mut leases, &job);
+                } else {
+                    let id = format!("e{:07}", rng.gen_range(1..30u64));
+                    let set: Vec<u32> = (1..40).filter(|_| rng.gen_bool(0.3)).collect();
+                    let exp = now + rng.gen_range(-5..20);
+                    index.upsert_lease(&job, &id, set.clone(), exp);
+                    lease_ids_remove(&mut leases, &job);
+                    leases.push((format!("{job}|{id}"), set, exp));
+                }
+            }
+            5 => now += rng.gen_range(0..4),
+            _ => {
+                let max = rng.gen_range(1..8);
+                let got = index.pick(now, max).map(|p| (p.episode, p.clip_numbers));
+                let plain: Vec<(String, Vec<u32>, i64)> = leases
+                    .iter()
+                    .map(|(k, c, e)| {
+                        (
+                            k.split('|').nth(1).unwrap_or_default().to_string(),
+                            c.clone(),
+                            *e,
+                        )
+                    })
+                    .collect();
+                let want = naive_pick(&episodes, &clips, &researched, &plain, now, max);
+                assert_eq!(got, want, "step {step}");
+            }
+        }
+    }
+}
+
+fn lease_ids_remove(leases: &mut Vec<(String, Vec<u32>, i64)>, job: &str) {
+    leases.retain(|(k, _, _)| k.split('|').next() != Some(job));
+}
