@@ -6,7 +6,7 @@
 //! ```
 //! Environment: `BENCH_DIR` (default `.local/matcher-bench`, files are reused
 //! between runs: generation is deterministic), `BENCH_MINUTES` (episode
-//! length, default 60), `BENCH_CLEAN_HOURS` (clip-free hours, default 3),
+//! length, default 60), `BENCH_CLEAN_HOURS` (clip-free episodes, default 2),
 //! `BENCH_LIB` (library size for the large run, default 1000),
 //! `BENCH_BASELINE_LARGE=0` to skip the baseline on the large library.
 //!
@@ -199,7 +199,7 @@ fn make_episode(dir: &Path, kind: Ep, lib: &[LibClip], minutes: f64) -> Episode 
     if !(mp3.exists() && truth_path.exists()) {
         let t = Instant::now();
         let s = scenario(kind, lib, minutes);
-        let r = s.render();
+        let r = s.render_episode();
         let up = resample_fixed(&r.episode, RATE, OUT_RATE);
         drop(r.episode);
         let wav = dir.join(format!("{name}.wav"));
@@ -556,7 +556,7 @@ fn main() {
             .unwrap_or(d)
     };
     let minutes = env_f("BENCH_MINUTES", 60.0);
-    let clean_hours = env_f("BENCH_CLEAN_HOURS", 3.0) as u64;
+    let clean_hours = env_f("BENCH_CLEAN_HOURS", 2.0) as u64;
     let nlib = env_f("BENCH_LIB", 1000.0) as usize;
     let baseline_large = std::env::var("BENCH_BASELINE_LARGE")
         .map(|v| v != "0")

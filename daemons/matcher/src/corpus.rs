@@ -290,13 +290,32 @@ impl Scenario {
 
     /// Renders everything in memory (no MP3 step).
     pub fn render(&self) -> Rendered {
+        self.render_inner(true)
+    }
+
+    /// Renders the episode and truth; `Rendered::clips` holds audio only for
+    /// the clips that are placed (cheaper for big clip libraries).
+    pub fn render_episode(&self) -> Rendered {
+        self.render_inner(false)
+    }
+
+    fn render_inner(&self, all_clips: bool) -> Rendered {
         let rate = self.rate as f64;
         let n = (self.duration_s * rate).round() as usize;
         let mut ep = synth_bed(self.bed, self.duration_s, self.seed ^ 0xBEDBED, self.rate);
         ep.resize(n, 0.0);
         let bed_rms = dsp::rms(&ep).max(1e-4);
+        // Only placed clips are synthesised here; `render` adds the others.
         let clips: Vec<(String, Vec<f32>)> = (0..self.clips.len())
-            .map(|i| (self.clips[i].name.clone(), self.clip_audio(i)))
+            .map(|i| {
+                let used = self.placements.iter().any(|p| p.clip == i);
+                let audio = if used || all_clips {
+                    self.clip_audio(i)
+                } else {
+                    Vec::new()
+                };
+                (self.clips[i].name.clone(), audio)
+            })
             .collect();
         let mut occ = Vec::new();
         for (k, p) in self.placements.iter().enumerate() {
@@ -444,7 +463,11 @@ pub fn write_wav(path: &Path, x: &[f32], rate: u32, channels: u16) -> std::io::R
 /// Encodes a WAV to MP3 with `lame` (CBR `kbps`, mono if `mono`).
 pub fn lame_encode(wav: &Path, mp3: &Path, kbps: u32, mono: bool) -> Result<(), String> {
     let mut cmd = Command::new("lame");
-    cmd.arg("--quiet").arg("-b").arg(kbps.to_string());
+    cmd.arg("--quiet")
+        .arg("-q")
+        .arg("7")
+        .arg("-b")
+        .arg(kbps.to_string());
     if mono {
         cmd.arg("-m").arg("m");
     }
@@ -563,14 +586,17 @@ pub fn synth_speech(dur_s: f64, seed: u64, rate: u32, f0: f64) -> Vec<f32> {
                     r2.set(fa2 + (fb2 - fa2) * u, 110.0, rate_f);
                     r3.set(f3, 160.0, rate_f);
                 }
-                let f = base * decl * (1.0 + 0.08 * (PI * u).sin()) * (1.0 + 0.01 * rng.normal());
+                let f = base
+                    * decl
+                    * (1.0 + 0.08 * (PI * u).sin())
+                    * (1.0 + 0.017 * (rng.uniform() - 0.5));
                 phase += f / rate_f;
                 let exc = if phase >= 1.0 {
                     phase -= 1.0;
                     1.0
                 } else {
                     0.0
-                } + 0.02 * rng.normal();
+                } + 0.07 * (rng.uniform() - 0.5);
                 let v = r1.tick(exc) * 1.0 + r2.tick(exc) * 0.6 + r3.tick(exc) * 0.25;
                 let env = (PI * u).sin().powf(0.6);
                 out[t + i] += (v * amp * env * 6.0) as f32;
@@ -631,13 +657,16 @@ fn add_tone(
             break;
         }
         let mut phase = *ph;
+        let mut vib = 1.0;
         for i in 0..len {
             let j = start + i;
             if j >= out.len() {
                 break;
             }
             let t = i as f64 / rate;
-            let vib = 1.0 + timbre.vib_depth * (2.0 * PI * timbre.vib_rate * t).sin();
+            if i % 32 == 0 {
+                vib = 1.0 + timbre.vib_depth * (2.0 * PI * timbre.vib_rate * t).sin();
+            }
             phase += 2.0 * PI * f * vib / rate;
             let env = (1.0 - (-t * 200.0).exp())
                 * (-t * decay).exp()
@@ -792,38 +821,36 @@ fn normalize(x: &mut [f32], target_rms: f32) {
 
 /// A bed of the given kind.
 pub fn synth_bed(kind: BedKind, dur_s: f64, seed: u64, rate: u32) -> Vec<f32> {
-    match kind {
-        BedKind::Speech => {
-            // Two alternating voices.
-            let mut a = synth_speech(dur_s, seed, rate, 115.0);
-            let b = synth_speech(dur_s, seed ^ 0x5EED, rate, 205.0);
-            let sec = (rate as f64 * 20.0) as usize;
-            for (i, (x, y)) in a.iter_mut().zip(b).enumerate() {
-                if (i / sec) % 2 == 1 {
-                    *x = y;
-                }
-            }
-            a
+    let n = (dur_s * rate as f64) as usize;
+    let mut rng = Rng::new(seed ^ 0x3141);
+    let mut out = Vec::with_capacity(n);
+    let mut k = 0u64;
+    while out.len() < n {
+        // Speech alternates two voices every 20 s; mixed beds alternate
+        // speech and music sections of 30-90 s.
+        let (len_s, music) = match kind {
+            BedKind::Speech => (20.0, false),
+            BedKind::Music => (dur_s, true),
+            BedKind::Mixed => (rng.range(30.0, 90.0), k % 2 == 1),
+            BedKind::Silence => return vec![0.0; n],
+        };
+        let len = ((len_s * rate as f64) as usize).min(n - out.len()).max(1);
+        let sec_seed = seed.wrapping_add(k.wrapping_mul(0x9E37_79B9));
+        let sec = if music {
+            synth_music(len as f64 / rate as f64 + 0.01, sec_seed, rate)
+        } else {
+            let f0 = if k % 4 < 2 { 115.0 } else { 205.0 };
+            synth_speech(len as f64 / rate as f64 + 0.01, sec_seed, rate, f0)
+        };
+        let take = len.min(sec.len());
+        out.extend_from_slice(&sec[..take]);
+        if take < len {
+            out.resize(out.len() + len - take, 0.0);
         }
-        BedKind::Music => synth_music(dur_s, seed, rate),
-        BedKind::Mixed => {
-            let n = (dur_s * rate as f64) as usize;
-            let sp = synth_bed(BedKind::Speech, dur_s, seed, rate);
-            let mu = synth_music(dur_s, seed ^ 0xA11CE, rate);
-            let mut rng = Rng::new(seed ^ 0x3141);
-            let mut out = Vec::with_capacity(n);
-            let mut speech = true;
-            while out.len() < n {
-                let len = (rng.range(30.0, 90.0) * rate as f64) as usize;
-                let s = out.len();
-                let e = (s + len).min(n);
-                out.extend_from_slice(if speech { &sp[s..e] } else { &mu[s..e] });
-                speech = !speech;
-            }
-            out
-        }
-        BedKind::Silence => vec![0.0; (dur_s * rate as f64) as usize],
+        k += 1;
     }
+    out.truncate(n);
+    out
 }
 
 /// A clip of the given kind (normalised to -14 dBFS RMS-ish, 10 ms fades).

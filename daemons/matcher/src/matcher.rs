@@ -132,7 +132,7 @@ pub struct MatchConfig {
     pub segment_threshold: f32,
     /// Minimum mean piecewise NCC for a warped/partial match (default 0.45).
     pub warped_threshold: f32,
-    /// Warped candidates verified per clip, best first (default 12).
+    /// Warped candidates verified per clip, best first (default 8).
     pub max_warped_candidates: usize,
     /// Shortest matched part reported for a partial use (s, default 1.5).
     pub min_partial_s: f64,
@@ -160,7 +160,7 @@ impl Default for MatchConfig {
             max_speed_deviation: 0.04,
             segment_threshold: 0.45,
             warped_threshold: 0.45,
-            max_warped_candidates: 12,
+            max_warped_candidates: 8,
             min_partial_s: 1.5,
             max_occurrences: 1000,
             min_separation: 0.75,
@@ -417,8 +417,29 @@ impl Matcher {
                 );
                 let mut hits = Vec::new();
                 let thr = self.clip_threshold(&p);
+                // Cheap pre-check on the loudest second of the clip.
+                let probe_len = ANALYSIS_RATE as usize;
+                let probe = (p.len() > 3 * probe_len).then(|| {
+                    let mut best = (0usize, -1.0f64);
+                    for a in (0..=p.len() - probe_len).step_by(probe_len / 2) {
+                        let e = speed::norm_of(&p.samples[a..a + probe_len]);
+                        if e > best.1 {
+                            best = (a, e);
+                        }
+                    }
+                    (
+                        best.0,
+                        PreparedClip::new(&p.samples[best.0..best.0 + probe_len]),
+                    )
+                });
                 for c in cands {
                     let center = (c.pos.round() as i64) * HOP as i64;
+                    if let Some((a, pc)) = &probe {
+                        match ncc::local_ncc(&self.episode, pc, center + *a as i64, 2 * HOP) {
+                            Some(pk) if pk.ncc >= 0.5 * thr => {}
+                            _ => continue,
+                        }
+                    }
                     if let Some(pk) = ncc::local_ncc(&self.episode, &p, center, 2 * HOP) {
                         if pk.ncc >= thr {
                             hits.push(pk);
@@ -433,7 +454,16 @@ impl Matcher {
             }
         }
         if cfg.speed_search && qf.frames > 0 {
+            let tw = Instant::now();
             let warped = speed::detect(&self.episode, index, &p, &qf, cfg, &occ);
+            if std::env::var_os("ARCHIVIST_MATCHER_DEBUG").is_some() {
+                eprintln!(
+                    "{label}: {:.1} s clip, whole-clip pass {:.3} s, warped pass {:.3} s",
+                    dur,
+                    (tw - t0).as_secs_f64(),
+                    tw.elapsed().as_secs_f64()
+                );
+            }
             occ.extend(warped);
         }
         occ.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));

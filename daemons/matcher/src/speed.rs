@@ -26,7 +26,7 @@ use crate::ANALYSIS_RATE;
 
 /// Segment length and hop (frames).
 const SEG: usize = 125;
-const SEG_HOP: usize = 62;
+const SEG_HOP: usize = 125;
 /// Piece length (samples) for piecewise NCC.
 pub(crate) const PIECE: usize = 512;
 /// Pass-1 search radius (samples) and number of pieces.
@@ -46,6 +46,8 @@ struct Cand {
     lo: usize,
     hi: usize,
     score: f32,
+    /// The clip is a single segment: the speed is unknown.
+    single: bool,
 }
 
 pub(crate) fn detect(
@@ -106,6 +108,7 @@ pub(crate) fn detect(
                 lo,
                 hi,
                 score: m.values().sum(),
+                single: segs.len() == 1,
             }
         })
         .collect();
@@ -302,6 +305,7 @@ fn verify_hyp(
     clip: &[f32],
     c: &Cand,
     resample: bool,
+    pass1_pieces: usize,
     cfg: &MatchConfig,
 ) -> Option<Verified> {
     let l = clip.len();
@@ -336,7 +340,7 @@ fn verify_hyp(
     let mut slope = 1.0 / c.speed;
     let mut t0 = c.t0 * HOP as f64;
     // Pass 1: a few loud pieces, wide search, robust line fit.
-    let step = (loud.len() as f64 / PASS1_PIECES as f64).max(1.0);
+    let step = (loud.len() as f64 / pass1_pieces as f64).max(1.0);
     let mut pts = Vec::new();
     let mut k = 0.0;
     while (k as usize) < loud.len() {
@@ -450,20 +454,35 @@ fn verify_hyp(
 }
 
 fn verify(episode: &[f32], clip: &PreparedClip, c: &Cand, cfg: &MatchConfig) -> Option<Occurrence> {
-    let a = verify_hyp(episode, &clip.samples, c, true, cfg);
-    let b = verify_hyp(episode, &clip.samples, c, false, cfg);
-    let v = match (a, b) {
-        (Some(a), Some(b)) => {
-            if b.score > a.score {
-                b
-            } else {
-                a
+    // Speed hypothesis: a short clip (one segment) has no speed estimate, so a
+    // 1% grid is tried; the line fit refines it.
+    let dev = cfg.max_speed_deviation.clamp(0.0, 0.2) as f64;
+    let speeds: Vec<f64> = if c.single {
+        let k = (dev / 0.01).round() as i64;
+        (-k..=k).map(|i| 1.0 + i as f64 * 0.01).collect()
+    } else {
+        vec![c.speed]
+    };
+    let mut best: Option<Verified> = None;
+    let grid = speeds.len() > 1;
+    for s in speeds {
+        let cs = Cand {
+            speed: s,
+            ..c.clone()
+        };
+        let n1 = if grid { PASS1_PIECES / 3 } else { PASS1_PIECES };
+        if let Some(v) = verify_hyp(episode, &clip.samples, &cs, true, n1, cfg) {
+            if best.as_ref().is_none_or(|b| v.score > b.score) {
+                best = Some(v);
             }
         }
-        (Some(a), None) => a,
-        (None, Some(b)) => b,
-        (None, None) => return None,
-    };
+    }
+    if let Some(v) = verify_hyp(episode, &clip.samples, c, false, PASS1_PIECES, cfg) {
+        if best.as_ref().is_none_or(|b| v.score > b.score) {
+            best = Some(v);
+        }
+    }
+    let v = best?;
     let rate = ANALYSIS_RATE as f64;
     let dur = (v.run.1 - v.run.0) as f64 / rate;
     let clip_s = clip.len() as f64 / rate;
