@@ -33,6 +33,9 @@ use archivist_matcher::dsp::{resample_fixed, Rng};
 use archivist_matcher::{ClipResult, MatchConfig, MatchError, MatchMode, Matcher};
 use rayon::prelude::*;
 
+/// Reported occurrences per clip: (offset_s, clip_start_s, speed).
+type Found = BTreeMap<String, Vec<(f64, f64, f64)>>;
+
 const RATE: u32 = 8000;
 const OUT_RATE: u32 = 44100;
 
@@ -395,7 +398,7 @@ fn run_audfprint(
     dir: &Path,
     lib: &[LibClip],
     ep: &Episode,
-) -> Result<(f64, BTreeMap<String, Vec<(f64, f64, f64)>>), String> {
+) -> Result<(f64, Found), String> {
     let bin = root.join(".local/audfprint/bin/audfprint");
     if !bin.exists() {
         return Err("not installed (python3 -m venv .local/audfprint && .local/audfprint/bin/pip install audfprint2)".into());

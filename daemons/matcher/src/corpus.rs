@@ -332,7 +332,7 @@ impl Scenario {
             }
             dsp::apply_gain_db(&mut x, d.gain_db);
             if let Some(snr) = d.noise_snr_db {
-                dsp::add_noise_snr(&mut x, snr, self.seed ^ (k as u64 + 1) * 0x51_7CC1);
+                dsp::add_noise_snr(&mut x, snr, self.seed ^ ((k as u64 + 1) * 0x51_7CC1));
             }
             let start = (p.offset_s * rate).round() as usize;
             match p.placement {

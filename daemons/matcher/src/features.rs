@@ -242,11 +242,11 @@ impl FeatureIndex {
             }
             let _ = inv.process(&mut prod, &mut y);
             let valid = hop.min(nlags - p);
-            for i in 0..valid {
+            for (i, yi) in y.iter().enumerate().take(valid) {
                 let lag = p + i;
                 let e = self.prefix[lag + t] - self.prefix[lag];
                 out[lag] = if e > 1e-12 {
-                    (y[i] as f64 / (qnorm * e.sqrt())) as f32
+                    (*yi as f64 / (qnorm * e.sqrt())) as f32
                 } else {
                     0.0
                 };

@@ -1,7 +1,7 @@
 //! Warped detector: speed/tempo changes of a few percent and partial
 //! (truncated) uses of a clip.
 //!
-//! 1. The clip is cut into 2 s feature segments (hop 1 s; a short clip is one
+//! 1. The clip is cut into consecutive 2 s feature segments (a short clip is one
 //!    segment). Each segment is correlated with the episode features (shared
 //!    block spectra); segments are short enough that a +-4% warp drifts them
 //!    by at most +-2.5 frames, so they still correlate.
