@@ -8,14 +8,15 @@
 use archivist_engine::lock::JobLock;
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{self, JobRecord, LeaseRecord};
+use archivist_engine::schema::records::{self, JobRecord, LeaseRecord, ResearchRecord};
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Transition};
 use archivist_engine::{clock, jobs, queue, store, zk, EngineError, Session};
 
 use crate::settings::ReaperSettings;
 
-/// Message of a job expired because its lease ran out.
+/// Message of a job expired because its lease ran out (followed by "; all N clips were
+/// recorded" when nothing is left to plan).
 pub const LEASE_EXPIRED: &str = "lease expired";
 /// Message of a job expired because it waited in `pending` past the work-item TTL.
 pub const TTL_PASSED: &str = "work-item TTL passed";
@@ -147,6 +148,28 @@ async fn expire(
     }
 }
 
+/// "lease expired", saying so when every clip of the job was recorded anyway (its
+/// final report never came, but nothing is left to plan).
+async fn expiry_message(session: &Session, job: &JobRecord) -> Result<String, EngineError> {
+    let research = store::read::<ResearchRecord>(session, &paths::research(&job.episode)).await;
+    let all_recorded = match research {
+        Ok(Some((record, _))) => job
+            .clips
+            .iter()
+            .all(|c| paths::clip_number(c).is_some_and(|n| record.is_researched(n))),
+        Ok(None) | Err(EngineError::Record(_)) => false,
+        Err(e) => return Err(e),
+    };
+    Ok(if all_recorded && !job.clips.is_empty() {
+        format!(
+            "{LEASE_EXPIRED}; all {} clips were recorded",
+            job.clips.len()
+        )
+    } else {
+        LEASE_EXPIRED.to_string()
+    })
+}
+
 /// `pending` jobs whose work item is older than the TTL: expired, lease deleted. The age
 /// counts from the later of the job's and its lease's creation, so a job an operator
 /// retried (fresh lease) gets a fresh TTL.
@@ -213,16 +236,9 @@ async fn expired_leases(
                 if let Some((lock, record, version)) = lock_and_read(session, &job, by).await? {
                     if matches!(record.status, JobState::Leased | JobState::Researching) {
                         let delete = lease_delete(&job, stat.version);
-                        if expire(
-                            session,
-                            lock,
-                            &record,
-                            version,
-                            LEASE_EXPIRED,
-                            by,
-                            Some(delete),
-                        )
-                        .await?
+                        let message = expiry_message(session, &record).await?;
+                        if expire(session, lock, &record, version, &message, by, Some(delete))
+                            .await?
                         {
                             report.lease_jobs_expired.push(job.clone());
                         }

@@ -156,6 +156,32 @@ async fn an_expired_lease_of_a_live_researcher_goes_alone_and_late_results_still
 }
 
 #[tokio::test]
+async fn an_expired_job_whose_clips_were_all_recorded_says_so() {
+    let (_config, session) = archivist_testkit::fresh_tree("all-recorded").await;
+    let j = job(&session, "e0000025", &[1, 2], JobState::Researching).await;
+    let names = vec![
+        report(&session, &j, 1, vec![], false).await,
+        report(&session, &j, 2, vec![], false).await,
+    ];
+    archivist_recorder::store::store_reports(&session, &support::settings(), &j.id, &names)
+        .await
+        .unwrap();
+    lease(&session, &j, 1).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let swept = sweep(&session, &fast_reaper(), "reaper-test")
+        .await
+        .unwrap();
+    assert_eq!(swept.lease_jobs_expired, vec![j.id.clone()]);
+    assert_eq!(
+        status(&session, &j).await,
+        Some((
+            JobState::Expired,
+            Some(format!("{LEASE_EXPIRED}; all 2 clips were recorded"))
+        ))
+    );
+}
+
+#[tokio::test]
 async fn waiting_work_items_past_their_ttl_expire_and_release_their_lease() {
     let (_config, session) = archivist_testkit::fresh_tree("ttl").await;
     let old = job(&session, "e0000022", &[1], JobState::Pending).await;
