@@ -220,8 +220,9 @@ impl ClipCache {
     }
 }
 
-/// Names the URL instead of the cache file in a decode error.
-pub(crate) fn relabel(e: DecodeError, label: &str) -> DecodeError {
+/// Names the input as the user knows it (the URL) instead of the local file in a decode
+/// error.
+pub fn relabel(e: DecodeError, label: &str) -> DecodeError {
     let label = label.to_string();
     match e {
         DecodeError::Io { reason, .. } => DecodeError::Io {
