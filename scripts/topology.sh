@@ -18,14 +18,16 @@ bin=${ARCHIVIST_BIN:-$repo/target/release/archivist}
 metrics_base=${TOPOLOGY_METRICS_BASE:-19460}
 export ARCHIVIST_CHROOT=${ARCHIVIST_CHROOT:-/archivist-topology}
 
-daemons=(planner recorder researcher-1 researcher-2 curator)
+daemons=(feed-server planner recorder researcher-1 researcher-2 curator)
+feed_port=$((metrics_base + 9))
 
 command_for() {
     case $1 in
+        feed-server) echo "serve-files $dir/feed --addr 127.0.0.1:$feed_port" ;;
         planner) echo "planner" ;;
         recorder) echo "run --recorder --reaper" ;;
         researcher-*) echo "researcher --work-dir $dir/$1/work" ;;
-        curator) echo "curator" ;;
+        curator) echo "curator --feed http://127.0.0.1:$feed_port/podcast.xml --interval-s 60" ;;
     esac
 }
 
@@ -33,7 +35,14 @@ start() {
     if [[ ! -x $bin ]]; then
         (cd "$repo" && cargo build --release -p archivist)
     fi
-    mkdir -p "$dir"
+    mkdir -p "$dir/feed"
+    # The curator polls this (empty) feed; put <item>s with audio enclosures in it to
+    # have them curated.
+    cat >"$dir/feed/podcast.xml" <<'XML'
+<?xml version="1.0"?>
+<rss version="2.0"><channel><title>Topology feed</title><link>http://127.0.0.1/</link>
+<description>Add items with audio enclosures here.</description></channel></rss>
+XML
     local connect
     connect=$(bash "$repo/scripts/zk.sh" ensemble start | tail -n 1)
     export ARCHIVIST_ZK=$connect
@@ -62,7 +71,7 @@ status() {
     for name in "${daemons[@]}"; do
         local pidfile=$dir/$name/pid state="stopped"
         if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-            if curl -fsS "http://127.0.0.1:$((metrics_base + i))/readyz" >/dev/null 2>&1; then
+            if [[ $name == feed-server ]] || curl -fsS "http://127.0.0.1:$((metrics_base + i))/readyz" >/dev/null 2>&1; then
                 state="ready"
             else
                 state="running, not ready"
