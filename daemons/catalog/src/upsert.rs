@@ -14,7 +14,7 @@
 //! never half-written. After the writes, pending jobs of episodes whose priority changed
 //! are re-ordered.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use archivist_engine::ops::{Mode, Op};
@@ -105,18 +105,28 @@ impl Round<'_> {
         self.bar.inc(1);
     }
 
-    /// Sorts a failed write: a lost session ends the curation, a lost race or a lost
-    /// connection is retried next round, anything else skips the item.
-    fn failed(&mut self, item: CatalogItem, err: EngineError) -> Result<(), CatalogError> {
+    /// Sorts a failed multi: a lost session ends the curation; a lost race or a lost
+    /// connection sends its items to the next round (re-read, then retried); anything
+    /// else skips them, naming the error.
+    fn chunk_failed(
+        &mut self,
+        items: impl IntoIterator<Item = CatalogItem>,
+        err: EngineError,
+    ) -> Result<(), CatalogError> {
         if err.is_session_lost() {
             return Err(err.into());
         }
-        if err.is_retryable() {
+        let retryable = err.is_retryable();
+        if retryable {
             metrics::counter!("archivist_catalog_conflicts_total").increment(1);
-            tracing::debug!(item = %item.label, error = %err, "write raced; retrying");
-            self.retry.push(item);
-        } else {
-            self.skip(ItemProblem::new(&item.label, err.to_string()));
+            tracing::debug!(error = %err, "multi raced; its items are retried");
+        }
+        for item in items {
+            if retryable {
+                self.retry.push(item);
+            } else {
+                self.skip(ItemProblem::new(&item.label, format!("not written: {err}")));
+            }
         }
         Ok(())
     }
@@ -211,49 +221,73 @@ async fn write_updates(
     settings: &CurateSettings,
     round: &mut Round<'_>,
 ) -> Result<(), CatalogError> {
-    let mut updates = updates.into_iter().peekable();
-    while updates.peek().is_some() {
-        let mut sent: Vec<(Update, SentMulti<'_>)> = Vec::new();
-        for u in updates.by_ref().take(settings.max_in_flight) {
-            let data = match u.record.encode(&u.path) {
-                Ok(data) => data,
-                Err(e) => {
-                    round.skip(ItemProblem::new(&u.item.label, e.to_string()));
-                    continue;
-                }
-            };
-            let mut ops = vec![Op::SetData {
-                path: u.path.clone(),
-                data,
-                version: Some(u.version),
-            }];
-            ops.extend(u.alias_ops.iter().cloned());
-            let future = pipeline::send_multi(session, &ops);
-            sent.push((u, future));
+    // Two items that turned out to be one record: the later waits for the next round
+    // (it would fail on the version the first one moves, and take its chunk with it).
+    let mut paths_seen = HashSet::new();
+    let mut ready = Vec::with_capacity(updates.len());
+    for u in updates {
+        if paths_seen.insert(u.path.clone()) {
+            ready.push(u);
+        } else {
+            round.retry.push(u.item);
         }
-        for (u, future) in sent {
+    }
+    let mut updates = ready.into_iter().peekable();
+    let window = (settings.max_in_flight / settings.chunk_records.max(1)).max(4);
+    while updates.peek().is_some() {
+        let mut sent: Vec<(Vec<Update>, SentMulti<'_>)> = Vec::new();
+        for _ in 0..window {
+            let mut ops = Vec::new();
+            let mut members = Vec::new();
+            for u in updates.by_ref().take(settings.chunk_records) {
+                match u.record.encode(&u.path) {
+                    Ok(data) => {
+                        ops.push(Op::SetData {
+                            path: u.path.clone(),
+                            data,
+                            version: Some(u.version),
+                        });
+                        ops.extend(u.alias_ops.iter().cloned());
+                        members.push(u);
+                    }
+                    Err(e) => round.skip(ItemProblem::new(&u.item.label, e.to_string())),
+                }
+            }
+            if members.is_empty() {
+                break;
+            }
+            let future = pipeline::send_multi(session, &ops);
+            sent.push((members, future));
+        }
+        for (members, future) in sent {
             match future.await {
                 Ok(()) => {
-                    if u.changed.contains(&"priority") && u.item.kind == Kind::Episode {
-                        round
-                            .priority_changes
-                            .insert(u.record.id().to_string(), u.record.fields().priority);
+                    for u in members {
+                        updated(round, u);
                     }
-                    let change = if u.changed.is_empty() {
-                        Change::Refreshed
-                    } else {
-                        Change::Updated {
-                            fields: u.changed.iter().map(|s| s.to_string()).collect(),
-                        }
-                    };
-                    let id = u.record.id().to_string();
-                    round.done(&u.item, &id, change);
                 }
-                Err(e) => round.failed(u.item, e)?,
+                Err(e) => round.chunk_failed(members.into_iter().map(|u| u.item), e)?,
             }
         }
     }
     Ok(())
+}
+
+fn updated(round: &mut Round<'_>, u: Update) {
+    if u.changed.contains(&"priority") && u.item.kind == Kind::Episode {
+        round
+            .priority_changes
+            .insert(u.record.id().to_string(), u.record.fields().priority);
+    }
+    let change = if u.changed.is_empty() {
+        Change::Refreshed
+    } else {
+        Change::Updated {
+            fields: u.changed.iter().map(|s| s.to_string()).collect(),
+        }
+    };
+    let id = u.record.id().to_string();
+    round.done(&u.item, &id, change);
 }
 
 fn record_id(kind: Kind, number: u64) -> Option<String> {
@@ -360,21 +394,7 @@ async fn write_creates(
                     // Later multis expected versions this one would have left: they fail
                     // too, and nothing more is sent this round.
                     raced = true;
-                    if e.is_session_lost() {
-                        return Err(e.into());
-                    }
-                    let retryable = e.is_retryable();
-                    if retryable {
-                        metrics::counter!("archivist_catalog_conflicts_total").increment(1);
-                        tracing::debug!(error = %e, records = members.len(), "creating multi raced; retrying");
-                    }
-                    for (item, _) in members {
-                        if retryable {
-                            round.retry.push(item);
-                        } else {
-                            round.skip(ItemProblem::new(&item.label, format!("not written: {e}")));
-                        }
-                    }
+                    round.chunk_failed(members.into_iter().map(|(item, _)| item), e)?;
                 }
             }
         }
