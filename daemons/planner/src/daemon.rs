@@ -63,6 +63,7 @@ pub async fn role(
     identity: &Identity,
     shutdown: &CancellationToken,
 ) -> Result<(), PlannerError> {
+    archivist_engine::tree::check_initialised(session).await?;
     member::register(session, identity, 0, None).await?;
     let data = store::encode(&paths::election(ROLE), &candidate_record(identity))?;
     let latch = LeaderLatch::join(session, ROLE, &data).await?;

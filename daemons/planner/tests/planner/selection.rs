@@ -205,3 +205,56 @@ async fn the_index_follows_the_tree_through_its_watches() {
         (urgent.as_str(), vec![c2, paths::clip_id(1)])
     );
 }
+
+#[tokio::test]
+async fn clips_of_failed_and_held_jobs_are_not_planned_again_without_a_lease() {
+    use archivist_engine::ops::{self, Op};
+    use archivist_engine::schema::JobState;
+    use archivist_engine::transition::Transition;
+    let (_config, session) = archivist_testkit::fresh_tree("select-failed").await;
+    let e = put_episode(&session, 1, 0, BASE_MS, false).await;
+    put_clip(&session, 1, 0, BASE_MS, false).await;
+    put_clip(&session, 2, 0, BASE_MS, false).await;
+    let mut planner = Planner::start(&session, settings().with_max_clips(1), "p")
+        .await
+        .unwrap();
+    let first = planner.pick().await.unwrap().unwrap();
+    let job = planner.create(&first).await.unwrap();
+    assert_eq!(job.clips, [paths::clip_id(1)]);
+    // The researcher fails it: the lease goes, the job waits for an operator.
+    let (current, version) = archivist_engine::jobs::read(&session, &job.id)
+        .await
+        .unwrap();
+    Transition::new(&current, version, JobState::Failed)
+        .failed()
+        .with_ops([Op::Delete {
+            path: paths::lease(&job.id),
+            version: None,
+        }])
+        .commit(&session)
+        .await
+        .unwrap();
+    let pick = planner.pick().await.unwrap().unwrap();
+    assert_eq!(
+        (pick.episode.as_str(), pick.clips),
+        (e.as_str(), vec![paths::clip_id(2)])
+    );
+    // An operator deletes the failed job: its clips can be planned again.
+    ops::commit(
+        &session,
+        &[
+            Op::Delete {
+                path: paths::queue_entry(JobState::Failed, &current.queue_entry().name()),
+                version: None,
+            },
+            Op::Delete {
+                path: paths::job(&job.id),
+                version: None,
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    let pick = planner.pick().await.unwrap().unwrap();
+    assert_eq!(pick.clips, [paths::clip_id(1)]);
+}
