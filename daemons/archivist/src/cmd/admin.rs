@@ -1,20 +1,116 @@
-//! Admin commands (not built yet).
+//! Admin commands: the daily work of an ops team, each a thin layer over
+//! `archivist-admin` (which the tests share). One file per command group under
+//! `cmd/admin/`; this file holds the command tree and the dispatch.
+//!
+//! Exit codes: 0 success; 1 failure (including `fsck` with faults left); 2 usage error;
+//! 3 refused (the job moved or is not in a state the action applies to; nothing was
+//! written).
+
+mod actions;
+mod control;
+mod fsck;
+mod jobs;
+mod progress;
+mod render;
+mod results;
+mod status;
+mod tree;
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
-use clap::Subcommand;
+use anyhow::Result;
+use archivist_admin::{AdminError, AdminSettings};
+use clap::{Args, Subcommand};
 
 use crate::cli::GlobalOpts;
 
-/// Admin subcommands.
+/// Exit code of a refused action (nothing was written).
+pub const EXIT_REFUSED: u8 = 3;
+
+/// Admin subcommands (flattened into the top level: `archivist status`, ...).
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
-    /// Researchers, jobs per state, leases, catalog and research progress.
-    Status,
+    /// Researchers and their load, jobs per state, leases, catalog size, research
+    /// progress and the oldest waiting job.
+    Status(status::StatusArgs),
+    /// List jobs or show one.
+    #[command(subcommand)]
+    Jobs(jobs::JobsCommand),
+    /// Resume a failed job (or every failed job) after its last successful step, with a
+    /// fresh lease.
+    Retry(actions::RetryArgs),
+    /// Hold a job (it stops and waits for `release`), an episode or a clip (the planner
+    /// plans nothing for it).
+    Hold(control::HoldArgs),
+    /// Release a held job (back to pending with a fresh lease), episode or clip.
+    Release(control::ReleaseArgs),
+    /// Pause a state's queue: its daemons claim nothing new until `resume`.
+    Pause(control::PauseArgs),
+    /// Resume a paused state's queue.
+    Resume(control::ResumeArgs),
+    /// Cancel a job (a researcher holding it is asked to stop).
+    Cancel(actions::CancelArgs),
+    /// Delete a failed or held job with its queue entry and lease (asks first).
+    Delete(actions::DeleteArgs),
+    /// Where clips occur: in one episode, or one clip across all episodes.
+    Results(results::ResultsArgs),
+    /// Export the whole research archive as CSV or JSON.
+    Export(results::ExportArgs),
+    /// The raw ZooKeeper tree with decoded data (like zkCli `ls -R` + `get`).
+    Tree(tree::TreeArgs),
+    /// Check the tree's invariants; `--repair` fixes the safe faults.
+    Fsck(fsck::FsckArgs),
+}
+
+/// Options of commands that write.
+#[derive(Debug, Clone, Args)]
+pub struct ActorOpts {
+    /// Name written into job events, locks and pause records (default:
+    /// `admin-<user>@<host>`).
+    #[arg(long, env = "ARCHIVIST_ADMIN_ACTOR")]
+    pub actor: Option<String>,
+}
+
+impl ActorOpts {
+    /// The admin identity.
+    pub fn actor(&self) -> String {
+        self.actor.clone().unwrap_or_else(|| {
+            let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+            format!("admin-{user}@{}", archivist_engine::member::hostname())
+        })
+    }
+
+    /// Settings for the library, with this identity.
+    pub fn settings(&self) -> AdminSettings {
+        AdminSettings::default().with_actor(self.actor())
+    }
 }
 
 /// Runs an admin command.
-pub async fn run(_global: &GlobalOpts, _command: AdminCommand) -> Result<ExitCode> {
-    bail!("admin commands are not built yet")
+pub async fn run(global: &GlobalOpts, command: AdminCommand) -> Result<ExitCode> {
+    let result = match command {
+        AdminCommand::Status(a) => status::run(global, a).await,
+        AdminCommand::Jobs(c) => jobs::run(global, c).await,
+        AdminCommand::Retry(a) => actions::retry(global, a).await,
+        AdminCommand::Hold(a) => control::hold(global, a).await,
+        AdminCommand::Release(a) => control::release(global, a).await,
+        AdminCommand::Pause(a) => control::pause(global, a).await,
+        AdminCommand::Resume(a) => control::resume(global, a).await,
+        AdminCommand::Cancel(a) => actions::cancel(global, a).await,
+        AdminCommand::Delete(a) => actions::delete(global, a).await,
+        AdminCommand::Results(a) => results::run(global, a).await,
+        AdminCommand::Export(a) => results::export(global, a).await,
+        AdminCommand::Tree(a) => tree::run(global, a).await,
+        AdminCommand::Fsck(a) => fsck::run(global, a).await,
+    };
+    match result {
+        Err(err) => match err.downcast_ref::<AdminError>() {
+            Some(admin) if admin.is_refusal() => {
+                eprintln!("archivist: {admin}");
+                Ok(ExitCode::from(EXIT_REFUSED))
+            }
+            _ => Err(err),
+        },
+        ok => ok,
+    }
 }

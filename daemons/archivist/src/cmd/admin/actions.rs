@@ -1,0 +1,175 @@
+//! `archivist retry`, `cancel` and `delete`: compare-and-set actions on jobs.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use archivist_admin::actions::{self, ActionReport, BulkItem};
+use clap::Args;
+
+use super::render::{emit, or_dash, table};
+use super::{ActorOpts, EXIT_REFUSED};
+use crate::cli::GlobalOpts;
+
+/// Arguments of `retry`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).args(["job", "all_failed"]))]
+pub struct RetryArgs {
+    /// The failed job to retry.
+    pub job: Option<String>,
+    /// Retry every failed job.
+    #[arg(long)]
+    pub all_failed: bool,
+    /// With `--all-failed`: only jobs whose message matches (substring, or a glob with
+    /// `*`; case-insensitive).
+    #[arg(long, requires = "all_failed")]
+    pub reason: Option<String>,
+    /// Duration of the fresh lease, in seconds.
+    #[arg(long, env = "ARCHIVIST_LEASE_DURATION_S", default_value_t = 600)]
+    pub lease_duration_s: u64,
+    #[command(flatten)]
+    pub actor: ActorOpts,
+}
+
+/// Arguments of `cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Job to cancel.
+    pub job: String,
+    /// Why (stored as the job's message).
+    #[arg(long)]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub actor: ActorOpts,
+}
+
+/// Arguments of `delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// Failed or held job to delete.
+    pub job: String,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
+    #[command(flatten)]
+    pub actor: ActorOpts,
+}
+
+/// A table of one action's report.
+pub fn render_action(r: &ActionReport) -> String {
+    table(
+        &[
+            "job", "episode", "action", "from", "to", "outcome", "detail",
+        ],
+        [vec![
+            r.job.clone(),
+            r.episode.clone(),
+            format!("{:?}", r.action).to_lowercase(),
+            r.from.to_string(),
+            or_dash(r.to),
+            format!("{:?}", r.outcome).to_lowercase(),
+            r.detail.clone(),
+        ]],
+    )
+}
+
+fn render_bulk(items: &[BulkItem]) -> String {
+    let mut out = table(
+        &["job", "result", "to", "detail"],
+        items.iter().map(|i| match (&i.report, &i.error) {
+            (Some(r), _) => vec![
+                i.job.clone(),
+                "retried".into(),
+                or_dash(r.to),
+                r.detail.clone(),
+            ],
+            (None, e) => vec![
+                i.job.clone(),
+                if i.refused {
+                    "refused".into()
+                } else {
+                    "error".into()
+                },
+                "-".into(),
+                e.clone().unwrap_or_default(),
+            ],
+        }),
+    );
+    out.push_str(&format!(
+        "{} retried, {} not\n",
+        items.iter().filter(|i| i.report.is_some()).count(),
+        items.iter().filter(|i| i.report.is_none()).count()
+    ));
+    out
+}
+
+/// Runs `retry`.
+pub async fn retry(global: &GlobalOpts, args: RetryArgs) -> Result<ExitCode> {
+    let session = crate::context::connect_initialised(global).await?;
+    let settings = args
+        .actor
+        .settings()
+        .with_lease_duration(std::time::Duration::from_secs(args.lease_duration_s));
+    if let Some(job) = &args.job {
+        let report = actions::retry(&session, &settings, job).await?;
+        emit(global.output, &report, render_action)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let items = actions::retry_all_failed(&session, &settings, args.reason.as_deref()).await?;
+    emit(global.output, &items, |i| render_bulk(i))?;
+    Ok(if items.iter().any(|i| i.report.is_none() && !i.refused) {
+        ExitCode::FAILURE
+    } else if items.iter().any(|i| i.refused) {
+        ExitCode::from(EXIT_REFUSED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Runs `cancel`.
+pub async fn cancel(global: &GlobalOpts, args: CancelArgs) -> Result<ExitCode> {
+    let session = crate::context::connect_initialised(global).await?;
+    let report = actions::cancel(
+        &session,
+        &args.actor.settings(),
+        &args.job,
+        args.reason.as_deref(),
+    )
+    .await?;
+    emit(global.output, &report, render_action)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `delete`: shows the job, asks (unless `--yes`), then deletes it at the version
+/// shown.
+pub async fn delete(global: &GlobalOpts, args: DeleteArgs) -> Result<ExitCode> {
+    let session = crate::context::connect_initialised(global).await?;
+    let settings = args.actor.settings();
+    let seen = actions::look(&session, &args.job).await?;
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            bail!(
+                "refusing to delete {} without confirmation: stdin is not a terminal; pass --yes",
+                args.job
+            );
+        }
+        eprint!(
+            "Delete job {} ({}, episode {}, {} clips, message: {})?\nIts queue entry and lease go too; research stays. Type the job id to confirm: ",
+            seen.job.id,
+            seen.job.status,
+            seen.job.episode,
+            seen.job.clips.len(),
+            seen.job.message.as_deref().unwrap_or("-")
+        );
+        std::io::stderr().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if answer.trim() != seen.job.id {
+            eprintln!("archivist: not confirmed; nothing deleted");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    let report = actions::delete_seen(&session, &settings, &seen).await?;
+    emit(global.output, &report, render_action)?;
+    Ok(ExitCode::SUCCESS)
+}

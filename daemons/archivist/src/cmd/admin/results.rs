@@ -1,0 +1,145 @@
+//! `archivist results` and `archivist export`.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use archivist_admin::results::{self, ClipResults, EpisodeResults, ResultRow};
+use archivist_admin::AdminSettings;
+use clap::{Args, ValueEnum};
+
+use super::progress::Bar;
+use super::render::{emit, or_dash, table};
+use crate::cli::GlobalOpts;
+
+/// Arguments of `results`.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct ResultsArgs {
+    /// Every researched clip of this episode, found or not.
+    #[arg(long)]
+    pub episode: Option<String>,
+    /// Where this clip occurs, across all episodes.
+    #[arg(long)]
+    pub clip: Option<String>,
+}
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Comma-separated values with a header line.
+    Csv,
+    /// A JSON array of rows.
+    Json,
+}
+
+/// Arguments of `export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Format of the export.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
+    pub format: ExportFormat,
+    /// Write to this file instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+fn occurrence(r: &ResultRow) -> String {
+    match (r.found, r.at, r.conf) {
+        (true, Some(at), Some(conf)) => {
+            let mut s = format!("at {at:.3} s (conf {conf:.2})");
+            if let Some(speed) = r.speed {
+                let _ = write!(s, " x{speed:.2}");
+            }
+            if let (Some(a), Some(b)) = (r.part_start, r.part_end) {
+                let _ = write!(s, " part {a:.1}-{b:.1} s");
+            }
+            s
+        }
+        _ => match &r.error {
+            Some(e) => format!("error: {e}"),
+            None => "not found".into(),
+        },
+    }
+}
+
+fn render_episode(r: &EpisodeResults) -> String {
+    let mut out = format!(
+        "{} — {} ({}): {} clips researched, {} found\n",
+        r.episode,
+        r.title,
+        r.duration_s
+            .map(|d| format!("{d:.0} s"))
+            .unwrap_or_else(|| "duration unknown".into()),
+        r.researched,
+        r.found
+    );
+    out.push_str(&table(
+        &["clip", "title", "result", "job"],
+        r.rows.iter().map(|x| {
+            vec![
+                x.clip.clone(),
+                x.clip_title.clone(),
+                occurrence(x),
+                or_dash(x.job.clone()),
+            ]
+        }),
+    ));
+    out
+}
+
+fn render_clip(r: &ClipResults) -> String {
+    let mut out = format!(
+        "{} — {}: researched in {} episodes, found in {}\n",
+        r.clip, r.title, r.episodes_researched, r.episodes_found
+    );
+    out.push_str(&table(
+        &["episode", "title", "occurrence", "job"],
+        r.rows.iter().map(|x| {
+            vec![
+                x.episode.clone(),
+                x.episode_title.clone(),
+                occurrence(x),
+                or_dash(x.job.clone()),
+            ]
+        }),
+    ));
+    out
+}
+
+/// Runs `results`.
+pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
+    let session = crate::context::connect_initialised(global).await?;
+    let settings = AdminSettings::default();
+    if let Some(episode) = &args.episode {
+        let r = results::episode_results(&session, &settings, episode).await?;
+        emit(global.output, &r, render_episode)?;
+    } else if let Some(clip) = &args.clip {
+        let r = results::clip_results(&session, &settings, clip, &Bar::stderr()).await?;
+        emit(global.output, &r, render_clip)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `export`.
+pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
+    let session = crate::context::connect_initialised(global).await?;
+    let rows = results::export(&session, &AdminSettings::default(), &Bar::stderr()).await?;
+    let text = match args.format {
+        ExportFormat::Csv => results::to_csv(&rows),
+        ExportFormat::Json => serde_json::to_string_pretty(&rows)? + "\n",
+    };
+    match &args.out {
+        Some(path) => {
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!(
+                "archivist: {} rows written to {}",
+                rows.len(),
+                path.display()
+            );
+        }
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,181 @@
+//! `archivist status [--episodes] [--watch]`.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use archivist_admin::status::StatusReport;
+use archivist_admin::AdminSettings;
+use clap::Args;
+
+use super::progress::Bar;
+use super::render::{emit, or_dash, percent, span, table, when};
+use crate::cli::{GlobalOpts, OutputFormat};
+
+/// Arguments of `status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Add a research-progress row per episode.
+    #[arg(long)]
+    pub episodes: bool,
+    /// Refresh until Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
+    /// Refresh interval of `--watch`, in seconds.
+    #[arg(long, env = "ARCHIVIST_STATUS_INTERVAL_S", default_value_t = 2)]
+    pub interval_s: u64,
+}
+
+/// Runs `status`.
+pub async fn run(global: &GlobalOpts, args: StatusArgs) -> Result<ExitCode> {
+    let session = crate::context::connect_initialised(global).await?;
+    let settings = AdminSettings::default();
+    if !args.watch {
+        let report =
+            archivist_admin::status::status(&session, &settings, args.episodes, &Bar::stderr())
+                .await?;
+        emit(global.output, &report, render)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stop = crate::shutdown::on_signal();
+    loop {
+        let report = archivist_admin::status::status(
+            &session,
+            &settings,
+            args.episodes,
+            &archivist_admin::Silent,
+        )
+        .await?;
+        match global.output {
+            OutputFormat::Table => print!("\x1b[2J\x1b[H{}", render(&report)),
+            // One document per refresh, so a script can read them as a stream.
+            OutputFormat::Json => println!("{}", serde_json::to_string(&report)?),
+            OutputFormat::Yaml => print!("---\n{}", serde_yaml::to_string(&report)?),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(args.interval_s.max(1))) => {}
+            _ = stop.cancelled() => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+fn render(r: &StatusReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Archivist at {} — {} (ZooKeeper clock)\n",
+        r.chroot,
+        when(r.now_ms)
+    );
+    let _ = writeln!(
+        out,
+        "Researchers: {} live, {} slots",
+        r.researchers.len(),
+        r.slots
+    );
+    if !r.researchers.is_empty() {
+        out.push_str(&table(
+            &["researcher", "host", "version", "slots", "load", "jobs"],
+            r.researchers.iter().map(|x| {
+                vec![
+                    x.name.clone(),
+                    x.host.clone(),
+                    x.version.clone(),
+                    x.slots.to_string(),
+                    format!("{}/{}", x.load, x.slots),
+                    x.jobs.join(" "),
+                ]
+            }),
+        ));
+    }
+    if !r.daemons.is_empty() {
+        let _ = writeln!(
+            out,
+            "Daemons: {}",
+            r.daemons
+                .iter()
+                .map(|d| format!("{} ({})", d.name, d.role))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    out.push_str("\nJobs per state:\n");
+    out.push_str(&table(
+        &["state", "jobs", "paused"],
+        r.jobs.iter().map(|(state, n)| {
+            let paused = r
+                .paused
+                .iter()
+                .find(|p| p.state == *state)
+                .map(|p| match &p.record {
+                    Some(rec) => format!("paused by {} ({})", rec.by, rec.reason),
+                    None => "paused".into(),
+                });
+            vec![state.to_string(), n.to_string(), paused.unwrap_or_default()]
+        }),
+    ));
+    let _ = writeln!(
+        out,
+        "\nLeases: {} active, {} expired",
+        r.leases.active, r.leases.expired
+    );
+    if !r.leases.expired_leases.is_empty() {
+        out.push_str(&table(
+            &["expired lease", "episode", "holder", "expired ago"],
+            r.leases.expired_leases.iter().map(|l| {
+                vec![
+                    l.job.clone(),
+                    or_dash(l.record.as_ref().map(|x| x.episode.clone())),
+                    or_dash(l.record.as_ref().and_then(|x| x.holder.clone())),
+                    span(-l.remaining_ms),
+                ]
+            }),
+        ));
+    }
+    let _ = writeln!(out, "Reports waiting for a recorder: {}", r.reports_waiting);
+    let _ = writeln!(
+        out,
+        "Catalog: {} episodes, {} clips",
+        r.catalog.episodes, r.catalog.clips
+    );
+    let p = &r.research;
+    let _ = writeln!(
+        out,
+        "Research: {}/{} pairs ({}), clip found in {} pairs, {} episodes with research",
+        p.researched_pairs,
+        p.total_pairs,
+        percent(p.fraction),
+        p.found_pairs,
+        p.episodes_with_research
+    );
+    if let Some(per) = &p.per_episode {
+        out.push_str(&table(
+            &[
+                "episode",
+                "title",
+                "researched",
+                "found",
+                "progress",
+                "held",
+            ],
+            per.iter().map(|e| {
+                vec![
+                    e.episode.clone(),
+                    e.title.clone(),
+                    format!("{}/{}", e.researched, e.clips),
+                    e.found.to_string(),
+                    percent(e.fraction),
+                    if e.held { "held".into() } else { String::new() },
+                ]
+            }),
+        ));
+    }
+    match &r.oldest_waiting {
+        Some(w) => {
+            let _ = writeln!(out, "Oldest waiting job: {} (waiting {}, priority {}, position {} in the pending queue)", w.job, span(w.waiting_ms), w.priority, w.position + 1);
+        }
+        None => out.push_str("Oldest waiting job: none\n"),
+    }
+    out
+}

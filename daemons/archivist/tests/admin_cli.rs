@@ -1,0 +1,395 @@
+//! The admin commands of the `archivist` binary, run as a process against a tree
+//! prepared in a fresh chroot of the real ZooKeeper; `--output json` is parsed back.
+
+#[path = "../../admin/tests/fixtures/mod.rs"]
+mod fixtures;
+
+use std::process::{Output, Stdio};
+
+use archivist_engine::lock::JobLock;
+use archivist_engine::schema::queue_key::QueueEntry;
+use archivist_engine::schema::{paths, JobState};
+use archivist_engine::{store, ZkConfig};
+use serde_json::Value;
+
+use fixtures::{drive, queues_holding, read};
+
+async fn archivist(config: &ZkConfig, args: &[&str]) -> Output {
+    let (hosts, chroot) = config.hosts_and_chroot();
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_archivist"))
+        .args([
+            "--zk",
+            &hosts,
+            "--chroot",
+            &chroot,
+            "--session-timeout-ms",
+            "4000",
+        ])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .env("ARCHIVIST_ADMIN_ACTOR", "cli-test")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run archivist")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs with `--output json`, expects `code`, parses stdout.
+async fn json(config: &ZkConfig, args: &[&str], code: i32) -> Value {
+    let mut all = vec!["--output", "json"];
+    all.extend_from_slice(args);
+    let out = archivist(config, &all).await;
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", text(&out)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_jobs_and_results_as_json() {
+    let (config, s) = archivist_testkit::fresh_tree("cli-status").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::episode(&s, 2, "Two").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let pending = fixtures::job(&s, &e1, &["c000001"]).await;
+    let failed = fixtures::failed_job(&s, "e0000002", "download failed: HTTP 404").await;
+    fixtures::research(&s, &e1, "j0000000009", &[1], &[(1, 42.0, 0.95)]).await;
+
+    let status = json(&config, &["status", "--episodes"], 0).await;
+    assert_eq!(status["jobs"]["pending"], 1);
+    assert_eq!(status["jobs"]["failed"], 1);
+    assert_eq!(status["catalog"]["episodes"], 2);
+    assert_eq!(status["research"]["researched_pairs"], 1);
+    assert_eq!(status["research"]["total_pairs"], 2);
+    assert_eq!(
+        status["research"]["per_episode"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(status["oldest_waiting"]["job"], pending.id.as_str());
+    assert_eq!(status["leases"]["active"], 2);
+
+    let list = json(&config, &["jobs", "list", "--state", "failed"], 0).await;
+    let ids: Vec<&str> = list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|j| j["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec![failed.id.as_str()]);
+    let show = json(&config, &["jobs", "show", &failed.id], 0).await;
+    assert_eq!(show["job"]["status"], "failed");
+    assert_eq!(show["job"]["message"], "download failed: HTTP 404");
+    assert_eq!(show["queued_in"], serde_json::json!(["failed"]));
+    assert_eq!(show["lease"]["expired"], false);
+    assert!(show["job"]["events"]
+        .as_array()
+        .is_some_and(|e| e.len() == 4));
+
+    let by_episode = json(&config, &["results", "--episode", &e1], 0).await;
+    assert_eq!(by_episode["rows"][0]["at"], 42.0);
+    assert_eq!(by_episode["rows"][0]["clip_title"], "Jingle");
+    let by_clip = json(&config, &["results", "--clip", "c000001"], 0).await;
+    assert_eq!(by_clip["episodes_found"], 1);
+
+    let table = archivist(&config, &["status"]).await;
+    assert!(table.status.success(), "{}", text(&table));
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains("Research: 1/2 pairs (50.0%)"),
+        "{}",
+        text(&table)
+    );
+    let missing = archivist(&config, &["jobs", "show", "j0000000404"]).await;
+    assert_eq!(missing.status.code(), Some(1), "{}", text(&missing));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("job j0000000404 does not exist"),
+        "{}",
+        text(&missing)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_hold_release_cancel_delete_and_refusals() {
+    let (config, s) = archivist_testkit::fresh_tree("cli-actions").await;
+    fixtures::episode(&s, 1, "One").await;
+    let failed = fixtures::failed_job(&s, "e0000001", "not audio").await;
+
+    let retried = json(
+        &config,
+        &["retry", &failed.id, "--lease-duration-s", "120"],
+        0,
+    )
+    .await;
+    assert_eq!(
+        (retried["outcome"].as_str(), retried["to"].as_str()),
+        (Some("done"), Some("pending"))
+    );
+    assert_eq!(read(&s, &failed.id).await.0.retry_count, 1);
+    assert_eq!(
+        fixtures::lease_of(&s, &failed.id)
+            .await
+            .map(|l| l.duration_ms),
+        Some(120_000)
+    );
+    // The job moved on: retrying it again is refused, with the reason, exit 3.
+    let again = archivist(&config, &["retry", &failed.id]).await;
+    assert_eq!(again.status.code(), Some(3), "{}", text(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("is pending: only failed jobs are retried"),
+        "{}",
+        text(&again)
+    );
+
+    let held = json(
+        &config,
+        &["hold", "--job", &failed.id, "--reason", "bad feed"],
+        0,
+    )
+    .await;
+    assert_eq!(held["to"], "held");
+    assert_eq!(queues_holding(&s, &failed.id).await, vec![JobState::Held]);
+    let released = json(&config, &["release", "--job", &failed.id], 0).await;
+    assert_eq!(released["to"], "pending");
+
+    let ep = json(&config, &["hold", "--episode", "e0000001"], 0).await;
+    assert_eq!(
+        (ep["held"].as_bool(), ep["changed"].as_bool()),
+        (Some(true), Some(true))
+    );
+    let ep = json(&config, &["release", "--episode", "e0000001"], 0).await;
+    assert_eq!(ep["held"], false);
+    let both = archivist(&config, &["hold", "--job", &failed.id, "--clip", "c000001"]).await;
+    assert_eq!(
+        both.status.code(),
+        Some(2),
+        "one target only: {}",
+        text(&both)
+    );
+
+    let paused = json(&config, &["pause", "pending", "--reason", "upgrade"], 0).await;
+    assert_eq!(paused["changed"], true);
+    assert!(store::exists(&s, &paths::pause(JobState::Pending))
+        .await
+        .unwrap()
+        .is_some());
+    let status = json(&config, &["status"], 0).await;
+    assert_eq!(status["paused"][0]["record"]["reason"], "upgrade");
+    json(&config, &["resume", "pending"], 0).await;
+    assert!(store::exists(&s, &paths::pause(JobState::Pending))
+        .await
+        .unwrap()
+        .is_none());
+
+    // A job a researcher holds gets a request instead.
+    drive(&s, &failed.id, &[JobState::Leased], "").await;
+    let researcher = archivist_testkit::another_session(&config).await;
+    let _lock = JobLock::try_acquire(&researcher, &failed.id, "r1")
+        .await
+        .unwrap()
+        .unwrap();
+    let cancel = json(&config, &["cancel", &failed.id], 0).await;
+    assert_eq!(cancel["outcome"], "requested");
+    assert_eq!(read(&s, &failed.id).await.0.status, JobState::Leased);
+
+    // delete: only failed or held jobs; asks unless --yes, and refuses without a TTY.
+    let other = fixtures::failed_job(&s, "e0000001", "x").await;
+    let no_tty = archivist(&config, &["delete", &other.id]).await;
+    assert_eq!(no_tty.status.code(), Some(1), "{}", text(&no_tty));
+    assert!(
+        String::from_utf8_lossy(&no_tty.stderr).contains("pass --yes"),
+        "{}",
+        text(&no_tty)
+    );
+    assert!(store::exists(&s, &paths::job(&other.id))
+        .await
+        .unwrap()
+        .is_some());
+    let wrong_state = archivist(&config, &["delete", &failed.id, "--yes"]).await;
+    assert_eq!(wrong_state.status.code(), Some(3), "{}", text(&wrong_state));
+    let deleted = json(&config, &["delete", &other.id, "--yes"], 0).await;
+    assert_eq!(deleted["action"], "delete");
+    assert!(store::exists(&s, &paths::job(&other.id))
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_all_failed_with_a_reason() {
+    let (config, s) = archivist_testkit::fresh_tree("cli-retry-all").await;
+    let a = fixtures::failed_job(&s, "e0000001", "download failed: HTTP 404").await;
+    let b = fixtures::failed_job(&s, "e0000002", "not audio").await;
+    let items = json(
+        &config,
+        &["retry", "--all-failed", "--reason", "http 404"],
+        0,
+    )
+    .await;
+    let jobs: Vec<&str> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["job"].as_str())
+        .collect();
+    assert_eq!(jobs, vec![a.id.as_str()]);
+    assert_eq!(read(&s, &b.id).await.0.status, JobState::Failed);
+    let usage = archivist(&config, &["retry"]).await;
+    assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_tree_and_help() {
+    let (config, s) = archivist_testkit::fresh_tree("cli-export").await;
+    let e1 = fixtures::episode(&s, 1, "One, with a comma").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::clip(&s, 2, "Sting").await;
+    fixtures::research(
+        &s,
+        &e1,
+        "j0000000001",
+        &[1, 2],
+        &[(1, 10.0, 0.9), (1, 20.0, 0.8)],
+    )
+    .await;
+    let job = fixtures::job(&s, &e1, &["c000001"]).await;
+
+    let rows = json(&config, &["export", "--format", "json"], 0).await;
+    assert_eq!(rows.as_array().map(Vec::len), Some(3));
+    let dir = std::env::temp_dir().join(format!("archivist-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("archive.csv");
+    let out = archivist(
+        &config,
+        &["export", "--format", "csv", "--out", file.to_str().unwrap()],
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out));
+    let csv = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("e0000001,\"One, with a comma\",c000002,Sting,false,")),
+        "{csv}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+
+    let nodes = json(&config, &["tree", "/queues/pending"], 0).await;
+    let entry = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["entry"].is_object())
+        .expect("an entry");
+    assert_eq!(entry["entry"]["job"], job.id.as_str());
+    let jobs = json(&config, &["tree", "/jobs"], 0).await;
+    assert_eq!(jobs[1]["data"]["status"], "pending");
+    let table = archivist(&config, &["tree", "/queues/pending"]).await;
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains(&format!("job {} priority 0", job.id)),
+        "{}",
+        text(&table)
+    );
+
+    for cmd in [
+        "status", "jobs", "retry", "hold", "release", "pause", "resume", "cancel", "delete",
+        "results", "export", "tree", "fsck",
+    ] {
+        let out = archivist(&config, &[cmd, "--help"]).await;
+        assert!(
+            out.status.success() && out.stdout.starts_with(b""),
+            "{cmd}: {}",
+            text(&out)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Usage: archivist"),
+            "{cmd}: {}",
+            text(&out)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsck_finds_corruption_and_repairs_the_safe_faults() {
+    let (config, s) = archivist_testkit::fresh_tree("cli-fsck").await;
+    let clean = json(&config, &["fsck"], 0).await;
+    assert_eq!(clean["errors"], 0);
+
+    let orphan = paths::queue_entry(
+        JobState::Failed,
+        &QueueEntry::new(0, 0, "j0000000900").name(),
+    );
+    fixtures::raw(&s, &orphan, b"").await;
+    let twice = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    fixtures::raw(
+        &s,
+        &paths::queue_entry(JobState::Held, &twice.queue_entry().name()),
+        b"",
+    )
+    .await;
+    let found = json(&config, &["fsck"], 1).await;
+    let kinds: Vec<&str> = found["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["kind"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"orphan_queue_entry") && kinds.contains(&"job_in_several_queues"),
+        "{kinds:?}"
+    );
+
+    let repaired = json(&config, &["fsck", "--repair"], 0).await;
+    assert_eq!(repaired["repaired"], 2);
+    assert!(repaired["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["repaired"] == true));
+    assert_eq!(
+        json(&config, &["fsck"], 0).await["faults"],
+        serde_json::json!([])
+    );
+    assert!(store::exists(&s, &orphan).await.unwrap().is_none());
+    assert_eq!(queues_holding(&s, &twice.id).await, vec![JobState::Pending]);
+
+    // Unsafe faults stay, and keep the exit code at 1 even with --repair.
+    fixtures::raw(&s, "/leases/j0000000001x", b"\xff\xfe not utf-8").await;
+    let left = archivist(&config, &["fsck", "--repair"]).await;
+    assert_eq!(left.status.code(), Some(1), "{}", text(&left));
+    let table = String::from_utf8_lossy(&left.stdout);
+    assert!(
+        table.contains("unparsable") && table.contains("left to an operator"),
+        "{}",
+        text(&left)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clear_errors_when_zookeeper_is_unreachable_or_the_tree_is_missing() {
+    let config = archivist_testkit::config("cli-uninit");
+    let out = archivist(&config, &["status"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not initialised"),
+        "{}",
+        text(&out)
+    );
+
+    let nowhere = ZkConfig::new("127.0.0.1:1").with_chroot("/archivist");
+    let started = std::time::Instant::now();
+    let out = archivist(&nowhere, &["status"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot reach ZooKeeper at 127.0.0.1:1"),
+        "{}",
+        text(&out)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}
