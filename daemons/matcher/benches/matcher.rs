@@ -8,7 +8,9 @@
 //! between runs: generation is deterministic), `BENCH_MINUTES` (episode
 //! length, default 60), `BENCH_CLEAN_HOURS` (clip-free episodes, default 2),
 //! `BENCH_LIB` (library size for the large run, default 1000),
-//! `BENCH_BASELINE_LARGE=0` to skip the baseline on the large library.
+//! `BENCH_BASELINE_LARGE=0` to skip the baseline on the large library,
+//! `BENCH_SKIP_ACCURACY=1` and `BENCH_SPEED_MODES=full,fast,baseline` to run
+//! only (some of) the speed measurements.
 //!
 //! Corpus: a library of clips (spoken drops, ~1 s tonal stings, jingles,
 //! 10-30 s themes); three episodes built from the first 100 clips
@@ -602,7 +604,20 @@ fn main() {
         "config", "episode", "occ", "whole", "speed", "tempo", "partial", "FP", "err_med", "err_max", "warp_max", "decode", "clipdec", "match", "wall"
     );
     let mut clean_ep_samples: Option<(Vec<f32>, f64)> = None;
+    let skip_accuracy = std::env::var("BENCH_SKIP_ACCURACY").is_ok_and(|v| v == "1");
+    let speed_modes = std::env::var("BENCH_SPEED_MODES").unwrap_or_else(|_| "full,fast,baseline".into());
+    let only_eps = std::env::var("BENCH_EPISODES").ok();
+    let audfprint_on = std::env::var("BENCH_AUDFPRINT").map(|v| v != "0").unwrap_or(true);
     for ep in &eps {
+        let selected = only_eps.as_ref().is_none_or(|l| l.split(',').any(|e| e == ep.name || e == "clean" && ep.name == "clean"));
+        if skip_accuracy || !selected {
+            if ep.name == "clean" {
+                let t = Instant::now();
+                let d = decode_file(&ep.mp3).expect("decode episode");
+                clean_ep_samples = Some((d.samples, t.elapsed().as_secs_f64()));
+            }
+            continue;
+        }
         let t = Instant::now();
         let d = decode_file(&ep.mp3).expect("decode episode");
         let decode_s = t.elapsed().as_secs_f64();
@@ -626,7 +641,9 @@ fn main() {
                 r.errors,
             );
         }
-        match run_audfprint(&root, &dir, &lib[..100], ep) {
+        if !audfprint_on {
+            println!("{:<14} {:<10} skipped (BENCH_AUDFPRINT=0)", "audfprint", ep.name);
+        } else { match run_audfprint(&root, &dir, &lib[..100], ep) {
             Ok((secs, found)) => {
                 let st = evaluate(&ep.truth, &found);
                 let e = agg.entry("audfprint").or_default();
@@ -638,7 +655,7 @@ fn main() {
                 print_row("audfprint", &ep.name, &st, 0.0, 0.0, secs, 0);
             }
             Err(e) => println!("{:<14} {:<10} unavailable: {e}", "audfprint", ep.name),
-        }
+        } }
         if ep.name == "clean" {
             clean_ep_samples = Some((d.samples.clone(), decode_s));
         }
@@ -680,9 +697,20 @@ fn main() {
         "{:<14} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
         "config", "clips", "decode", "clipdec", "build", "match", "total", "per clip"
     );
-    let (samples, decode_s) = clean_ep_samples.expect("clean episode");
+    let Some((samples, decode_s)) = clean_ep_samples else {
+        println!("(speed section needs the clean episode: not selected)");
+        return;
+    };
     let (clips_large, cd_large) = decode_clips(&dir, &lib);
     for (name, mode) in modes {
+        let key = match mode {
+            MatchMode::Full => "full",
+            MatchMode::Fast => "fast",
+            MatchMode::Exhaustive => "baseline",
+        };
+        if !speed_modes.split(',').any(|m| m == key) {
+            continue;
+        }
         for (clips, cd) in [(&clips100, cd100), (&clips_large, cd_large)] {
             if mode == MatchMode::Exhaustive && clips.len() > 100 && !baseline_large {
                 println!(
@@ -722,12 +750,12 @@ fn main() {
         b.extend_from_slice(&a);
         std::fs::write(&two_h, b).expect("write 2h mp3");
     }
-    println!("\n## Memory: 2 x episode MP3 concatenated, decoded, default matcher, 100 clips (child process)");
+    println!("\n## Memory: 2 x episode MP3 concatenated, decoded, default matcher (Full), BENCH_PROBE_CLIPS clips (child process)");
     match Command::new(std::env::current_exe().expect("exe"))
         .arg("--memory-probe")
         .arg(&two_h)
         .arg(&dir)
-        .arg("100")
+        .arg(std::env::var("BENCH_PROBE_CLIPS").unwrap_or_else(|_| "100".into()))
         .output()
     {
         Ok(o) => {
