@@ -18,6 +18,9 @@ use crate::settings::ReaperSettings;
 /// Message of a job expired because its lease ran out (followed by "; all N clips were
 /// recorded" when nothing is left to plan).
 pub const LEASE_EXPIRED: &str = "lease expired";
+/// Message of a job expired because the researcher holding it died (its lock went with
+/// its session).
+pub const HOLDER_LOST: &str = "researcher lost: its lock vanished with its session";
 /// Message of a job expired because it waited in `pending` past the work-item TTL.
 pub const TTL_PASSED: &str = "work-item TTL passed";
 
@@ -33,6 +36,10 @@ pub struct SweepReport {
     pub ttl_jobs_expired: Vec<String>,
     /// Finished jobs deleted after the retention period.
     pub jobs_deleted: Vec<String>,
+    /// `leased`/`researching` jobs whose lock vanished (their researcher died), moved to
+    /// `expired` with their lease deleted at once instead of waiting for the lease to
+    /// run out.
+    pub orphans_expired: Vec<String>,
 }
 
 /// Runs the three steps once. Per-item races are skipped (next sweep); a lost session
@@ -46,12 +53,16 @@ pub async fn sweep(
     let mut report = SweepReport::default();
     let now = clock::zk_now_ms(session).await?;
     stale_work_items(session, settings, by, now, &mut report).await?;
+    let grace = (settings.interval.as_millis() as i64 * 2).max(1_000);
+    orphaned_jobs(session, by, now, grace, &mut report).await?;
     expired_leases(session, by, now, &mut report).await?;
     finished_jobs(session, settings, now, &mut report).await?;
     metrics::counter!("archivist_reaper_sweeps_total").increment(1);
     metrics::histogram!("archivist_reaper_sweep_seconds").record(started.elapsed().as_secs_f64());
     metrics::counter!("archivist_reaper_jobs_expired_total", "reason" => "lease")
         .increment(report.lease_jobs_expired.len() as u64);
+    metrics::counter!("archivist_reaper_jobs_expired_total", "reason" => "holder lost")
+        .increment(report.orphans_expired.len() as u64);
     metrics::counter!("archivist_reaper_jobs_expired_total", "reason" => "ttl")
         .increment(report.ttl_jobs_expired.len() as u64);
     metrics::counter!("archivist_reaper_leases_deleted_total")
@@ -215,6 +226,50 @@ async fn stale_work_items(
 /// Leases past `mtime + duration_ms`. A `leased`/`researching` job nobody holds is
 /// expired with its lease in one multi; otherwise only the lease goes (its unrecorded
 /// clips become plannable; late results are still stored).
+/// A job in `leased` or `researching` always has its researcher's lock: the claim takes
+/// it and every transition out of those states releases it in the same multi. A job
+/// there without a lock was orphaned by a researcher that died (its session ended), so
+/// its lease is released now and its unrecorded clips can be planned again after a
+/// session timeout rather than a whole lease duration. A job changed within `grace_ms`
+/// (ZooKeeper's clock) is left for the next sweep.
+async fn orphaned_jobs(
+    session: &Session,
+    by: &str,
+    now: i64,
+    grace_ms: i64,
+    report: &mut SweepReport,
+) -> Result<(), EngineError> {
+    for state in [JobState::Leased, JobState::Researching] {
+        let (entries, _) = archivist_engine::queue::list(session, state).await?;
+        for entry in entries {
+            let job = entry.job;
+            let result = async {
+                match store::exists(session, &paths::job(&job)).await? {
+                    Some(stat) if stat.mtime.saturating_add(grace_ms) <= now => {}
+                    _ => return Ok(()),
+                }
+                let Some((lock, record, version)) = lock_and_read(session, &job, by).await? else {
+                    return Ok(());
+                };
+                if !matches!(record.status, JobState::Leased | JobState::Researching) {
+                    return lock.release(session).await;
+                }
+                let delete = match read_lease(session, &job).await? {
+                    Some((_, stat)) => Some(lease_delete(&job, stat.version)),
+                    None => None,
+                };
+                if expire(session, lock, &record, version, HOLDER_LOST, by, delete).await? {
+                    report.orphans_expired.push(job.clone());
+                }
+                Ok(())
+            }
+            .await;
+            tolerate(result, "orphaned job", &job)?;
+        }
+    }
+    Ok(())
+}
+
 async fn expired_leases(
     session: &Session,
     by: &str,

@@ -100,9 +100,10 @@ async fn a_lease_expiring_mid_research_expires_the_job_and_keeps_what_was_record
         "the reaper never expired the job: {:?}",
         status(&session, &j).await
     );
+    // Its researcher died, so the reaper says so (and does not wait for the lease).
     assert_eq!(
         status(&session, &j).await.and_then(|s| s.1).as_deref(),
-        Some(LEASE_EXPIRED)
+        Some(archivist_recorder::reaper::sweep::HOLDER_LOST)
     );
     assert_eq!(
         queues_holding(&session, &j.id).await,
@@ -330,4 +331,40 @@ async fn only_the_leading_reaper_acts_and_another_takes_over() {
     assert_eq!(reaped_by(j).await, "reaper-two");
     second_stop.cancel();
     second.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_researcher_died_is_expired_at_once_without_waiting_for_its_lease() {
+    use archivist_recorder::reaper::sweep::HOLDER_LOST;
+    let (config, session) = archivist_testkit::fresh_tree("holder-lost").await;
+    let dead = job(&session, "e0000030", &[1, 2, 3], JobState::Researching).await;
+    let alive = job(&session, "e0000031", &[1, 2, 3], JobState::Leased).await;
+    lease(&session, &dead, 600_000).await;
+    lease(&session, &alive, 600_000).await;
+    let doomed = archivist_testkit::another_session(&config).await;
+    JobLock::try_acquire(&doomed, &dead.id, "researcher-dead").await.unwrap().expect("lock");
+    let living = archivist_testkit::another_session(&config).await;
+    JobLock::try_acquire(&living, &alive.id, "researcher-alive").await.unwrap().expect("lock");
+
+    // While its researcher lives, a job with a long lease is left alone.
+    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test").await.unwrap();
+    assert!(report.orphans_expired.is_empty());
+
+    archivist_testkit::expire_session(&doomed).await;
+    let gone = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        store::exists(&session, &paths::job_lock(&dead.id)).await.unwrap().is_none()
+    })
+    .await;
+    assert!(gone, "the dead researcher's lock should vanish with its session");
+    // Past the grace (2 x the interval, at least 1 s) the orphan is expired.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test").await.unwrap();
+    assert_eq!(report.orphans_expired, vec![dead.id.clone()]);
+    assert_eq!(
+        status(&session, &dead).await,
+        Some((JobState::Expired, Some(HOLDER_LOST.to_string())))
+    );
+    assert!(read_lease(&session, &dead.id).await.is_none(), "its lease is released at once");
+    assert_eq!(status(&session, &alive).await.map(|s| s.0), Some(JobState::Leased));
+    assert!(read_lease(&session, &alive.id).await.is_some());
 }
