@@ -1,0 +1,145 @@
+//! Transition throughput next to ZooKeeper's own ceiling, measured in the same run on the
+//! same server (`cargo bench -p archivist-engine --bench transitions`).
+//!
+//! - raw ceiling: 4-operation multis (set, delete, create, delete: the shape of a
+//!   transition), one at a time and pipelined (many in flight on one session);
+//! - the engine: N jobs claimed, advanced and recorded (pending -> leased -> researching
+//!   -> reported, three transitions each, the first two keeping the lock) by K concurrent
+//!   consumers with tiny work, through the real consumer loop.
+//!
+//! Env: `BENCH_JOBS` (default 2000), `BENCH_CONSUMERS` (default 8), `ARCHIVIST_TEST_ZK`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use archivist_engine::consumer::{self, Claimed, ConsumerOptions, Step};
+use archivist_engine::jobs::{self, NewJob};
+use archivist_engine::ops::{self, Mode, Op};
+use archivist_engine::schema::JobState;
+use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::{queue, EngineError, Session};
+use tokio_util::sync::CancellationToken;
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn four_ops(i: usize) -> Vec<Op> {
+    let a = format!("/bench/a{i}");
+    vec![
+        Op::Create { path: a.clone(), data: b"x".to_vec(), mode: Mode::Persistent },
+        Op::SetData { path: a.clone(), data: b"status: leased\n".to_vec(), version: Some(0) },
+        Op::Create { path: format!("/bench/b{i}"), data: vec![], mode: Mode::Persistent },
+        Op::Delete { path: a, version: Some(1) },
+    ]
+}
+
+async fn raw_serial(session: &Session, n: usize) -> f64 {
+    let started = Instant::now();
+    for i in 0..n {
+        ops::commit(session, &four_ops(i)).await.expect("raw multi");
+    }
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn raw_pipelined(session: &Session, n: usize, offset: usize) -> f64 {
+    let started = Instant::now();
+    let batches: Vec<Vec<Op>> = (0..n).map(|i| four_ops(offset + i)).collect();
+    // zookeeper-client sends a request when its future is created: create all, then await.
+    let pending: Vec<_> = batches.iter().map(|b| ops::commit(session, b)).collect();
+    for result in futures_join(pending).await {
+        result.expect("raw multi");
+    }
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn futures_join<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut handles = Vec::new();
+    for f in futures {
+        handles.push(f);
+    }
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await);
+    }
+    out
+}
+
+struct ThreeSteps;
+
+impl Step for ThreeSteps {
+    async fn run(&self, c: Claimed) -> Result<(), EngineError> {
+        let (job, v) = Transition::new(&c.job, c.version, JobState::Leased)
+            .lock(LockAction::Keep(c.lock.clone()))
+            .commit(&c.session)
+            .await?;
+        let (job, v) = Transition::new(&job, v, JobState::Researching)
+            .lock(LockAction::Keep(c.lock.clone()))
+            .commit(&c.session)
+            .await?;
+        Transition::new(&job, v, JobState::Reported)
+            .lock(LockAction::Release(c.lock.clone()))
+            .commit(&c.session)
+            .await?;
+        Ok(())
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let jobs_n = env_or("BENCH_JOBS", 2000);
+    let consumers = env_or("BENCH_CONSUMERS", 8);
+    let (config, session) = archivist_testkit::fresh_tree("bench-transitions").await;
+    session
+        .client()
+        .create("/bench", b"", &session.create_options(archivist_engine::zk::CreateMode::Persistent))
+        .await
+        .expect("bench dir");
+    let raw_n = jobs_n.max(1000);
+    let serial = raw_serial(&session, raw_n / 4).await;
+    let pipelined = raw_pipelined(&session, raw_n, raw_n).await;
+
+    let new = |i: usize| NewJob {
+        episode: format!("e{i:07}"),
+        media_url: "http://127.0.0.1:1/x.mp3".into(),
+        clips: vec!["c000001".into()],
+        priority: (i % 5) as i64,
+        curated_ms: 1_700_000_000_000 + i as i64,
+        batch: None,
+    };
+    for i in 0..jobs_n {
+        jobs::create(&session, &new(i), "bench", |_| vec![]).await.expect("create job");
+    }
+    let shutdown = CancellationToken::new();
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for k in 0..consumers {
+        let s = Session::connect(&config).await.expect("consumer session");
+        let options = ConsumerOptions::new(JobState::Pending, format!("bench-{k}"))
+            .with_concurrency(4)
+            .with_poll_interval(Duration::from_millis(50));
+        let stop = shutdown.clone();
+        handles.push(tokio::spawn(async move { consumer::run(&s, options, Arc::new(ThreeSteps), stop).await }));
+    }
+    loop {
+        if queue::len(&session, JobState::Reported).await.unwrap_or(0) >= jobs_n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    shutdown.cancel();
+    for h in handles {
+        let _ = h.await;
+    }
+    let transitions = (3 * jobs_n) as f64 / elapsed;
+    println!("| measurement | per second | vs pipelined raw ceiling |");
+    println!("|---|---:|---:|");
+    println!("| raw 4-op multi, one at a time | {serial:.0} | {:.0}% |", 100.0 * serial / pipelined);
+    println!("| raw 4-op multi, pipelined | {pipelined:.0} | 100% |");
+    println!(
+        "| engine transitions ({jobs_n} jobs x 3, {consumers} consumers x 4 slots, claim + lock + re-check included) | {transitions:.0} | {:.0}% |",
+        100.0 * transitions / pipelined
+    );
+    println!("| engine jobs completed | {:.0} | |", jobs_n as f64 / elapsed);
+}
