@@ -448,7 +448,10 @@ impl Schema {
         }
         out.push_str("\n## Allowed transitions\n\nAny other transition is refused by the engine.\n\n| from | to | by | event |\n|---|---|---|---|\n");
         for t in &self.machine.transitions {
-            out.push_str(&format!("| {} | {} | {} | {} |\n", t.from, t.to, t.by, t.event));
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                t.from, t.to, t.by, t.event
+            ));
         }
         out.push_str("\n## State diagram (Graphviz)\n\n```dot\n");
         out.push_str(&self.machine.to_dot());

@@ -142,6 +142,11 @@ fn every_data_type_in_the_schema_is_a_record_of_the_code() {
         PauseRecord::KIND,
     ];
     for p in &Schema::embedded().paths {
-        assert!(known.contains(&p.data.as_str()), "{} stores unknown type {}", p.pattern, p.data);
+        assert!(
+            known.contains(&p.data.as_str()),
+            "{} stores unknown type {}",
+            p.pattern,
+            p.data
+        );
     }
 }

@@ -59,7 +59,12 @@ pub struct GlobalOpts {
     #[arg(long, global = true, env = "ARCHIVIST_ZK_AUTH", hide_env_values = true)]
     pub zk_auth: Option<String>,
     /// Read-only digest user `user:password` granted READ on nodes this process creates.
-    #[arg(long, global = true, env = "ARCHIVIST_ZK_READER", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "ARCHIVIST_ZK_READER",
+        hide_env_values = true
+    )]
     pub zk_reader: Option<String>,
     /// Log format.
     #[arg(long, global = true, env = "ARCHIVIST_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
@@ -71,7 +76,6 @@ pub struct GlobalOpts {
     #[arg(long, short = 'o', global = true, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
 }
-
 
 /// Every subcommand.
 #[derive(Debug, Subcommand)]

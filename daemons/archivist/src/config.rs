@@ -72,9 +72,14 @@ fn set_path(node: &mut serde_yaml::Value, keys: &[String], value: serde_yaml::Va
 }
 
 /// Applies `ARCHIVIST__A__B=value` overrides onto a YAML tree.
-pub fn apply_env(mut root: serde_yaml::Value, vars: impl IntoIterator<Item = (String, String)>) -> serde_yaml::Value {
+pub fn apply_env(
+    mut root: serde_yaml::Value,
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> serde_yaml::Value {
     for (name, value) in vars {
-        let Some(path) = name.strip_prefix(ENV_PREFIX) else { continue };
+        let Some(path) = name.strip_prefix(ENV_PREFIX) else {
+            continue;
+        };
         let keys: Vec<String> = path.split("__").map(|k| k.to_ascii_lowercase()).collect();
         if keys.iter().any(String::is_empty) {
             continue;
@@ -85,7 +90,11 @@ pub fn apply_env(mut root: serde_yaml::Value, vars: impl IntoIterator<Item = (St
 }
 
 /// Parses a config text plus overrides, naming the key path of any error.
-pub fn parse(text: &str, vars: impl IntoIterator<Item = (String, String)>, origin: &str) -> Result<FileConfig> {
+pub fn parse(
+    text: &str,
+    vars: impl IntoIterator<Item = (String, String)>,
+    origin: &str,
+) -> Result<FileConfig> {
     let root: serde_yaml::Value = if text.trim().is_empty() {
         serde_yaml::Value::Mapping(Default::default())
     } else {
@@ -94,7 +103,15 @@ pub fn parse(text: &str, vars: impl IntoIterator<Item = (String, String)>, origi
     let root = apply_env(root, vars);
     serde_path_to_error::deserialize::<_, FileConfig>(root).map_err(|e| {
         let path = e.path().to_string();
-        anyhow!("{origin}: {}: {}", if path == "." { "(top level)".to_string() } else { path }, e.into_inner())
+        anyhow!(
+            "{origin}: {}: {}",
+            if path == "." {
+                "(top level)".to_string()
+            } else {
+                path
+            },
+            e.into_inner()
+        )
     })
 }
 
@@ -115,7 +132,9 @@ mod tests {
     use super::*;
 
     fn vars(v: &[(&str, &str)]) -> Vec<(String, String)> {
-        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
     }
 
     #[test]
@@ -128,7 +147,10 @@ mod tests {
     fn environment_overrides_the_file() {
         let c = parse(
             "planner:\n  max_clips: 7\n",
-            vars(&[("ARCHIVIST__PLANNER__MAX_CLIPS", "9"), ("ARCHIVIST__ZOOKEEPER__CHROOT", "/x")]),
+            vars(&[
+                ("ARCHIVIST__PLANNER__MAX_CLIPS", "9"),
+                ("ARCHIVIST__ZOOKEEPER__CHROOT", "/x"),
+            ]),
             "t",
         )
         .unwrap();
@@ -138,9 +160,13 @@ mod tests {
 
     #[test]
     fn errors_name_the_key_path() {
-        let err = parse("planner:\n  max_clips: many\n", vars(&[]), "f.yml").unwrap_err().to_string();
+        let err = parse("planner:\n  max_clips: many\n", vars(&[]), "f.yml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("planner.max_clips"), "{err}");
-        let err = parse("planer: {}\n", vars(&[]), "f.yml").unwrap_err().to_string();
+        let err = parse("planer: {}\n", vars(&[]), "f.yml")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("planer"), "{err}");
     }
 }

@@ -32,9 +32,20 @@ pub fn zk_config(global: &GlobalOpts) -> Result<ZkConfig> {
         .or(file.reader.as_deref())
         .map(|s| Credentials::parse(s).context("--zk-reader must be user:password"))
         .transpose()?;
-    let connect = global.zk.clone().or(file.connect).unwrap_or_else(|| DEFAULT_CONNECT.to_string());
-    let chroot = global.chroot.clone().or(file.chroot).unwrap_or_else(|| DEFAULT_CHROOT.to_string());
-    let timeout = global.session_timeout_ms.or(file.session_timeout_ms).unwrap_or(10_000);
+    let connect = global
+        .zk
+        .clone()
+        .or(file.connect)
+        .unwrap_or_else(|| DEFAULT_CONNECT.to_string());
+    let chroot = global
+        .chroot
+        .clone()
+        .or(file.chroot)
+        .unwrap_or_else(|| DEFAULT_CHROOT.to_string());
+    let timeout = global
+        .session_timeout_ms
+        .or(file.session_timeout_ms)
+        .unwrap_or(10_000);
     Ok(ZkConfig::new(connect)
         .with_chroot(chroot)
         .with_session_timeout(Duration::from_millis(timeout))

@@ -30,12 +30,21 @@ pub fn router(handle: PrometheusHandle) -> Router {
                 let roles = archivist_engine::health::report();
                 let body: String = roles
                     .iter()
-                    .map(|(role, ready)| format!("{role}: {}\n", if *ready { "ready" } else { "not ready" }))
+                    .map(|(role, ready)| {
+                        format!("{role}: {}\n", if *ready { "ready" } else { "not ready" })
+                    })
                     .collect();
                 if archivist_engine::health::is_ready() {
                     (StatusCode::OK, body)
                 } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, if body.is_empty() { "no role registered\n".into() } else { body })
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        if body.is_empty() {
+                            "no role registered\n".into()
+                        } else {
+                            body
+                        },
+                    )
                 }
             }),
         )

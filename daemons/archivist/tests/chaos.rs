@@ -21,7 +21,10 @@ use rand::{Rng, SeedableRng};
 use support::{scratch, serve_files, Daemon, Env};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 struct Ensemble {
@@ -77,18 +80,35 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
     println!("chaos: seed {seed} ({seconds} s of faults, {episodes} episodes); replay with CHAOS_SEED={seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
 
-    let ensemble = Ensemble { base: env_or("CHAOS_ZK_BASE", 23180) };
+    let ensemble = Ensemble {
+        base: env_or("CHAOS_ZK_BASE", 23180),
+    };
     let connect = ensemble.zk(&["ensemble", "start"]);
     assert!(connect.contains(','), "ensemble did not start: {connect:?}");
     let connect = connect.lines().last().unwrap_or_default().to_string();
-    let env = Env { zk: connect.clone(), chroot: archivist_testkit::unique_chroot("chaos") };
+    let env = Env {
+        zk: connect.clone(),
+        chroot: archivist_testkit::unique_chroot("chaos"),
+    };
 
     let dir = scratch("chaos");
     let media = dir.join("media");
     std::fs::create_dir_all(&media).unwrap();
     let fail_seed = seed.to_string();
     let (_files, base) = serve_files(&env, &media, &["--fail-rate", "0.1", "--seed", &fail_seed]);
-    env.ok(&["sample", "generate", media.to_str().unwrap(), "--base-url", &base, "--episodes", &episodes.to_string(), "--minutes", "1", "--seed", &(seed % 1000).to_string()]);
+    env.ok(&[
+        "sample",
+        "generate",
+        media.to_str().unwrap(),
+        "--base-url",
+        &base,
+        "--episodes",
+        &episodes.to_string(),
+        "--minutes",
+        "1",
+        "--seed",
+        &(seed % 1000).to_string(),
+    ]);
     env.ok(&["init"]);
     // Episodes arrive one by one while faults are injected, so faults hit work in flight.
     let truth: serde_yaml::Value =
@@ -126,22 +146,67 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let mut roles = Vec::new();
     let mut add = |name: &str, args: Vec<String>| {
-        roles.push(Role { name: name.to_string(), log: dir.join(name), args, daemon: None, starts: 0 });
+        roles.push(Role {
+            name: name.to_string(),
+            log: dir.join(name),
+            args,
+            daemon: None,
+            starts: 0,
+        });
     };
     for i in 0..2 {
-        add(&format!("planner-{i}"), s(&["planner", "--tick-ms", "500", "--lease-duration-ms", "20000", "--work-item-ttl-ms", "10000", "--max-clips", "2"]));
+        add(
+            &format!("planner-{i}"),
+            s(&[
+                "planner",
+                "--tick-ms",
+                "500",
+                "--lease-duration-ms",
+                "20000",
+                "--work-item-ttl-ms",
+                "10000",
+                "--max-clips",
+                "2",
+            ]),
+        );
     }
     for i in 0..3 {
         let work = dir.join(format!("work-{i}"));
-        add(&format!("researcher-{i}"), vec![
-            "researcher".into(), "--work-dir".into(), work.display().to_string(), "--heartbeat-ms".into(), "1000".into(),
-            "--poll-ms".into(), "500".into(), "--read-timeout-ms".into(), "5000".into(), "--download-attempts".into(), "6".into(),
-        ]);
+        add(
+            &format!("researcher-{i}"),
+            vec![
+                "researcher".into(),
+                "--work-dir".into(),
+                work.display().to_string(),
+                "--heartbeat-ms".into(),
+                "1000".into(),
+                "--poll-ms".into(),
+                "500".into(),
+                "--read-timeout-ms".into(),
+                "5000".into(),
+                "--download-attempts".into(),
+                "6".into(),
+            ],
+        );
     }
     for i in 0..2 {
-        add(&format!("recorder-{i}"), s(&["recorder", "--poll-ms", "300"]));
+        add(
+            &format!("recorder-{i}"),
+            s(&["recorder", "--poll-ms", "300"]),
+        );
     }
-    add("reaper", s(&["reaper", "--reaper-interval-ms", "1000", "--work-item-ttl-ms", "10000", "--retention-ms", "3600000"]));
+    add(
+        "reaper",
+        s(&[
+            "reaper",
+            "--reaper-interval-ms",
+            "1000",
+            "--work-item-ttl-ms",
+            "10000",
+            "--retention-ms",
+            "3600000",
+        ]),
+    );
     for role in roles.iter_mut() {
         role.start(&env);
     }
@@ -161,7 +226,9 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
                 *faults.entry("sigkill daemon").or_default() += 1;
             }
             6..=7 => {
-                let researchers: Vec<usize> = (0..roles.len()).filter(|i| roles[*i].name.starts_with("researcher")).collect();
+                let researchers: Vec<usize> = (0..roles.len())
+                    .filter(|i| roles[*i].name.starts_with("researcher"))
+                    .collect();
                 let i = researchers[rng.gen_range(0..researchers.len())];
                 if let Some(d) = &roles[i].daemon {
                     println!("chaos: SIGSTOP {} past its session timeout", roles[i].name);
@@ -187,21 +254,41 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
     let faults_done = Instant::now();
     println!("chaos: faults injected: {faults:?}");
 
-    let out = env.run(&["sample", "check", media.to_str().unwrap(), "--wait-s", "300", "--output", "json"]);
+    let out = env.run(&[
+        "sample",
+        "check",
+        media.to_str().unwrap(),
+        "--wait-s",
+        "300",
+        "--output",
+        "json",
+    ]);
     let recovered = faults_done.elapsed();
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("no results ({e}): {}; logs in {}", String::from_utf8_lossy(&out.stderr), dir.display())
+        panic!(
+            "no results ({e}): {}; logs in {}",
+            String::from_utf8_lossy(&out.stderr),
+            dir.display()
+        )
     });
     let wrong: Vec<_> = rows.iter().filter(|r| r["verdict"] != "ok").collect();
-    assert!(wrong.is_empty(), "seed {seed}: pairs not as expected: {wrong:#?}");
+    assert!(
+        wrong.is_empty(),
+        "seed {seed}: pairs not as expected: {wrong:#?}"
+    );
     assert_eq!(rows.len(), episodes * 4);
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let session = Session::connect(&ZkConfig::new(&connect).with_chroot(&env.chroot)).await.unwrap();
+        let session = Session::connect(&ZkConfig::new(&connect).with_chroot(&env.chroot))
+            .await
+            .unwrap();
         // No research record stores a clip in two runs.
         for name in store::children(&session, paths::RESEARCH).await.unwrap() {
-            let (record, _) = store::read_required::<ResearchRecord>(&session, &paths::research(&name)).await.unwrap();
+            let (record, _) =
+                store::read_required::<ResearchRecord>(&session, &paths::research(&name))
+                    .await
+                    .unwrap();
             let mut seen = BTreeMap::<u32, u32>::new();
             for run in &record.runs {
                 for n in run.clips.iter() {
@@ -209,12 +296,20 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
                 }
             }
             let twice: Vec<_> = seen.iter().filter(|(_, c)| **c > 1).collect();
-            assert!(twice.is_empty(), "seed {seed}: {name} stores clips twice: {twice:?}");
+            assert!(
+                twice.is_empty(),
+                "seed {seed}: {name} stores clips twice: {twice:?}"
+            );
         }
         // Nothing left working once the daemons drained.
         let drained = archivist_testkit::eventually(Duration::from_secs(120), || async {
             let mut busy = 0;
-            for state in [JobState::Pending, JobState::Leased, JobState::Researching, JobState::Reported] {
+            for state in [
+                JobState::Pending,
+                JobState::Leased,
+                JobState::Researching,
+                JobState::Reported,
+            ] {
                 busy += queue::len(&session, state).await.unwrap_or(1);
             }
             busy == 0

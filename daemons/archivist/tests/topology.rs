@@ -19,7 +19,10 @@ fn topology(args: &[&str], local: &std::path::Path) -> std::process::Output {
         .env("ARCHIVIST_LOCAL", local)
         .env("TOPOLOGY_METRICS_BASE", METRICS_BASE.to_string())
         .env("ZK_ENSEMBLE_BASE", "25180")
-        .env("ARCHIVIST_CHROOT", archivist_testkit::unique_chroot("topology"))
+        .env(
+            "ARCHIVIST_CHROOT",
+            archivist_testkit::unique_chroot("topology"),
+        )
         .output()
         .expect("run scripts/topology.sh")
 }
@@ -31,23 +34,34 @@ fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
     let status = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Some((status, body))
 }
 
 /// Parses Prometheus text exposition: every sample line is `name{labels} value`.
 fn parse_metrics(text: &str) -> Vec<(String, f64)> {
     let mut samples = Vec::new();
-    for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
-        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad sample line {line:?}"));
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad sample line {line:?}"));
         let value: f64 = match value {
             "+Inf" => f64::INFINITY,
             "-Inf" => f64::NEG_INFINITY,
-            v => v.parse().unwrap_or_else(|_| panic!("bad value in {line:?}")),
+            v => v
+                .parse()
+                .unwrap_or_else(|_| panic!("bad value in {line:?}")),
         };
         let name = series.split('{').next().unwrap_or_default().to_string();
         assert!(
-            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
             "bad metric name in {line:?}"
         );
         samples.push((name, value));
@@ -81,7 +95,10 @@ fn every_daemon_of_the_loopback_topology_becomes_ready_and_serves_metrics() {
         scraped.push((port, health, metrics));
     }
     let stopped = topology(&["stop"], &local);
-    assert!(status.status.success(), "not every daemon became ready:\n{report}");
+    assert!(
+        status.status.success(),
+        "not every daemon became ready:\n{report}"
+    );
     assert!(stopped.status.success(), "topology stop failed");
     for (port, health, metrics) in scraped {
         assert_eq!(health.map(|h| h.0), Some(200), "healthz on {port}");
@@ -89,7 +106,9 @@ fn every_daemon_of_the_loopback_topology_becomes_ready_and_serves_metrics() {
         assert_eq!(code, 200);
         let samples = parse_metrics(&body);
         assert!(
-            samples.iter().any(|(n, v)| n == "archivist_zk_session_connected" && *v == 1.0),
+            samples
+                .iter()
+                .any(|(n, v)| n == "archivist_zk_session_connected" && *v == 1.0),
             "port {port}: no connected-session gauge in {} samples:\n{body}",
             samples.len()
         );

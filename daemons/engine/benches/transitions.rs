@@ -21,16 +21,34 @@ use archivist_engine::{queue, EngineError, Session};
 use tokio_util::sync::CancellationToken;
 
 fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn four_ops(i: usize) -> Vec<Op> {
     let a = format!("/bench/a{i}");
     vec![
-        Op::Create { path: a.clone(), data: b"x".to_vec(), mode: Mode::Persistent },
-        Op::SetData { path: a.clone(), data: b"status: leased\n".to_vec(), version: Some(0) },
-        Op::Create { path: format!("/bench/b{i}"), data: vec![], mode: Mode::Persistent },
-        Op::Delete { path: a, version: Some(1) },
+        Op::Create {
+            path: a.clone(),
+            data: b"x".to_vec(),
+            mode: Mode::Persistent,
+        },
+        Op::SetData {
+            path: a.clone(),
+            data: b"status: leased\n".to_vec(),
+            version: Some(0),
+        },
+        Op::Create {
+            path: format!("/bench/b{i}"),
+            data: vec![],
+            mode: Mode::Persistent,
+        },
+        Op::Delete {
+            path: a,
+            version: Some(1),
+        },
     ]
 }
 
@@ -92,7 +110,11 @@ async fn main() {
     let (config, session) = archivist_testkit::fresh_tree("bench-transitions").await;
     session
         .client()
-        .create("/bench", b"", &session.create_options(archivist_engine::zk::CreateMode::Persistent))
+        .create(
+            "/bench",
+            b"",
+            &session.create_options(archivist_engine::zk::CreateMode::Persistent),
+        )
         .await
         .expect("bench dir");
     let raw_n = jobs_n.max(1000);
@@ -108,7 +130,9 @@ async fn main() {
         batch: None,
     };
     for i in 0..jobs_n {
-        jobs::create(&session, &new(i), "bench", |_| vec![]).await.expect("create job");
+        jobs::create(&session, &new(i), "bench", |_| vec![])
+            .await
+            .expect("create job");
     }
     let shutdown = CancellationToken::new();
     let started = Instant::now();
@@ -119,7 +143,9 @@ async fn main() {
             .with_concurrency(4)
             .with_poll_interval(Duration::from_millis(50));
         let stop = shutdown.clone();
-        handles.push(tokio::spawn(async move { consumer::run(&s, options, Arc::new(ThreeSteps), stop).await }));
+        handles.push(tokio::spawn(async move {
+            consumer::run(&s, options, Arc::new(ThreeSteps), stop).await
+        }));
     }
     loop {
         if queue::len(&session, JobState::Reported).await.unwrap_or(0) >= jobs_n {
@@ -135,11 +161,17 @@ async fn main() {
     let transitions = (3 * jobs_n) as f64 / elapsed;
     println!("| measurement | per second | vs pipelined raw ceiling |");
     println!("|---|---:|---:|");
-    println!("| raw 4-op multi, one at a time | {serial:.0} | {:.0}% |", 100.0 * serial / pipelined);
+    println!(
+        "| raw 4-op multi, one at a time | {serial:.0} | {:.0}% |",
+        100.0 * serial / pipelined
+    );
     println!("| raw 4-op multi, pipelined | {pipelined:.0} | 100% |");
     println!(
         "| engine transitions ({jobs_n} jobs x 3, {consumers} consumers x 4 slots, claim + lock + re-check included) | {transitions:.0} | {:.0}% |",
         100.0 * transitions / pipelined
     );
-    println!("| engine jobs completed | {:.0} | |", jobs_n as f64 / elapsed);
+    println!(
+        "| engine jobs completed | {:.0} | |",
+        jobs_n as f64 / elapsed
+    );
 }

@@ -36,7 +36,8 @@ pub async fn run(global: &GlobalOpts, command: ConfigCommand) -> Result<ExitCode
             }
             println!(
                 "{}: valid",
-                file.map(|f| f.display().to_string()).unwrap_or_else(|| "defaults and environment".into())
+                file.map(|f| f.display().to_string())
+                    .unwrap_or_else(|| "defaults and environment".into())
             );
             Ok(ExitCode::SUCCESS)
         }

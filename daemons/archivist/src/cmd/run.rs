@@ -45,12 +45,18 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     let zk = zk_config(global)?;
     let all = args.all;
     let want = |flag: bool| all || flag;
-    if !(want(args.planner) || want(args.researcher) || want(args.recorder) || want(args.reaper) || args.curator) {
+    if !(want(args.planner)
+        || want(args.researcher)
+        || want(args.recorder)
+        || want(args.reaper)
+        || args.curator)
+    {
         bail!("nothing to run: give --all or at least one of --planner --researcher --recorder --reaper --curator");
     }
     {
         let session = archivist_engine::Session::connect(&zk).await?;
-        archivist_engine::tree::init(&session, concat!("archivist ", env!("CARGO_PKG_VERSION"))).await?;
+        archivist_engine::tree::init(&session, concat!("archivist ", env!("CARGO_PKG_VERSION")))
+            .await?;
     }
     let shutdown = crate::shutdown::on_signal();
     let mut roles = JoinSet::new();
@@ -114,5 +120,9 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
             }
         }
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -79,8 +79,15 @@ const CLIPS: [(&str, ClipKind, f64); 4] = [
 ];
 
 /// Generates the sample into `dir`; returns the truth.
-pub fn generate(dir: &Path, base_url: &str, episodes: usize, minutes: f64, seed: u64) -> Result<SampleTruth> {
-    std::fs::create_dir_all(dir.join("clips")).with_context(|| format!("creating {}", dir.display()))?;
+pub fn generate(
+    dir: &Path,
+    base_url: &str,
+    episodes: usize,
+    minutes: f64,
+    seed: u64,
+) -> Result<SampleTruth> {
+    std::fs::create_dir_all(dir.join("clips"))
+        .with_context(|| format!("creating {}", dir.display()))?;
     let base = base_url.trim_end_matches('/');
     let duration = (minutes * 60.0).max(60.0);
     let mut truth = SampleTruth {
@@ -90,11 +97,17 @@ pub fn generate(dir: &Path, base_url: &str, episodes: usize, minutes: f64, seed:
     let beds = [BedKind::Speech, BedKind::Music, BedKind::Mixed];
     let mut clip_files_written = false;
     for e in 0..episodes {
-        let mut scenario = Scenario::new(seed.wrapping_mul(31).wrapping_add(e as u64), duration, beds[e % beds.len()]);
+        let mut scenario = Scenario::new(
+            seed.wrapping_mul(31).wrapping_add(e as u64),
+            duration,
+            beds[e % beds.len()],
+        );
         for (i, (name, kind, len)) in CLIPS.iter().enumerate() {
             let index = scenario.add_clip(name, *kind, *len);
             // The same clip in every episode: its seed depends on the sample seed only.
-            scenario.clips[index].seed = seed.wrapping_mul(1_000_003).wrapping_add(i as u64 * 7919 + 17);
+            scenario.clips[index].seed = seed
+                .wrapping_mul(1_000_003)
+                .wrapping_add(i as u64 * 7919 + 17);
         }
         // Spread placements over the episode: each clip once or twice, one clip left out
         // of each episode in turn, alternately spliced and mixed over the bed.
@@ -112,7 +125,8 @@ pub fn generate(dir: &Path, base_url: &str, episodes: usize, minutes: f64, seed:
                     break;
                 }
                 let jitter = ((seed as usize + e * 13 + i * 7 + c * 3) % 10) as f64 / 10.0;
-                let offset = ((slot as f64 + 0.1 + 0.5 * jitter) * slot_len).min(duration - len - 1.0);
+                let offset =
+                    ((slot as f64 + 0.1 + 0.5 * jitter) * slot_len).min(duration - len - 1.0);
                 let offset = (offset * 1000.0).round() / 1000.0;
                 let placement = if (i + c + e) % 2 == 0 {
                     Placement::Splice
@@ -141,7 +155,10 @@ pub fn generate(dir: &Path, base_url: &str, episodes: usize, minutes: f64, seed:
         std::fs::rename(episode_dir.join(&written.episode), dir.join(&file))?;
         if !clip_files_written {
             for clip in &written.clips {
-                std::fs::rename(episode_dir.join(&clip.file), dir.join("clips").join(format!("{}.wav", clip.name)))?;
+                std::fs::rename(
+                    episode_dir.join(&clip.file),
+                    dir.join("clips").join(format!("{}.wav", clip.name)),
+                )?;
             }
             clip_files_written = true;
         }
@@ -166,7 +183,10 @@ pub fn generate(dir: &Path, base_url: &str, episodes: usize, minutes: f64, seed:
     }
     manifest.push_str("clips:\n");
     for (i, (name, _, _)) in CLIPS.iter().enumerate() {
-        manifest.push_str(&format!("  - url: {base}/clips/{name}.wav\n    title: {name}\n    priority: {}\n", CLIPS.len() - i));
+        manifest.push_str(&format!(
+            "  - url: {base}/clips/{name}.wav\n    title: {name}\n    priority: {}\n",
+            CLIPS.len() - i
+        ));
     }
     std::fs::write(dir.join("manifest.yml"), manifest)?;
     std::fs::write(dir.join("truth.yml"), serde_yaml::to_string(&truth)?)?;
@@ -184,7 +204,13 @@ pub async fn run(global: &GlobalOpts, command: SampleCommand) -> Result<ExitCode
 async fn generate_command(args: SampleArgs) -> Result<ExitCode> {
     let dir = args.dir.clone();
     let truth = tokio::task::spawn_blocking(move || {
-        generate(&args.dir, &args.base_url, args.episodes, args.minutes, args.seed)
+        generate(
+            &args.dir,
+            &args.base_url,
+            args.episodes,
+            args.minutes,
+            args.seed,
+        )
     })
     .await??;
     let placed: usize = truth.episodes.iter().map(|e| e.occurrences.len()).sum();

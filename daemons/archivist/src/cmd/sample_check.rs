@@ -50,7 +50,10 @@ struct Catalog {
     clips: BTreeMap<String, ClipRecord>,
 }
 
-async fn read_all<T: archivist_engine::schema::records::Record>(session: &Session, dir: &str) -> Result<Vec<T>> {
+async fn read_all<T: archivist_engine::schema::records::Record>(
+    session: &Session,
+    dir: &str,
+) -> Result<Vec<T>> {
     let mut out = Vec::new();
     for name in store::children(session, dir).await? {
         if let Some((record, _)) = store::read::<T>(session, &format!("{dir}/{name}")).await? {
@@ -86,11 +89,16 @@ async fn catalog(session: &Session, truth: &SampleTruth) -> Result<Catalog> {
     Ok(Catalog { episodes, clips })
 }
 
-async fn researched_pairs(session: &Session, cat: &Catalog) -> Result<(usize, BTreeMap<String, ResearchRecord>)> {
+async fn researched_pairs(
+    session: &Session,
+    cat: &Catalog,
+) -> Result<(usize, BTreeMap<String, ResearchRecord>)> {
     let mut done = 0;
     let mut records = BTreeMap::new();
     for (title, episode) in &cat.episodes {
-        if let Some((record, _)) = store::read::<ResearchRecord>(session, &paths::research(&episode.id)).await? {
+        if let Some((record, _)) =
+            store::read::<ResearchRecord>(session, &paths::research(&episode.id)).await?
+        {
             done += cat
                 .clips
                 .values()
@@ -123,7 +131,8 @@ pub fn compare(expected: &[f64], found: &[Occurrence], tolerance_s: f64) -> Stri
 pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
     let truth_path = args.dir.join("truth.yml");
     let truth: SampleTruth = serde_yaml::from_str(
-        &std::fs::read_to_string(&truth_path).with_context(|| format!("reading {}", truth_path.display()))?,
+        &std::fs::read_to_string(&truth_path)
+            .with_context(|| format!("reading {}", truth_path.display()))?,
     )
     .with_context(|| format!("parsing {}", truth_path.display()))?;
     let session = connect_initialised(global).await?;
@@ -131,8 +140,10 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
     let total = cat.episodes.len() * cat.clips.len();
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("researching {bar:30} {pos}/{len} pairs recorded ({elapsed})")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(
+            "researching {bar:30} {pos}/{len} pairs recorded ({elapsed})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let started = Instant::now();
     let records = loop {
@@ -143,7 +154,10 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
         }
         if started.elapsed() > Duration::from_secs(args.wait_s) {
             bar.abandon();
-            bail!("only {done} of {total} pairs were recorded within {} s (see `archivist status`)", args.wait_s);
+            bail!(
+                "only {done} of {total} pairs were recorded within {} s (see `archivist status`)",
+                args.wait_s
+            );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
@@ -174,16 +188,37 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
         OutputFormat::Yaml => print!("{}", serde_yaml::to_string(&rows)?),
         OutputFormat::Table => {
-            println!("{:<18} {:<8} {:<22} {:<34} verdict", "episode", "clip", "expected (s)", "found (s @ confidence)");
+            println!(
+                "{:<18} {:<8} {:<22} {:<34} verdict",
+                "episode", "clip", "expected (s)", "found (s @ confidence)"
+            );
             for r in &rows {
-                let expected = r.expected.iter().map(|e| format!("{e:.3}")).collect::<Vec<_>>().join(" ");
-                let found = r.found.iter().map(|(at, c)| format!("{at:.3}@{c:.2}")).collect::<Vec<_>>().join(" ");
+                let expected = r
+                    .expected
+                    .iter()
+                    .map(|e| format!("{e:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let found = r
+                    .found
+                    .iter()
+                    .map(|(at, c)| format!("{at:.3}@{c:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 println!(
                     "{:<18} {:<8} {:<22} {:<34} {}",
                     r.episode,
                     r.clip,
-                    if expected.is_empty() { "-".into() } else { expected },
-                    if found.is_empty() { "not found".into() } else { found },
+                    if expected.is_empty() {
+                        "-".into()
+                    } else {
+                        expected
+                    },
+                    if found.is_empty() {
+                        "not found".into()
+                    } else {
+                        found
+                    },
                     r.verdict
                 );
             }
@@ -196,7 +231,11 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
             );
         }
     }
-    Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 #[cfg(test)]
@@ -204,7 +243,12 @@ mod tests {
     use super::*;
 
     fn occ(at: f64) -> Occurrence {
-        Occurrence { at, conf: 0.9, speed: None, part: None }
+        Occurrence {
+            at,
+            conf: 0.9,
+            speed: None,
+            part: None,
+        }
     }
 
     #[test]

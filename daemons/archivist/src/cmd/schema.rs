@@ -24,13 +24,23 @@ pub enum SchemaCommand {
 /// `archivist init`: creates the tree; safe to run again.
 pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
     let session = Session::connect(&zk_config(global)?).await?;
-    let report = archivist_engine::tree::init(&session, concat!("archivist ", env!("CARGO_PKG_VERSION"))).await?;
+    let report =
+        archivist_engine::tree::init(&session, concat!("archivist ", env!("CARGO_PKG_VERSION")))
+            .await?;
     if report.new_tree {
-        println!("initialised a new tree under {} ({} nodes created)", session.chroot(), report.created.len());
+        println!(
+            "initialised a new tree under {} ({} nodes created)",
+            session.chroot(),
+            report.created.len()
+        );
     } else if report.created.is_empty() {
         println!("tree under {} is already initialised", session.chroot());
     } else {
-        println!("tree under {} existed; created {} missing nodes", session.chroot(), report.created.len());
+        println!(
+            "tree under {} existed; created {} missing nodes",
+            session.chroot(),
+            report.created.len()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -42,7 +52,13 @@ pub async fn run(_global: &GlobalOpts, command: SchemaCommand) -> Result<ExitCod
         SchemaCommand::Graph => print!("{}", schema.machine.to_dot()),
         SchemaCommand::Paths => {
             for p in &schema.paths {
-                println!("{:<32} {:<22} {:<16} {}", p.pattern, format!("{:?}", p.kind), p.data, p.doc);
+                println!(
+                    "{:<32} {:<22} {:<16} {}",
+                    p.pattern,
+                    format!("{:?}", p.kind),
+                    p.data,
+                    p.doc
+                );
             }
         }
         SchemaCommand::Check => println!(

@@ -121,7 +121,9 @@ impl Daemon {
 
     /// Sends a signal.
     pub fn signal(&self, sig: &str) {
-        let _ = Command::new("kill").args([&format!("-{sig}"), &self.pid().to_string()]).status();
+        let _ = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status();
     }
 
     /// SIGTERM, then waits up to `timeout` for the exit; returns whether it exited.
@@ -152,11 +154,21 @@ impl Drop for Daemon {
 
 /// Starts `archivist serve-files DIR` and returns it with its base URL.
 pub fn serve_files(env: &Env, dir: &std::path::Path, extra: &[&str]) -> (Daemon, String) {
-    let mut args = vec!["serve-files", dir.to_str().expect("utf-8 path"), "--addr", "127.0.0.1:0"];
+    let mut args = vec![
+        "serve-files",
+        dir.to_str().expect("utf-8 path"),
+        "--addr",
+        "127.0.0.1:0",
+    ];
     args.extend_from_slice(extra);
     let mut daemon = env.spawn(&args, &dir.with_extension("files.log"));
     let line = daemon.wait_for_line("serving ", Duration::from_secs(20));
-    let url = line.rsplit(' ').next().expect("url").trim_end_matches('/').to_string();
+    let url = line
+        .rsplit(' ')
+        .next()
+        .expect("url")
+        .trim_end_matches('/')
+        .to_string();
     (daemon, url)
 }
 

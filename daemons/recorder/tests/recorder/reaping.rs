@@ -342,29 +342,51 @@ async fn a_job_whose_researcher_died_is_expired_at_once_without_waiting_for_its_
     lease(&session, &dead, 600_000).await;
     lease(&session, &alive, 600_000).await;
     let doomed = archivist_testkit::another_session(&config).await;
-    JobLock::try_acquire(&doomed, &dead.id, "researcher-dead").await.unwrap().expect("lock");
+    JobLock::try_acquire(&doomed, &dead.id, "researcher-dead")
+        .await
+        .unwrap()
+        .expect("lock");
     let living = archivist_testkit::another_session(&config).await;
-    JobLock::try_acquire(&living, &alive.id, "researcher-alive").await.unwrap().expect("lock");
+    JobLock::try_acquire(&living, &alive.id, "researcher-alive")
+        .await
+        .unwrap()
+        .expect("lock");
 
     // While its researcher lives, a job with a long lease is left alone.
-    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test").await.unwrap();
+    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test")
+        .await
+        .unwrap();
     assert!(report.orphans_expired.is_empty());
 
     archivist_testkit::expire_session(&doomed).await;
     let gone = archivist_testkit::eventually(Duration::from_secs(20), || async {
-        store::exists(&session, &paths::job_lock(&dead.id)).await.unwrap().is_none()
+        store::exists(&session, &paths::job_lock(&dead.id))
+            .await
+            .unwrap()
+            .is_none()
     })
     .await;
-    assert!(gone, "the dead researcher's lock should vanish with its session");
+    assert!(
+        gone,
+        "the dead researcher's lock should vanish with its session"
+    );
     // Past the grace (2 x the interval, at least 1 s) the orphan is expired.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test").await.unwrap();
+    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test")
+        .await
+        .unwrap();
     assert_eq!(report.orphans_expired, vec![dead.id.clone()]);
     assert_eq!(
         status(&session, &dead).await,
         Some((JobState::Expired, Some(HOLDER_LOST.to_string())))
     );
-    assert!(read_lease(&session, &dead.id).await.is_none(), "its lease is released at once");
-    assert_eq!(status(&session, &alive).await.map(|s| s.0), Some(JobState::Leased));
+    assert!(
+        read_lease(&session, &dead.id).await.is_none(),
+        "its lease is released at once"
+    );
+    assert_eq!(
+        status(&session, &alive).await.map(|s| s.0),
+        Some(JobState::Leased)
+    );
     assert!(read_lease(&session, &alive.id).await.is_some());
 }
