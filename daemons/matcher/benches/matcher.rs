@@ -605,11 +605,17 @@ fn main() {
     );
     let mut clean_ep_samples: Option<(Vec<f32>, f64)> = None;
     let skip_accuracy = std::env::var("BENCH_SKIP_ACCURACY").is_ok_and(|v| v == "1");
-    let speed_modes = std::env::var("BENCH_SPEED_MODES").unwrap_or_else(|_| "full,fast,baseline".into());
+    let speed_modes =
+        std::env::var("BENCH_SPEED_MODES").unwrap_or_else(|_| "full,fast,baseline".into());
     let only_eps = std::env::var("BENCH_EPISODES").ok();
-    let audfprint_on = std::env::var("BENCH_AUDFPRINT").map(|v| v != "0").unwrap_or(true);
+    let audfprint_on = std::env::var("BENCH_AUDFPRINT")
+        .map(|v| v != "0")
+        .unwrap_or(true);
     for ep in &eps {
-        let selected = only_eps.as_ref().is_none_or(|l| l.split(',').any(|e| e == ep.name || e == "clean" && ep.name == "clean"));
+        let selected = only_eps.as_ref().is_none_or(|l| {
+            l.split(',')
+                .any(|e| e == ep.name || e == "clean" && ep.name == "clean")
+        });
         if skip_accuracy || !selected {
             if ep.name == "clean" {
                 let t = Instant::now();
@@ -642,20 +648,25 @@ fn main() {
             );
         }
         if !audfprint_on {
-            println!("{:<14} {:<10} skipped (BENCH_AUDFPRINT=0)", "audfprint", ep.name);
-        } else { match run_audfprint(&root, &dir, &lib[..100], ep) {
-            Ok((secs, found)) => {
-                let st = evaluate(&ep.truth, &found);
-                let e = agg.entry("audfprint").or_default();
-                merge(&mut e.0, &st, clipfree);
-                if clipfree {
-                    e.1 += st.fp;
-                    e.2 += d.duration_s / 3600.0;
+            println!(
+                "{:<14} {:<10} skipped (BENCH_AUDFPRINT=0)",
+                "audfprint", ep.name
+            );
+        } else {
+            match run_audfprint(&root, &dir, &lib[..100], ep) {
+                Ok((secs, found)) => {
+                    let st = evaluate(&ep.truth, &found);
+                    let e = agg.entry("audfprint").or_default();
+                    merge(&mut e.0, &st, clipfree);
+                    if clipfree {
+                        e.1 += st.fp;
+                        e.2 += d.duration_s / 3600.0;
+                    }
+                    print_row("audfprint", &ep.name, &st, 0.0, 0.0, secs, 0);
                 }
-                print_row("audfprint", &ep.name, &st, 0.0, 0.0, secs, 0);
+                Err(e) => println!("{:<14} {:<10} unavailable: {e}", "audfprint", ep.name),
             }
-            Err(e) => println!("{:<14} {:<10} unavailable: {e}", "audfprint", ep.name),
-        } }
+        }
         if ep.name == "clean" {
             clean_ep_samples = Some((d.samples.clone(), decode_s));
         }
