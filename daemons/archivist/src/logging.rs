@@ -4,9 +4,15 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::{GlobalOpts, LogFormat};
 
-/// Installs the global subscriber. Logs go to stderr so command output stays clean.
-pub fn init(global: &GlobalOpts) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,zookeeper_client=warn"));
+/// Installs the global subscriber. Logs go to stderr so command output stays clean;
+/// daemons log at `info` by default, one-shot commands at `warn` (`RUST_LOG` overrides).
+pub fn init(global: &GlobalOpts, daemon: bool) {
+    let default = if daemon {
+        "info,zookeeper_client=warn"
+    } else {
+        "warn"
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -15,7 +15,7 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
-    logging::init(&cli.global);
+    logging::init(&cli.global, cli.command.is_daemon());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -218,6 +218,7 @@ fn spawn_state_watch(
                         next = watcher.changed() => {
                             if next == zk::SessionState::SyncConnected {
                                 reconnects.fetch_add(1, Ordering::Relaxed);
+                                metrics::counter!("archivist_zk_reconnects_total").increment(1);
                             }
                             state = next;
                             continue;

@@ -146,6 +146,16 @@ impl Transition {
     pub async fn commit(mut self, session: &Session) -> Result<(JobRecord, i32)> {
         let ops = self.ops()?;
         ops::commit(session, &ops).await?;
+        metrics::counter!(
+            "archivist_job_transitions_total",
+            "from" => self.current.status.as_str(),
+            "to" => self.next.status.as_str()
+        )
+        .increment(1);
+        if self.next.status == JobState::Failed {
+            metrics::counter!("archivist_job_failures_total", "state" => self.current.status.as_str())
+                .increment(1);
+        }
         tracing::info!(
             job = %self.next.id,
             episode = %self.next.episode,

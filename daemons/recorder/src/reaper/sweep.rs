@@ -58,6 +58,11 @@ pub async fn sweep(
     expired_leases(session, by, now, &mut report).await?;
     finished_jobs(session, settings, now, &mut report).await?;
     metrics::counter!("archivist_reaper_sweeps_total").increment(1);
+    for state in JobState::ALL {
+        if let Ok(n) = archivist_engine::queue::len(session, state).await {
+            metrics::gauge!("archivist_jobs", "state" => state.as_str()).set(n as f64);
+        }
+    }
     metrics::histogram!("archivist_reaper_sweep_seconds").record(started.elapsed().as_secs_f64());
     metrics::counter!("archivist_reaper_jobs_expired_total", "reason" => "lease")
         .increment(report.lease_jobs_expired.len() as u64);
@@ -254,10 +259,9 @@ async fn orphaned_jobs(
                 if !matches!(record.status, JobState::Leased | JobState::Researching) {
                     return lock.release(session).await;
                 }
-                let delete = match read_lease(session, &job).await? {
-                    Some((_, stat)) => Some(lease_delete(&job, stat.version)),
-                    None => None,
-                };
+                let delete = read_lease(session, &job)
+                    .await?
+                    .map(|(_, stat)| lease_delete(&job, stat.version));
                 if expire(session, lock, &record, version, HOLDER_LOST, by, delete).await? {
                     report.orphans_expired.push(job.clone());
                 }
