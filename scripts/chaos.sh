@@ -9,4 +9,5 @@ bash scripts/deps.sh
 export CHAOS_SECONDS=${CHAOS_SECONDS:-1800}
 export CHAOS_EPISODES=${CHAOS_EPISODES:-40}
 export CHAOS_ZK_BASE=${CHAOS_ZK_BASE:-24180}
+export CHAOS_SEED=${CHAOS_SEED:-$(date +%s)}
 cargo test --release -p archivist --test chaos -- --nocapture

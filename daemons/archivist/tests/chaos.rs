@@ -70,13 +70,8 @@ impl Role {
 fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
     let seconds: u64 = env_or("CHAOS_SECONDS", 90);
     let episodes: usize = env_or("CHAOS_EPISODES", 8);
-    let seed: u64 = env_or(
-        "CHAOS_SEED",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(1),
-    );
+    // A fixed default keeps the suite reproducible; scripts/chaos.sh draws a new seed.
+    let seed: u64 = env_or("CHAOS_SEED", 20261122);
     println!("chaos: seed {seed} ({seconds} s of faults, {episodes} episodes); replay with CHAOS_SEED={seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
 

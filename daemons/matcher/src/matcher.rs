@@ -372,6 +372,7 @@ impl Matcher {
                         }
                     }
                 }
+                let mut occ = merge_same_events(occ, dur, self.config.min_separation);
                 occ.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));
                 occ.truncate(self.config.max_occurrences);
                 Ok(ClipResult {
@@ -466,6 +467,7 @@ impl Matcher {
             }
             occ.extend(warped);
         }
+        let mut occ = merge_same_events(occ, dur, cfg.min_separation);
         occ.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));
         occ.truncate(cfg.max_occurrences);
         Ok(ClipResult {
@@ -595,4 +597,27 @@ fn whole(pos: f64, ncc: f32, dur: f64) -> Occurrence {
         clip_end_s: round_ms(dur),
         detector: Detector::Ncc,
     }
+}
+
+/// Merges detections of the same event by different detectors (the whole-clip NCC and
+/// the warped detector can both report one occurrence, a few ms apart): two occurrences
+/// whose whole-clip anchors (where the clip's start falls in the episode) are closer than
+/// `min_separation` x the clip's duration are one event, and the more confident is kept.
+fn merge_same_events(mut occ: Vec<Occurrence>, dur: f64, min_separation: f64) -> Vec<Occurrence> {
+    let anchor = |o: &Occurrence| o.offset_s - o.clip_start_s / f64::from(o.speed.max(0.01));
+    occ.sort_by(|a, b| {
+        b.confidence
+            .total_cmp(&a.confidence)
+            .then(a.offset_s.total_cmp(&b.offset_s))
+    });
+    let mut kept: Vec<Occurrence> = Vec::with_capacity(occ.len());
+    for o in occ {
+        if kept
+            .iter()
+            .all(|k| (anchor(k) - anchor(&o)).abs() >= min_separation * dur)
+        {
+            kept.push(o);
+        }
+    }
+    kept
 }
