@@ -5,6 +5,9 @@
 //! which operation failed and whether it was a precondition (the tree changed) or a
 //! write error (zookeeper-client's `CheckWriter` makes the same distinction).
 
+use std::future::Future;
+use std::pin::Pin;
+
 use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
@@ -100,9 +103,21 @@ fn is_precondition(err: &zk::Error) -> bool {
 /// - [`EngineError::WriteFailed`] otherwise. On connection loss the outcome is unknown;
 ///   callers re-read before retrying.
 pub async fn commit(session: &Session, ops: &[Op]) -> Result<Vec<zk::MultiWriteResult>> {
-    session.ensure_alive()?;
+    send(session, ops).await
+}
+
+/// Sends the operations as one `multi` now (zookeeper-client sends on call) and returns
+/// a future of its outcome, so many multis can be in flight at once (pipelining).
+/// Errors as [`commit`].
+pub fn send<'a>(
+    session: &'a Session,
+    ops: &[Op],
+) -> Pin<Box<dyn Future<Output = Result<Vec<zk::MultiWriteResult>>> + Send + 'a>> {
+    if let Err(e) = session.ensure_alive() {
+        return Box::pin(std::future::ready(Err(e)));
+    }
     if ops.is_empty() {
-        return Ok(Vec::new());
+        return Box::pin(std::future::ready(Ok(Vec::new())));
     }
     let client = session.client();
     let mut multi = client.new_multi_writer();
@@ -125,36 +140,48 @@ pub async fn commit(session: &Session, ops: &[Op]) -> Result<Vec<zk::MultiWriteR
             Op::Delete { path, version } => multi.add_delete(path, *version),
             Op::Check { path, version } => multi.add_check_version(path, *version),
         };
-        added.map_err(|source| EngineError::WriteFailed {
-            op: op.describe(),
-            source,
-        })?;
+        if let Err(source) = added {
+            return Box::pin(std::future::ready(Err(EngineError::WriteFailed {
+                op: op.describe(),
+                source,
+            })));
+        }
     }
-    multi.commit().await.map_err(|err| match err {
+    let described: Vec<String> = ops.iter().map(Op::describe).collect();
+    let sent = multi.commit();
+    Box::pin(async move { sent.await.map_err(|err| classify(err, &described)) })
+}
+
+fn is_lost(err: &zk::Error) -> bool {
+    matches!(err, zk::Error::SessionExpired | zk::Error::ClientClosed)
+}
+
+fn classify(err: zk::MultiWriteError, described: &[String]) -> EngineError {
+    match err {
         zk::MultiWriteError::OperationFailed { index, source } => {
-            let op = ops
+            let op = described
                 .get(index)
-                .map(Op::describe)
+                .cloned()
                 .unwrap_or_else(|| format!("operation {index}"));
             if is_precondition(&source) {
                 EngineError::Precondition { op, source }
-            } else if matches!(source, zk::Error::SessionExpired | zk::Error::ClientClosed) {
+            } else if is_lost(&source) {
                 EngineError::SessionLost(source.to_string())
             } else {
                 EngineError::WriteFailed { op, source }
             }
         }
         zk::MultiWriteError::RequestFailed { source } => {
-            if matches!(source, zk::Error::SessionExpired | zk::Error::ClientClosed) {
+            if is_lost(&source) {
                 EngineError::SessionLost(source.to_string())
             } else {
                 EngineError::WriteFailed {
-                    op: format!("multi of {} operations", ops.len()),
+                    op: format!("multi of {} operations", described.len()),
                     source,
                 }
             }
         }
-    })
+    }
 }
 
 /// Awaits requests that were all sent when their futures were made (zookeeper-client
