@@ -125,10 +125,23 @@ pub async fn expire_session(session: &Session) {
     use archivist_engine::zk;
     let (hosts, _) = session.config().hosts_and_chroot();
     let info = session.client().session().clone();
-    let other = zk::Client::connector()
-        .with_session(info)
-        .connect(&hosts)
-        .await
-        .expect("attach to the session");
-    drop(other);
+    // Attaching can time out on a loaded machine; try a few times before giving up.
+    let mut last = None;
+    for _ in 0..5 {
+        match zk::Client::connector()
+            .with_session(info.clone())
+            .connect(&hosts)
+            .await
+        {
+            Ok(other) => {
+                drop(other);
+                return;
+            }
+            Err(e) => {
+                last = Some(e);
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    }
+    panic!("could not attach to the session to expire it: {last:?}");
 }

@@ -68,36 +68,52 @@ async fn a_killed_consumer_loses_its_lock_after_the_session_timeout_and_another_
 async fn a_consumer_whose_session_expires_stops_and_commits_nothing() {
     let (config, observer) = archivist_testkit::fresh_tree("expiry").await;
     let job = create(&observer, 0, 1_700_000_000_000).await;
-    let worker = archivist_testkit::another_session(&config).await;
-    let claimed = consumer::claim_next(
-        &worker,
-        JobState::Pending,
-        "doomed",
-        &HashSet::new(),
-        &CancellationToken::new(),
-    )
-    .await
-    .unwrap()
-    .expect("claim");
-    archivist_testkit::expire_session(&worker).await;
-    let noticed =
-        archivist_testkit::eventually(Duration::from_secs(20), || async { worker.is_lost() }).await;
-    assert!(noticed, "the worker never noticed its session expired");
-    let err = Transition::new(&claimed.job, claimed.version, JobState::Leased)
-        .lock(LockAction::Release(claimed.lock))
-        .commit(&worker)
+    let (hosts, chroot) = config.hosts_and_chroot();
+    // Work takes 3 s; the session times out after 2 s of silence.
+    let child = Command::new(env!("CARGO_BIN_EXE_engine-test-consumer"))
+        .args([&hosts, &chroot, "pending", "3000", "1", "2000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn consumer");
+    let lock_path = paths::job_lock(&job.id);
+    let locked = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        store::exists(&observer, &lock_path)
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    assert!(locked, "the consumer never took the lock");
+    // Freeze it past its session timeout: the server expires the session and its lock.
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+    let expired = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        store::exists(&observer, &lock_path)
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    Command::new("kill").args(["-CONT", &pid]).status().unwrap();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
-        .unwrap_err();
+        .unwrap()
+        .unwrap();
+    assert!(expired, "the frozen consumer's lock never went away");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        err.is_session_lost(),
-        "stale commit must fail as session lost, got {err}"
+        !stdout.contains("processed"),
+        "a consumer whose session expired committed stale work: {stdout}"
+    );
+    assert!(
+        !output.status.success() && stderr.contains("session lost"),
+        "the consumer must notice the expiry and stop: {stderr}"
     );
     let (stored, _) = jobs::read(&observer, &job.id).await.unwrap();
     assert_eq!(stored.status, JobState::Pending);
-    assert!(store::exists(&observer, &paths::job_lock(&job.id))
-        .await
-        .unwrap()
-        .is_none());
     assert!(
         consumer::claim_next(
             &observer,
