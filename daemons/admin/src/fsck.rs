@@ -592,7 +592,7 @@ pub async fn fsck(
             match apply(session, &plan).await {
                 Ok(()) => {
                     fault.repaired = true;
-                    tracing::info!(path = %fault.path, job = fault.job.as_deref().unwrap_or(""), kind = ?fault.kind, repair = fault.repair.as_deref().unwrap_or(""), "fsck repaired");
+                    tracing::info!(path = %fault.path, job = fault.job.as_deref().unwrap_or(""), episode = "unknown", state = "unknown", kind = ?fault.kind, repair = fault.repair.as_deref().unwrap_or(""), "fsck repaired");
                 }
                 Err(e) => fault.repair_error = Some(e),
             }

@@ -31,6 +31,27 @@ pub struct ResearcherLoad {
     pub jobs: Vec<String>,
 }
 
+/// A job a researcher is working on, with its progress (weighted steps, only forward).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ActiveJob {
+    /// Job id.
+    pub job: String,
+    /// Episode.
+    pub episode: String,
+    /// `leased` (downloading, decoding) or `researching` (matching clips).
+    pub state: JobState,
+    /// The researcher holding it.
+    pub holder: Option<String>,
+    /// Fraction done in [0, 1].
+    pub progress: f64,
+    /// Clips reported so far, of `clips`.
+    pub clips_done: u32,
+    /// Clips in the job.
+    pub clips: usize,
+    /// Bytes downloaded so far.
+    pub bytes: u64,
+}
+
 /// Another live daemon.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DaemonView {
@@ -123,6 +144,8 @@ pub struct StatusReport {
     pub now_ms: i64,
     /// Live researchers.
     pub researchers: Vec<ResearcherLoad>,
+    /// Jobs in `leased` or `researching`, with their progress.
+    pub active_jobs: Vec<ActiveJob>,
     /// Sum of their slots.
     pub slots: u64,
     /// Other live daemons.
@@ -164,6 +187,20 @@ pub async fn status(
     }
     let working = scan::load::<JobRecord>(session, working, settings, &Silent, "jobs").await?;
     let mut by_holder: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let active_jobs = working
+        .iter()
+        .filter_map(|n| n.ok())
+        .map(|job| ActiveJob {
+            job: job.id.clone(),
+            episode: job.episode.clone(),
+            state: job.status,
+            holder: job.holder.clone(),
+            progress: job.progress.fraction,
+            clips_done: job.progress.clips_done,
+            clips: job.clips.len(),
+            bytes: job.progress.bytes,
+        })
+        .collect();
     for job in working.iter().filter_map(|n| n.ok()) {
         if let Some(holder) = &job.holder {
             by_holder
@@ -219,6 +256,7 @@ pub async fn status(
         chroot: session.chroot().to_string(),
         now_ms,
         researchers,
+        active_jobs,
         slots,
         daemons,
         jobs,

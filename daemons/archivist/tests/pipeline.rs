@@ -1,12 +1,62 @@
 //! The full pipeline, smaller than the quickstart: generated episodes with known clips,
 //! served over HTTP on loopback, curated, researched by every daemon in one process, and
 //! checked: every expected occurrence found at the right offset, nothing else recorded.
+//! The same run checks what operators watch: catalog progress in `/metrics` reaches 1,
+//! and every JSON log line about a job names its job, episode and state.
 
 mod support;
 
 use std::time::Duration;
 
-use support::{fast_config, scratch, serve_files, Env};
+use support::{
+    fast_config, free_port, generate_sample, http_get, parse_metrics, sample_check, scratch,
+    serve_files, Env,
+};
+
+/// Samples of the daemons' `/metrics` (series with labels, value), if it answers.
+fn scrape(port: u16) -> Vec<(String, f64)> {
+    http_get(port, "/metrics")
+        .map(|(_, body)| parse_metrics(&body))
+        .unwrap_or_default()
+}
+
+fn value(samples: &[(String, f64)], series: &str) -> Option<f64> {
+    samples.iter().find(|(s, _)| s == series).map(|(_, v)| *v)
+}
+
+/// Every JSON log line that names a job (in its own fields or an enclosing span) must
+/// also name the episode and the state. Returns how many job lines there were.
+fn check_job_log_lines(log: &str) -> usize {
+    let mut job_lines = 0;
+    let mut missing = Vec::new();
+    for line in log.lines().filter(|l| l.starts_with('{')) {
+        let event: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
+        let mut scopes = vec![&event["fields"]];
+        if let Some(spans) = event["spans"].as_array() {
+            scopes.extend(spans.iter());
+        }
+        let has = |key: &str| scopes.iter().any(|s| !s[key].is_null());
+        if has("job") {
+            job_lines += 1;
+            if !has("episode") || !has("state") {
+                missing.push(line.to_string());
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} job log lines lack episode or state, e.g.:\n{}",
+        missing.len(),
+        missing
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    job_lines
+}
 
 #[test]
 fn every_expected_occurrence_is_recorded_at_the_right_offset_and_nothing_else() {
@@ -15,17 +65,7 @@ fn every_expected_occurrence_is_recorded_at_the_right_offset_and_nothing_else() 
     let media = dir.join("media");
     std::fs::create_dir_all(&media).unwrap();
     let (_files, base) = serve_files(&env, &media, &[]);
-    env.ok(&[
-        "sample",
-        "generate",
-        media.to_str().unwrap(),
-        "--base-url",
-        &base,
-        "--episodes",
-        "2",
-        "--minutes",
-        "1.5",
-    ]);
+    generate_sample(&env, &media, &base, 2, "1.5", &[]);
     env.ok(&["init"]);
     env.ok(&[
         "curate",
@@ -33,30 +73,58 @@ fn every_expected_occurrence_is_recorded_at_the_right_offset_and_nothing_else() 
         media.join("manifest.yml").to_str().unwrap(),
     ]);
     let config = fast_config(&dir);
+    let port = free_port();
+    let metrics_addr = format!("127.0.0.1:{port}");
     let daemons = env.spawn(
-        &["--config", config.to_str().unwrap(), "run", "--all"],
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--log-format",
+            "json",
+            "--metrics-addr",
+            &metrics_addr,
+            "run",
+            "--all",
+        ],
         &dir.join("daemons.log"),
     );
-    let out = env.run(&[
-        "sample",
-        "check",
-        media.to_str().unwrap(),
-        "--wait-s",
-        "300",
-        "--output",
-        "json",
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (rows, out) = sample_check(&env, &media, &dir.join("daemons.log"));
+    // Catalog progress as the leading planner reports it after its last round.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let progress = loop {
+        let samples = scrape(port);
+        if value(&samples, "archivist_catalog_progress") == Some(1.0) {
+            break Some(samples);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
     assert!(
         daemons.stop(Duration::from_secs(30)),
         "daemons did not stop on SIGTERM"
     );
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    let samples = progress.unwrap_or_else(|| {
         panic!(
-            "sample check printed no JSON ({e}); stderr: {stderr}; daemon log: {}",
-            dir.join("daemons.log").display()
+            "catalog progress never reached 1 in /metrics: {:?}",
+            scrape(port)
         )
     });
+    assert_eq!(value(&samples, "archivist_catalog_pairs_total"), Some(8.0));
+    assert_eq!(
+        value(&samples, "archivist_catalog_pairs{state=\"researched\"}"),
+        Some(8.0)
+    );
+    assert!(
+        samples
+            .iter()
+            .any(|(s, _)| s.starts_with("archivist_researcher_job_progress{slot=")),
+        "no per-job progress gauge in /metrics"
+    );
+    let log = std::fs::read_to_string(dir.join("daemons.log")).expect("daemon log");
+    let job_lines = check_job_log_lines(&log);
+    assert!(job_lines >= 16, "only {job_lines} job log lines");
     assert_eq!(rows.len(), 2 * 4, "one row per (episode, clip)");
     let wrong: Vec<_> = rows.iter().filter(|r| r["verdict"] != "ok").collect();
     assert!(wrong.is_empty(), "pairs not as expected: {wrong:#?}");

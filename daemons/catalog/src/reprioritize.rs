@@ -41,7 +41,7 @@ pub async fn reprioritize_episodes(
         let job: JobRecord = match decode(path, &bytes) {
             Ok(job) => job,
             Err(e) => {
-                tracing::warn!(job = %id, error = %e, "unreadable job skipped while re-ordering");
+                tracing::warn!(job = %id, episode = "unknown", state = "pending", error = %e, "unreadable job skipped while re-ordering");
                 continue;
             }
         };

@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 use znode_schema::paths;
 use znode_schema::records::JobRecord;
 use znode_schema::JobState;
@@ -79,7 +80,7 @@ pub async fn claim_next(
             Err(EngineError::Record(err)) => {
                 // An unreadable job cannot be moved by a transition (that needs its
                 // data); leave it locked-free for fsck and say so.
-                tracing::error!(job = %entry.job, %err, "unreadable job in queue; skipping (run `archivist fsck`)");
+                tracing::error!(job = %entry.job, episode = "unknown", %state, %err, "unreadable job in queue; skipping (run `archivist fsck`)");
                 lock.release(session).await?;
             }
             Err(e) => {
@@ -222,24 +223,32 @@ pub async fn run<S: Step>(
                 if let Ok(mut a) = active.lock() {
                     a.insert(job_id.clone());
                 }
-                tracker.spawn(async move {
-                    let lock = claimed.lock.clone();
-                    let session = claimed.session.clone();
-                    if let Err(err) = step.run(claimed).await {
-                        if err.is_session_lost() {
-                            tracing::warn!(job = %job_id, "session lost during step; the job is left to the reaper");
-                        } else {
-                            tracing::warn!(job = %job_id, error = %err, "step failed");
-                            if let Err(e) = fail_held_job(&session, lock, &owner, &err.to_string()).await {
-                                tracing::warn!(job = %job_id, error = %e, "could not record the failure");
+                let span = crate::logs::job_span(&claimed.job);
+                tracker.spawn(
+                    async move {
+                        let lock = claimed.lock.clone();
+                        let session = claimed.session.clone();
+                        if let Err(err) = step.run(claimed).await {
+                            if err.is_session_lost() {
+                                tracing::warn!(
+                                    "session lost during step; the job is left to the reaper"
+                                );
+                            } else {
+                                tracing::warn!(error = %err, "step failed");
+                                if let Err(e) =
+                                    fail_held_job(&session, lock, &owner, &err.to_string()).await
+                                {
+                                    tracing::warn!(error = %e, "could not record the failure");
+                                }
                             }
                         }
+                        if let Ok(mut a) = active.lock() {
+                            a.remove(&job_id);
+                        }
+                        drop(permit);
                     }
-                    if let Ok(mut a) = active.lock() {
-                        a.remove(&job_id);
-                    }
-                    drop(permit);
-                });
+                    .instrument(span),
+                );
             }
             None => {
                 drop(permit);

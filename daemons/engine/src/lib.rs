@@ -26,6 +26,7 @@ pub mod health;
 pub mod jobs;
 pub mod leader;
 pub mod lock;
+pub mod logs;
 pub mod member;
 pub mod ops;
 pub mod queue;

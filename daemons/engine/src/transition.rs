@@ -156,11 +156,12 @@ impl Transition {
             metrics::counter!("archivist_job_failures_total", "state" => self.current.status.as_str())
                 .increment(1);
         }
+        crate::logs::record_state(self.next.status.as_str());
         tracing::info!(
             job = %self.next.id,
             episode = %self.next.episode,
+            state = %self.next.status,
             from = %self.current.status,
-            to = %self.next.status,
             "job transition"
         );
         Ok((self.next, self.version + 1))

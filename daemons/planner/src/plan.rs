@@ -192,6 +192,25 @@ impl Planner {
         metrics::gauge!("archivist_planner_index_episodes").set(stats.episodes as f64);
         metrics::gauge!("archivist_planner_index_active_leases").set(stats.active_leases as f64);
         metrics::gauge!("archivist_planner_index_bytes").set(stats.heap_bytes as f64);
+        // Catalog-level progress: of every (episode, clip) pair the catalog asks for, how
+        // many are researched, planned (leased or waiting) or not planned yet.
+        let planned = stats
+            .pairs
+            .saturating_sub(stats.pairs_researched + stats.pairs_unplanned);
+        metrics::gauge!("archivist_catalog_pairs_total").set(stats.pairs as f64);
+        for (state, n) in [
+            ("researched", stats.pairs_researched),
+            ("planned", planned),
+            ("unplanned", stats.pairs_unplanned),
+        ] {
+            metrics::gauge!("archivist_catalog_pairs", "state" => state).set(n as f64);
+        }
+        let progress = if stats.pairs == 0 {
+            1.0
+        } else {
+            stats.pairs_researched as f64 / stats.pairs as f64
+        };
+        metrics::gauge!("archivist_catalog_progress").set(progress);
     }
 
     /// Reads ZooKeeper's time (a write to `/clock`, whose mtime the server stamps). Being

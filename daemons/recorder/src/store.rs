@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{self, LeaseRecord, ReportRecord, ResearchRecord};
+use archivist_engine::schema::records::{
+    self, JobRecord, LeaseRecord, ReportRecord, ResearchRecord,
+};
+use archivist_engine::schema::JobState;
 use archivist_engine::{clock, store, zk, EngineError, Session};
 use rand::Rng;
 
@@ -35,6 +38,9 @@ pub struct Prepared {
     pub job: String,
     /// Episode of the reports, if any report was usable.
     pub episode: Option<String>,
+    /// The job's state when the reports were read (for logs; None if the job is gone or
+    /// unreadable). Reports are stored whatever the state.
+    pub job_state: Option<JobState>,
     /// Clip ids this multi adds to the research record.
     pub stored: Vec<String>,
     /// Clip ids that were already researched: their reports are only deleted.
@@ -81,6 +87,8 @@ pub async fn prepare(
         job: job.to_string(),
         ..Prepared::default()
     };
+    let job_path = paths::job(job);
+    let job_read = session.client().get_data(&job_path);
     let report_paths: Vec<String> = names.iter().map(|n| paths::report(n)).collect();
     let reads = report_paths
         .iter()
@@ -137,6 +145,12 @@ pub async fn prepare(
         }
         reports.push((name.clone(), report, number, stat.version));
     }
+    prepared.job_state = match job_read.await {
+        Ok((bytes, _)) => records::decode::<JobRecord>(&job_path, &bytes)
+            .ok()
+            .map(|j| j.status),
+        Err(_) => None,
+    };
     let Some(episode) = prepared.episode.clone() else {
         return Ok(prepared);
     };
@@ -201,7 +215,7 @@ async fn lease_extension(
     let mut lease: LeaseRecord = match records::decode(&path, &bytes) {
         Ok(l) => l,
         Err(e) => {
-            tracing::warn!(job, error = %e, "unreadable lease; not extending it");
+            tracing::warn!(job, episode = "unknown", state = "unknown", error = %e, "unreadable lease; not extending it");
             return Ok(None);
         }
     };
@@ -251,7 +265,7 @@ pub async fn store_reports(
             }
             Err(e) if e.is_conflict() || e.is_retryable() => {
                 metrics::counter!("archivist_recorder_store_conflicts_total").increment(1);
-                tracing::debug!(job, attempt, error = %e, "store raced; re-reading");
+                tracing::debug!(job, episode = prepared.episode.as_deref().unwrap_or("unknown"), state = prepared.job_state.map_or("unknown", |s| s.as_str()), attempt, error = %e, "store raced; re-reading");
                 let pause = {
                     let base = settings.retry_backoff.as_millis() as u64;
                     let cap = (base * attempt as u64).min(500);
@@ -281,8 +295,8 @@ fn observe(prepared: &Prepared) {
     }
     tracing::debug!(
         job = %prepared.job,
-        episode = prepared.episode.as_deref().unwrap_or(""),
-        state = "stored",
+        episode = prepared.episode.as_deref().unwrap_or("unknown"),
+        state = prepared.job_state.map_or("unknown", |s| s.as_str()),
         stored = prepared.stored.len(),
         already = prepared.already.len(),
         lease_extended = prepared.extends_lease,

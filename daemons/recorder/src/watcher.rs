@@ -79,12 +79,12 @@ pub async fn pass(
                             }
                         }
                         metrics::counter!("archivist_recorder_bad_reports_total").increment(1);
-                        tracing::error!(job = %job, error = %err, "report left in place: cannot be stored");
+                        tracing::error!(job = %job, episode = done.episode.as_deref().unwrap_or("unknown"), state = done.job_state.map_or("unknown", |s| s.as_str()), error = %err, "report left in place: cannot be stored");
                     }
                 }
                 Err(e) if e.is_session_lost() => return Err(e),
                 Err(e) => {
-                    tracing::warn!(job = %job, error = %e, "storing reports failed; retrying on the next pass")
+                    tracing::warn!(job = %job, episode = "unknown", state = "unknown", error = %e, "storing reports failed; retrying on the next pass")
                 }
             }
         }

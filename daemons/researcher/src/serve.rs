@@ -6,7 +6,7 @@
 //! be claimed because its lease is gone is passed over for a while instead of being
 //! locked and released again in a tight loop until the reaper expires it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use archivist_engine::{EngineError, Session};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::job::{Outcome, Worker};
 
@@ -60,6 +61,11 @@ pub(crate) async fn serve(
     .await?;
     tracing::info!(name = %identity.name, slots = settings.concurrency, "researcher registered");
     let slots = Arc::new(Semaphore::new(settings.concurrency.max(1) as usize));
+    // Slot numbers label the per-job progress gauge: one series per slot, not per job,
+    // so the metric's cardinality stays at the concurrency however many jobs pass.
+    let free_slots: Arc<Mutex<BTreeSet<usize>>> = Arc::new(Mutex::new(
+        (0..settings.concurrency.max(1) as usize).collect(),
+    ));
     let active: Arc<Mutex<HashSet<String>>> = Arc::default();
     let refused: Refused = Arc::default();
     let tracker = TaskTracker::new();
@@ -123,29 +129,34 @@ pub(crate) async fn serve(
         let worker = worker.clone();
         let active = active.clone();
         let refused = refused.clone();
+        let free_slots = free_slots.clone();
         let backoff = settings.refused_backoff;
+        let span = archivist_engine::logs::job_span(&claimed.job);
         tracker.spawn(async move {
             metrics::gauge!("archivist_researcher_jobs_active").increment(1.0);
+            let slot = free_slots.lock().ok().and_then(|mut s| s.pop_first());
+            let gauge = slot.map(|n| {
+                metrics::gauge!("archivist_researcher_job_progress", "slot" => n.to_string())
+            });
             let lock = claimed.lock.clone();
             let session = claimed.session.clone();
-            let episode = claimed.job.episode.clone();
-            match worker.research(claimed).await {
+            match worker.research(claimed, gauge.clone()).await {
                 Ok(outcome) => {
                     metrics::counter!("archivist_researcher_jobs_total", "outcome" => outcome.label())
                         .increment(1);
-                    tracing::info!(job = %job_id, episode = %episode, outcome = outcome.label(), "job done");
+                    tracing::info!(outcome = outcome.label(), "job done");
                     if let Outcome::Refused(reason) = &outcome {
-                        tracing::warn!(job = %job_id, episode = %episode, state = "pending", %reason, "job left alone");
+                        tracing::warn!(%reason, "job left alone");
                         if let Ok(mut r) = refused.lock() {
                             r.insert(job_id.clone(), Instant::now() + backoff);
                         }
                     }
                 }
                 Err(e) if e.is_session_lost() => {
-                    tracing::warn!(job = %job_id, episode = %episode, "session lost during the job; its lock went with it");
+                    tracing::warn!("session lost during the job; its lock went with it");
                 }
                 Err(e) => {
-                    tracing::error!(job = %job_id, episode = %episode, error = %e, "job could not be finished; releasing its lock");
+                    tracing::error!(error = %e, "job could not be finished; releasing its lock");
                     let _ = lock.release(&session).await;
                     if let Ok(mut r) = refused.lock() {
                         r.insert(job_id.clone(), Instant::now() + backoff);
@@ -153,11 +164,17 @@ pub(crate) async fn serve(
                 }
             }
             metrics::gauge!("archivist_researcher_jobs_active").decrement(1.0);
+            if let Some(g) = gauge {
+                g.set(0.0);
+            }
+            if let (Some(n), Ok(mut s)) = (slot, free_slots.lock()) {
+                s.insert(n);
+            }
             if let Ok(mut a) = active.lock() {
                 a.remove(&job_id);
             }
             drop(permit);
-        });
+        }.instrument(span));
     };
     tracker.close();
     tracker.wait().await;

@@ -40,6 +40,15 @@ async fn status_counts_researchers_load_leases_and_research_progress() {
     assert_eq!((r1.name.as_str(), r1.slots, r1.load), ("r1", 3, 1));
     assert_eq!(r1.jobs, vec![working.id.clone()]);
     assert_eq!(report.slots, 3);
+    let active: Vec<_> = report
+        .active_jobs
+        .iter()
+        .map(|j| (j.job.as_str(), j.episode.as_str(), j.state, j.clips))
+        .collect();
+    assert_eq!(
+        active,
+        vec![(working.id.as_str(), e2.as_str(), JobState::Researching, 2)]
+    );
     assert_eq!(report.jobs[&JobState::Pending], 2);
     assert_eq!(report.jobs[&JobState::Researching], 1);
     assert_eq!((report.leases.active, report.leases.expired), (2, 1));

@@ -2,7 +2,8 @@
 //! test ends, a fresh chroot per test, and a scratch directory.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -119,6 +120,13 @@ impl Daemon {
         rx.recv_timeout(timeout).expect("expected line on stdout")
     }
 
+    /// Whether the process is still running (it has not exited, for any reason).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Sends a signal.
     pub fn signal(&self, sig: &str) {
         let _ = Command::new("kill")
@@ -184,4 +192,108 @@ pub fn fast_config(dir: &std::path::Path) -> PathBuf {
     )
     .expect("write config");
     path
+}
+
+/// A plain HTTP/1.0 GET on loopback: (status, body), or None if nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// Parses Prometheus text exposition: every sample line is `name{labels} value`.
+/// Returns (series with its labels, value); panics on a malformed line.
+pub fn parse_metrics(text: &str) -> Vec<(String, f64)> {
+    let mut samples = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad sample line {line:?}"));
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            "-Inf" => f64::NEG_INFINITY,
+            v => v
+                .parse()
+                .unwrap_or_else(|_| panic!("bad value in {line:?}")),
+        };
+        let name = series.split('{').next().unwrap_or_default();
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name in {line:?}"
+        );
+        samples.push((series.to_string(), value));
+    }
+    samples
+}
+
+/// A free loopback port (bound and released; good enough for a test's daemon).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `archivist sample generate MEDIA --base-url BASE --episodes N --minutes M [extra..]`.
+pub fn generate_sample(
+    env: &Env,
+    media: &std::path::Path,
+    base: &str,
+    episodes: usize,
+    minutes: &str,
+    extra: &[&str],
+) {
+    let episodes = episodes.to_string();
+    let mut args = vec![
+        "sample",
+        "generate",
+        media.to_str().expect("utf-8 path"),
+        "--base-url",
+        base,
+        "--episodes",
+        &episodes,
+        "--minutes",
+        minutes,
+    ];
+    args.extend_from_slice(extra);
+    env.ok(&args);
+}
+
+/// `archivist sample check MEDIA --wait-s 300 -o json`: one row per (episode, clip) with
+/// its verdict. Panics with the command's stderr and where the logs are if it printed
+/// no JSON.
+pub fn sample_check(
+    env: &Env,
+    media: &std::path::Path,
+    logs: &std::path::Path,
+) -> (Vec<serde_json::Value>, Output) {
+    let out = env.run(&[
+        "sample",
+        "check",
+        media.to_str().expect("utf-8 path"),
+        "--wait-s",
+        "300",
+        "--output",
+        "json",
+    ]);
+    let rows = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "sample check printed no JSON ({e}): {}; logs in {}",
+            String::from_utf8_lossy(&out.stderr),
+            logs.display()
+        )
+    });
+    (rows, out)
 }

@@ -73,6 +73,15 @@ impl Bits {
             .sum()
     }
 
+    /// How many members of `self` are also in `other`? (Active clips already researched.)
+    pub fn count_both(&self, other: &Bits) -> u32 {
+        self.words
+            .iter()
+            .zip(&other.words)
+            .map(|(a, b)| (a & b).count_ones())
+            .sum()
+    }
+
     /// Drops trailing empty words (after clips were removed).
     pub fn shrink(&mut self) {
         while self.words.last() == Some(&0) {

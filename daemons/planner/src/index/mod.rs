@@ -72,6 +72,12 @@ pub struct IndexStats {
     pub active_leases: usize,
     /// Jobs in `pending`, `held` or `failed` whose clips are kept out of planning.
     pub blocking_jobs: usize,
+    /// (episode, clip) pairs the catalog asks for: plannable episodes x active clips.
+    pub pairs: u64,
+    /// Of those, pairs whose research record already covers the clip.
+    pub pairs_researched: u64,
+    /// Of those, pairs neither researched nor under a lease or waiting job: not planned yet.
+    pub pairs_unplanned: u64,
     /// Approximate bytes the index holds on the heap.
     pub heap_bytes: usize,
 }
@@ -438,11 +444,26 @@ impl Index {
             .values()
             .map(|j| 96 + j.clips.capacity() * 4)
             .sum();
+        let active_clips = self.active.count();
+        let plannable = || {
+            self.episodes
+                .iter()
+                .filter(|e| e.info.as_ref().is_some_and(|i| !i.held))
+        };
+        let pairs_researched = plannable()
+            .map(|e| u64::from(self.active.count_both(&e.researched)))
+            .sum();
+        let pairs_unplanned = plannable()
+            .map(|e| u64::from(self.active.count_outside(&e.researched, &e.blocked)))
+            .sum();
         IndexStats {
             episodes: self.episodes.iter().filter(|e| e.info.is_some()).count(),
+            pairs: self.order.len() as u64 * active_clips as u64,
+            pairs_researched,
+            pairs_unplanned,
             plannable_episodes: self.order.len(),
             open_episodes: self.open.len(),
-            active_clips: self.active.count(),
+            active_clips,
             leases: self.leases.len(),
             active_leases: self.counted.len(),
             blocking_jobs: self.jobs.len(),

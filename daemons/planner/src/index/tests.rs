@@ -290,3 +290,35 @@ fn random_changes_pick_what_the_naive_selection_picks() {
 fn lease_ids_remove(leases: &mut Vec<(String, Vec<u32>, i64)>, job: &str) {
     leases.retain(|(k, _, _)| k.split('|').next() != Some(job));
 }
+
+#[test]
+fn pair_counts_follow_research_leases_holds_and_the_clip_catalog() {
+    let mut index = index_with(&[(1, 0, 0), (2, 0, 0), (3, 0, 0)]);
+    index.upsert_episode("e0000001", ep(0, 0));
+    index.upsert_episode("e0000002", ep(0, 0));
+    let counts = |index: &Index| {
+        let s = index.stats();
+        (s.pairs, s.pairs_researched, s.pairs_unplanned)
+    };
+    assert_eq!(counts(&index), (6, 0, 6));
+    index.set_research("e0000001", [1, 2]);
+    assert_eq!(counts(&index), (6, 2, 4));
+    index.upsert_lease("j1", "e0000002", vec![1], 1_000);
+    assert_eq!(
+        counts(&index),
+        (6, 2, 3),
+        "a leased pair is planned, not researched"
+    );
+    // A clip researched and then removed from the catalog no longer counts.
+    index.remove_clip(2);
+    assert_eq!(counts(&index), (4, 1, 2));
+    // A held episode asks for nothing.
+    index.upsert_episode(
+        "e0000002",
+        EpisodeInfo {
+            held: true,
+            ..ep(0, 0)
+        },
+    );
+    assert_eq!(counts(&index), (2, 1, 1));
+}

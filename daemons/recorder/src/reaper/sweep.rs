@@ -78,11 +78,18 @@ pub async fn sweep(
 }
 
 /// Per-item errors other than a lost session are logged and skipped.
-fn tolerate(result: Result<(), EngineError>, what: &str, job: &str) -> Result<(), EngineError> {
+/// `state` is the queue or lease state the sweep found the job by; the job record may be
+/// the unreadable thing, so the episode is not known here.
+fn tolerate(
+    result: Result<(), EngineError>,
+    what: &str,
+    job: &str,
+    state: &str,
+) -> Result<(), EngineError> {
     match result {
         Err(e) if e.is_session_lost() => Err(e),
         Err(e) => {
-            tracing::warn!(job, error = %e, "reaper: {what} skipped; next sweep retries");
+            tracing::warn!(job, episode = "unknown", state, error = %e, "reaper: {what} skipped; next sweep retries");
             Ok(())
         }
         Ok(()) => Ok(()),
@@ -223,7 +230,12 @@ async fn stale_work_items(
             Ok(())
         }
         .await;
-        tolerate(result, "work-item TTL", &entry.job)?;
+        tolerate(
+            result,
+            "work-item TTL",
+            &entry.job,
+            JobState::Pending.as_str(),
+        )?;
     }
     Ok(())
 }
@@ -268,7 +280,7 @@ async fn orphaned_jobs(
                 Ok(())
             }
             .await;
-            tolerate(result, "orphaned job", &job)?;
+            tolerate(result, "orphaned job", &job, state.as_str())?;
         }
     }
     Ok(())
@@ -310,7 +322,7 @@ async fn expired_leases(
             // finished or missing: the lease alone goes, at the version judged expired.
             match ops::commit(session, &[lease_delete(&job, stat.version)]).await {
                 Ok(_) => {
-                    tracing::info!(job = %job, state = ?status, "expired lease deleted");
+                    tracing::info!(job = %job, episode = %lease.episode, state = status.map_or("gone", |s| s.as_str()), "expired lease deleted");
                     report.leases_deleted.push(job.clone());
                     Ok(())
                 }
@@ -319,7 +331,7 @@ async fn expired_leases(
             }
         }
         .await;
-        tolerate(result, "expired lease", &job)?;
+        tolerate(result, "expired lease", &job, "unknown")?;
     }
     Ok(())
 }
@@ -369,7 +381,7 @@ async fn finished_jobs(
                 }
             }
             .await;
-            tolerate(result, "retention", &entry.job)?;
+            tolerate(result, "retention", &entry.job, state.as_str())?;
         }
     }
     Ok(())

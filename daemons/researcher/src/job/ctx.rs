@@ -84,6 +84,8 @@ pub(crate) struct JobCtx {
     pub total_clips: usize,
     held: tokio::sync::Mutex<Held>,
     progress: Mutex<JobProgress>,
+    /// The researcher slot's progress gauge (`archivist_researcher_job_progress{slot}`).
+    progress_gauge: Option<metrics::Gauge>,
     request: Mutex<Option<JobRequest>>,
     /// Fires when an admin request (cancel, hold) arrives.
     pub stop: CancellationToken,
@@ -97,7 +99,11 @@ impl JobCtx {
         job: JobRecord,
         version: i32,
         lease: Option<(LeaseRecord, i32)>,
+        progress_gauge: Option<metrics::Gauge>,
     ) -> JobCtx {
+        if let Some(g) = &progress_gauge {
+            g.set(job.progress.fraction);
+        }
         JobCtx {
             session,
             lock,
@@ -106,6 +112,7 @@ impl JobCtx {
             episode: job.episode.clone(),
             total_clips: job.clips.len(),
             progress: Mutex::new(job.progress.clone()),
+            progress_gauge,
             held: tokio::sync::Mutex::new(Held {
                 job,
                 version,
@@ -151,6 +158,9 @@ impl JobCtx {
             let before = p.fraction;
             f(&mut p);
             p.fraction = p.fraction.clamp(before, 1.0);
+            if let Some(g) = &self.progress_gauge {
+                g.set(p.fraction);
+            }
         }
     }
 

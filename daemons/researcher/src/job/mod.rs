@@ -30,6 +30,7 @@ use archivist_engine::{store, EngineError, Session};
 use archivist_matcher::decode::decode_file;
 use archivist_matcher::{MatchConfig, Matcher};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::clips::{relabel, ClipCache, ClipError};
 use crate::download::Downloader;
@@ -120,7 +121,11 @@ impl Worker {
     }
 
     /// Claims and researches one job the consumer locked in `pending`.
-    pub async fn research(&self, claimed: Claimed) -> Result<Outcome, EngineError> {
+    pub async fn research(
+        &self,
+        claimed: Claimed,
+        progress_gauge: Option<metrics::Gauge>,
+    ) -> Result<Outcome, EngineError> {
         let Claimed {
             job,
             version,
@@ -187,6 +192,7 @@ impl Worker {
             job,
             version,
             Some((lease, lease_version)),
+            progress_gauge,
         ));
         for _ in 0..skipped {
             ctx.clip_done();
@@ -195,7 +201,7 @@ impl Worker {
         let alive = {
             let ctx = ctx.clone();
             let done = done.clone();
-            tokio::spawn(async move { ctx.keep_alive(interval, done).await })
+            tokio::spawn(async move { ctx.keep_alive(interval, done).await }.in_current_span())
         };
         let result = self.work(&ctx, todo, &shutdown).await;
         done.cancel();

@@ -89,6 +89,22 @@ fn render(r: &StatusReport) -> String {
             }),
         ));
     }
+    if !r.active_jobs.is_empty() {
+        out.push_str("In progress:\n");
+        out.push_str(&table(
+            &["job", "episode", "state", "holder", "progress", "clips"],
+            r.active_jobs.iter().map(|j| {
+                vec![
+                    j.job.clone(),
+                    j.episode.clone(),
+                    j.state.to_string(),
+                    or_dash(j.holder.clone()),
+                    percent(j.progress),
+                    format!("{}/{}", j.clips_done, j.clips),
+                ]
+            }),
+        ));
+    }
     if !r.daemons.is_empty() {
         let _ = writeln!(
             out,
