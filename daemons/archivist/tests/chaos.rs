@@ -18,7 +18,7 @@ use archivist_engine::schema::records::ResearchRecord;
 use archivist_engine::schema::{paths, JobState};
 use archivist_engine::{queue, store, Session, ZkConfig};
 use rand::{Rng, SeedableRng};
-use support::{scratch, serve_files, Daemon, Env};
+use support::{generate_sample, sample_check, scratch, serve_files, Daemon, Env};
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
@@ -91,19 +91,14 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
     std::fs::create_dir_all(&media).unwrap();
     let fail_seed = seed.to_string();
     let (_files, base) = serve_files(&env, &media, &["--fail-rate", "0.1", "--seed", &fail_seed]);
-    env.ok(&[
-        "sample",
-        "generate",
-        media.to_str().unwrap(),
-        "--base-url",
+    generate_sample(
+        &env,
+        &media,
         &base,
-        "--episodes",
-        &episodes.to_string(),
-        "--minutes",
+        episodes,
         "1",
-        "--seed",
-        &(seed % 1000).to_string(),
-    ]);
+        &["--seed", &(seed % 1000).to_string()],
+    );
     env.ok(&["init"]);
     // Episodes arrive one by one while faults are injected, so faults hit work in flight.
     let truth: serde_yaml::Value =
@@ -249,23 +244,8 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
     let faults_done = Instant::now();
     println!("chaos: faults injected: {faults:?}");
 
-    let out = env.run(&[
-        "sample",
-        "check",
-        media.to_str().unwrap(),
-        "--wait-s",
-        "300",
-        "--output",
-        "json",
-    ]);
+    let (rows, _) = sample_check(&env, &media, &dir);
     let recovered = faults_done.elapsed();
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no results ({e}): {}; logs in {}",
-            String::from_utf8_lossy(&out.stderr),
-            dir.display()
-        )
-    });
     let wrong: Vec<_> = rows.iter().filter(|r| r["verdict"] != "ok").collect();
     assert!(
         wrong.is_empty(),

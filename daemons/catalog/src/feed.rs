@@ -221,7 +221,14 @@ pub fn parse_feed(
         let item = item
             .with_description(description)
             .with_media_type(media_type)
-            .with_air_date(entry.published.or(entry.updated).map(|d| d.to_rfc3339()))
+            .with_air_date(
+                entry
+                    .published
+                    .or(entry.updated)
+                    .map(|d| d.to_rfc3339())
+                    // A feed dated in year 1 or 9999 has a broken date, not an old show.
+                    .filter(|d| crate::item::check_air_date(d).is_ok()),
+            )
             .with_priority(priority)
             .with_guid((!guid.is_empty()).then(|| FeedGuid {
                 feed_url: feed_url.to_string(),

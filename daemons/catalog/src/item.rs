@@ -117,6 +117,20 @@ impl CatalogItem {
         self
     }
 
+    /// Sets an air date given by a person (manifest, command line) after checking it:
+    /// a calendar date `YYYY-MM-DD` or an RFC 3339 timestamp, in the years
+    /// [`AIR_YEARS`]. A typo such as `2024-02-30` or `20244-01-01` is refused with the
+    /// reason instead of being stored as text no one can sort by.
+    ///
+    /// # Errors
+    /// The reason the date is not usable.
+    pub fn with_checked_air_date(self, air_date: Option<String>) -> Result<Self, String> {
+        if let Some(date) = air_date.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
+            check_air_date(date)?;
+        }
+        Ok(self.with_air_date(air_date))
+    }
+
     /// Sets the air date. Defaults to none (keep what is stored).
     pub fn with_air_date(mut self, air_date: Option<String>) -> Self {
         self.air_date = air_date.filter(|d| !d.trim().is_empty());
@@ -152,6 +166,32 @@ impl CatalogItem {
             _ => self.media_url.clone(),
         }
     }
+}
+
+/// Years an air date may fall in. Earlier or later is a typo, not a broadcast.
+pub const AIR_YEARS: std::ops::RangeInclusive<i32> = 1900..=2100;
+
+/// Checks an air date: `YYYY-MM-DD` or RFC 3339, a real calendar day, within
+/// [`AIR_YEARS`].
+///
+/// # Errors
+/// Why the text is not a usable air date.
+pub fn check_air_date(text: &str) -> Result<(), String> {
+    use time::format_description::well_known::Rfc3339;
+    use time::macros::format_description;
+    let date = time::Date::parse(text, format_description!("[year]-[month]-[day]"))
+        .or_else(|_| time::OffsetDateTime::parse(text, &Rfc3339).map(|t| t.date()))
+        .map_err(|_| {
+            format!("air_date {text:?} is not a date (YYYY-MM-DD or RFC 3339) or not a real day")
+        })?;
+    if !AIR_YEARS.contains(&date.year()) {
+        return Err(format!(
+            "air_date {text:?} is outside the years {}-{}",
+            AIR_YEARS.start(),
+            AIR_YEARS.end()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -193,11 +193,15 @@ pub async fn single_item(
         }
     }
     let title = options.title.clone().unwrap_or_else(|| media.stem.clone());
-    Ok(CatalogItem::new(kind, &media.url, &title, input)?
+    CatalogItem::new(kind, &media.url, &title, input)?
         .with_media_type(media_type)
         .with_priority(options.priority)
         .with_description(options.description.as_deref())
-        .with_air_date(options.air_date.clone()))
+        .with_checked_air_date(options.air_date.clone())
+        .map_err(|reason| CatalogError::BadInput {
+            input: input.to_string(),
+            reason,
+        })
 }
 
 #[cfg(test)]

@@ -151,7 +151,7 @@ fn entry_item(
     Ok(item
         .with_description(entry.description.as_deref())
         .with_media_type(entry.media_type.or(media.media_type))
-        .with_air_date(entry.air_date)
+        .with_checked_air_date(entry.air_date)?
         .with_priority(entry.priority))
 }
 
@@ -255,5 +255,95 @@ episodes:
         assert!(err.to_string().contains("line"), "{err}");
         assert!(parse_manifest("{}\n", "m.yml", None).is_err());
         assert!(parse_manifest("shows: []\n", "m.yml", None).is_err());
+    }
+
+    #[test]
+    fn absurd_air_dates_are_refused_with_their_line() {
+        let text = "\
+episodes:
+  - url: http://h/e1.mp3
+    title: Leap day that is not
+    air_date: 2023-02-29
+  - url: http://h/e2.mp3
+    title: Five-digit year
+    air_date: 20244-01-01
+  - url: http://h/e3.mp3
+    title: Words
+    air_date: last tuesday
+  - url: http://h/e4.mp3
+    title: Before radio
+    air_date: 1066-10-14
+  - url: http://h/e5.mp3
+    title: Fine
+    air_date: 2024-02-29
+  - url: http://h/e6.mp3
+    title: Fine too
+    air_date: 2024-03-01T06:00:00+01:00
+";
+        let err = parse_manifest(text, "m.yml", None).unwrap_err();
+        let CatalogError::Invalid { problems, .. } = &err else {
+            panic!("{err}")
+        };
+        let lines: Vec<(&str, bool)> = problems
+            .iter()
+            .map(|p| (p.item.as_str(), p.reason.contains("air_date")))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("m.yml: episodes[0] (line 2)", true),
+                ("m.yml: episodes[1] (line 5)", true),
+                ("m.yml: episodes[2] (line 8)", true),
+                ("m.yml: episodes[3] (line 11)", true),
+            ],
+            "{err}"
+        );
+        assert!(problems[3].reason.contains("outside the years"), "{err}");
+    }
+
+    #[test]
+    fn absurd_priorities_are_refused_and_extreme_ones_kept_exactly() {
+        let too_big = "\
+episodes:
+  - url: http://h/e1.mp3
+    title: Too big for i64
+    priority: 99999999999999999999
+";
+        let err = parse_manifest(too_big, "m.yml", None).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("episodes[0].priority") && text.contains("line 4"),
+            "{text}"
+        );
+        let text = "\
+episodes:
+  - url: http://h/e2.mp3
+    title: Not a number
+    priority: urgent
+  - url: http://h/e3.mp3
+    title: Fractional
+    priority: 2.5
+";
+        let err = parse_manifest(text, "m.yml", None).unwrap_err();
+        let CatalogError::Invalid { problems, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(problems.len(), 2, "{err}");
+        assert!(
+            problems[0].item.contains("line 2") && problems[1].item.contains("line 5"),
+            "{err}"
+        );
+        // The whole i64 range is a valid priority: queue names order it exactly
+        // (engine test `queues_list_and_serve_by_priority_then_newest_curation`).
+        let text = format!(
+            "episodes:\n  - url: http://h/a.mp3\n    title: Max\n    priority: {}\n  - url: http://h/b.mp3\n    title: Min\n    priority: {}\n",
+            i64::MAX,
+            i64::MIN
+        );
+        let items = parse_manifest(&text, "m.yml", None).unwrap();
+        assert_eq!(
+            items.iter().map(|i| i.priority).collect::<Vec<_>>(),
+            [Some(i64::MAX), Some(i64::MIN)]
+        );
     }
 }

@@ -56,8 +56,15 @@ async fn read_all<T: archivist_engine::schema::records::Record>(
 ) -> Result<Vec<T>> {
     let mut out = Vec::new();
     for name in store::children(session, dir).await? {
-        if let Some((record, _)) = store::read::<T>(session, &format!("{dir}/{name}")).await? {
-            out.push(record);
+        let path = format!("{dir}/{name}");
+        match store::read::<T>(session, &path).await {
+            Ok(Some((record, _))) => out.push(record),
+            Ok(None) => {}
+            // One bad record is fsck's business; the sample's records are checked below.
+            Err(archivist_engine::EngineError::Record(e)) => {
+                tracing::warn!(%path, error = %e, "unreadable record skipped (run `archivist fsck`)")
+            }
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(out)

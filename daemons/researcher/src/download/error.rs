@@ -24,6 +24,17 @@ pub enum DownloadError {
         /// Whether file:// would have been accepted.
         file_allowed: bool,
     },
+    /// A redirect that was not followed: to another scheme (`file://`, `ftp://`, ...), or
+    /// without a usable `Location`. A server must not make us read local files.
+    #[error("GET {url} returned {status}: redirect to {location} not followed (only http and https redirects are)")]
+    Redirect {
+        /// The URL.
+        url: String,
+        /// HTTP status code.
+        status: u16,
+        /// The `Location` header, as sent.
+        location: String,
+    },
     /// The server answered with an error status.
     #[error("GET {url} returned {status} {reason}")]
     Status {
@@ -128,6 +139,7 @@ impl DownloadError {
             DownloadError::BadUrl { .. } => "bad_url".into(),
             DownloadError::UnsupportedScheme { .. } => "scheme".into(),
             DownloadError::Status { status, .. } => format!("status_{status}"),
+            DownloadError::Redirect { .. } => "redirect".into(),
             DownloadError::TooLarge { .. } => "too_large".into(),
             DownloadError::Truncated { .. } => "truncated".into(),
             DownloadError::Timeout { .. } => "timeout".into(),

@@ -258,6 +258,19 @@ impl Downloader {
             })?
             .map_err(|e| self.map_reqwest(url, &e, "waiting for the response"))?;
         let status = response.status();
+        if status.is_redirection() {
+            // reqwest hands back a redirect it would not follow (another scheme).
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned())
+                .unwrap_or_else(|| "(no Location header)".into());
+            return Err(DownloadError::Redirect {
+                url: url.to_string(),
+                status: status.as_u16(),
+                location,
+            });
+        }
         if !status.is_success() {
             return Err(DownloadError::Status {
                 url: url.to_string(),

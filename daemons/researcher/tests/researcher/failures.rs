@@ -42,6 +42,19 @@ async fn each_bad_download_fails_with_its_reason_and_can_be_retried() {
     let html =
         Arc::new(b"<!doctype html><html><body>Sorry, this episode moved</body></html>".to_vec());
     let base = server.base.clone();
+    // Bytes that no decoder takes for audio (seeded, so every run sees the same).
+    let corrupt = Arc::new(
+        (0..60_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect::<Vec<u8>>(),
+    );
+    // The fixture episode with its WAV header claiming 3 samples per second.
+    let absurd_rate = {
+        let mut wav = audio.episode.as_ref().clone();
+        wav[24..28].copy_from_slice(&3u32.to_le_bytes());
+        wav[28..32].copy_from_slice(&6u32.to_le_bytes());
+        Arc::new(wav)
+    };
     let cases = [
         Case {
             path: "/404.wav",
@@ -100,6 +113,44 @@ async fn each_bad_download_fails_with_its_reason_and_can_be_retried() {
             reason: Some(vec![
                 "not audio: text/html body from".into(),
                 "<!doctype html>".into(),
+            ]),
+            hits: 1,
+        },
+        Case {
+            path: "/corrupt.mp3",
+            route: Route::Ok {
+                body: corrupt,
+                content_type: "audio/mpeg",
+                delay: Duration::ZERO,
+            },
+            reason: Some(vec![
+                "not audio: audio/mpeg body".into(),
+                "no supported audio container".into(),
+            ]),
+            hits: 1,
+        },
+        Case {
+            path: "/empty.wav",
+            route: Route::Ok {
+                body: Arc::new(Vec::new()),
+                content_type: "audio/wav",
+                delay: Duration::ZERO,
+            },
+            reason: Some(vec!["empty".into()]),
+            hits: 1,
+        },
+        Case {
+            path: "/absurd-rate.wav",
+            route: Route::audio(&absurd_rate),
+            reason: Some(vec!["sample rate".into(), "3".into()]),
+            hits: 1,
+        },
+        Case {
+            path: "/to-file",
+            route: Route::Redirect("file:///etc/passwd".into()),
+            reason: Some(vec![
+                "redirect to file:///etc/passwd not followed".into(),
+                "only http and https".into(),
             ]),
             hits: 1,
         },
@@ -194,4 +245,117 @@ async fn each_bad_download_fails_with_its_reason_and_can_be_retried() {
         assert_eq!(reports.iter().filter(|r| r.is_final).count(), 1);
     }
     researcher.stop().await;
+}
+
+/// Bad clips: each gets its own error in its report, the good clip in the same job is
+/// still found at its offsets, and the job is reported (one bad clip stops nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_bad_clip_gets_its_own_error_and_the_good_one_is_still_found() {
+    let (config, session) = fresh_tree("researcher-bad-clips").await;
+    let server = Server::start().await;
+    let audio = audio();
+    let (good_id, good_wav, good_offsets) = &audio.clips[0];
+    let noise = |seconds: f64, amplitude: f32| -> Vec<f32> {
+        (0..(seconds * 8000.0) as u32)
+            .map(|i| {
+                let x = (i.wrapping_mul(2_654_435_761) >> 8) as f32 / (1u32 << 24) as f32;
+                (x - 0.5) * 2.0 * amplitude
+            })
+            .collect()
+    };
+    let bad: Vec<(&str, Route, Option<&str>)> = vec![
+        // (clip id, what the server sends, the error its report must carry)
+        (
+            "c000011",
+            Route::audio(&Arc::new(wav_bytes(&[], 8000))),
+            Some("no audio samples"),
+        ),
+        (
+            "c000012",
+            Route::audio(&Arc::new(wav_bytes(&vec![0.0; 16_000], 8000))),
+            Some("silent"),
+        ),
+        (
+            "c000013",
+            Route::audio(&Arc::new(wav_bytes(&noise(0.05, 0.5), 8000))),
+            Some("too short"),
+        ),
+        (
+            "c000014",
+            Route::Ok {
+                body: Arc::new(b"ID3 this is not an mp3 at all, just text".repeat(100)),
+                content_type: "audio/mpeg",
+                delay: Duration::ZERO,
+            },
+            Some("not audio"),
+        ),
+        ("c000015", Route::Status(404), Some("404")),
+        // Longer than the episode: not an error, just not found.
+        (
+            "c000016",
+            Route::audio(&Arc::new(wav_bytes(
+                &noise(audio.episode_s + 10.0, 0.3),
+                8000,
+            ))),
+            None,
+        ),
+    ];
+    let mut catalog = vec![(
+        good_id.clone(),
+        server.route(&format!("/clips/{good_id}.wav"), Route::audio(good_wav)),
+    )];
+    for (id, route, _) in &bad {
+        catalog.push((
+            id.to_string(),
+            server.route(&format!("/clips/{id}.wav"), route.clone()),
+        ));
+    }
+    add_clips(&session, &catalog).await;
+    let clip_ids: Vec<String> = catalog.iter().map(|(id, _)| id.clone()).collect();
+    let url = server.route("/e1.wav", Route::audio(&audio.episode));
+    let job = plan(&session, "e0000001", &url, &clip_ids).await;
+    let work = work_dir("bad-clips");
+    let researcher = start(&config, settings(&work), "researcher-bad-clips");
+    let done = wait_for(
+        &session,
+        &job.id,
+        &[JobState::Reported, JobState::Failed],
+        Duration::from_secs(60),
+    )
+    .await;
+    researcher.stop().await;
+    assert_eq!(done.status, JobState::Reported, "{done:#?}");
+    let reports = reports(&session, &job.id).await;
+    assert_eq!(reports.len(), clip_ids.len(), "one report per clip");
+    let report = |id: &str| {
+        reports
+            .iter()
+            .find(|r| r.clip == id)
+            .unwrap_or_else(|| panic!("no report for {id}"))
+    };
+    let good = report(good_id);
+    assert_eq!(good.error, None);
+    let found: Vec<f64> = good.occurrences.iter().map(|o| o.at).collect();
+    assert_eq!(
+        found.len(),
+        good_offsets.len(),
+        "{found:?} vs {good_offsets:?}"
+    );
+    for (f, t) in found.iter().zip(good_offsets) {
+        assert!((f - t).abs() < 0.02, "{found:?} vs {good_offsets:?}");
+    }
+    for (id, _, reason) in &bad {
+        let r = report(id);
+        match reason {
+            Some(part) => {
+                let error = r.error.clone().unwrap_or_default();
+                assert!(
+                    error.to_lowercase().contains(part),
+                    "{id}: error {error:?} lacks {part:?}"
+                );
+                assert!(r.occurrences.is_empty(), "{id}");
+            }
+            None => assert_eq!((r.error.clone(), r.occurrences.len()), (None, 0), "{id}"),
+        }
+    }
 }

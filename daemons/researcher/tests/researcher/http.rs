@@ -29,6 +29,8 @@ pub enum Route {
     Slow(Duration),
     /// Announces the whole body's length but sends only `send` bytes, then closes.
     Truncated { body: Arc<Vec<u8>>, send: usize },
+    /// 302 to this location.
+    Redirect(String),
 }
 
 impl Route {
@@ -184,6 +186,12 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             );
             stream.write_all(header.as_bytes()).await?;
             stream.write_all(&body[..send.min(body.len())]).await?;
+        }
+        Route::Redirect(location) => {
+            let header = format!(
+                "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            stream.write_all(header.as_bytes()).await?;
         }
         Route::FailThen { .. } => unreachable!("resolved above"),
     }

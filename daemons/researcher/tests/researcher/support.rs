@@ -30,7 +30,7 @@ pub struct Audio {
     pub episode_s: f64,
 }
 
-fn wav_bytes(samples: &[f32], rate: u32) -> Vec<u8> {
+pub fn wav_bytes(samples: &[f32], rate: u32) -> Vec<u8> {
     let path = std::env::temp_dir().join(format!(
         "researcher-fixture-{}-{:016x}.wav",
         std::process::id(),
