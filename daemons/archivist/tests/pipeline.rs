@@ -116,12 +116,19 @@ fn every_expected_occurrence_is_recorded_at_the_right_offset_and_nothing_else() 
         value(&samples, "archivist_catalog_pairs{state=\"researched\"}"),
         Some(8.0)
     );
-    assert!(
-        samples
-            .iter()
-            .any(|(s, _)| s.starts_with("archivist_researcher_job_progress{slot=")),
-        "no per-job progress gauge in /metrics"
-    );
+    for series in [
+        "archivist_researcher_job_progress{slot=",
+        "archivist_researcher_realtime_factor",
+        "archivist_researcher_download_bytes_total",
+        "archivist_job_transitions_total{",
+        "archivist_zk_session_connected{",
+        "archivist_planner_pick_seconds",
+    ] {
+        assert!(
+            samples.iter().any(|(s, _)| s.starts_with(series)),
+            "no {series} in /metrics"
+        );
+    }
     let log = std::fs::read_to_string(dir.join("daemons.log")).expect("daemon log");
     let job_lines = check_job_log_lines(&log);
     assert!(job_lines >= 16, "only {job_lines} job log lines");

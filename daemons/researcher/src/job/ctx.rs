@@ -89,6 +89,8 @@ pub(crate) struct JobCtx {
     request: Mutex<Option<JobRequest>>,
     /// Fires when an admin request (cancel, hold) arrives.
     pub stop: CancellationToken,
+    /// When this researcher took the job (research seconds and realtime factor).
+    pub started: std::time::Instant,
 }
 
 impl JobCtx {
@@ -120,6 +122,7 @@ impl JobCtx {
             }),
             request: Mutex::new(None),
             stop: CancellationToken::new(),
+            started: std::time::Instant::now(),
         }
     }
 

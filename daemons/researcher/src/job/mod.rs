@@ -325,9 +325,13 @@ impl Worker {
             Decoded::Ready(m, w) => (Arc::new(*m), w),
             Decoded::Failed(reason) => return self.fail(ctx, reason).await,
         };
-        metrics::histogram!("archivist_researcher_decode_seconds")
-            .record(decode_started.elapsed().as_secs_f64());
+        let decode_s = decode_started.elapsed().as_secs_f64();
+        metrics::histogram!("archivist_researcher_decode_seconds").record(decode_s);
         let episode_s = matcher.episode_duration_s();
+        if decode_s > 0.0 {
+            metrics::histogram!("archivist_researcher_decode_realtime_factor")
+                .record(episode_s / decode_s);
+        }
         let mut note = format!("ok: {episode_s:.3} s of audio");
         for w in &warnings {
             note.push_str("; ");
@@ -390,7 +394,14 @@ impl Worker {
                 );
                 m.report = report;
                 ctx.transition(m).await?;
-                tracing::info!(job = %ctx.job_id, episode = %ctx.episode, state = "reported", reports, wound_down, "final report");
+                // Whole job on this researcher: download, decode and every clip.
+                let research_s = ctx.started.elapsed().as_secs_f64();
+                metrics::histogram!("archivist_researcher_research_seconds").record(research_s);
+                if research_s > 0.0 && !wound_down {
+                    metrics::histogram!("archivist_researcher_realtime_factor")
+                        .record(episode_s / research_s);
+                }
+                tracing::info!(job = %ctx.job_id, episode = %ctx.episode, state = "reported", reports, wound_down, research_s, realtime_factor = episode_s / research_s.max(1e-9), "final report");
                 return Ok(if wound_down {
                     Outcome::WoundDown { reports }
                 } else {
