@@ -70,7 +70,7 @@ impl CurateSettings {
 #[serde(default)]
 pub struct FetchSettings {
     /// Whole-request timeout. Defaults to 30 s.
-    #[serde(with = "secs")]
+    #[serde(with = "archivist_engine::durations::secs")]
     pub timeout: Duration,
     /// Largest feed document accepted, bytes. Defaults to 32 MiB.
     pub max_feed_bytes: usize,
@@ -109,7 +109,7 @@ pub struct CuratorSettings {
     /// Feed URLs to poll. Defaults to none.
     pub feeds: Vec<String>,
     /// Time between polls of each feed. Defaults to 15 min.
-    #[serde(with = "secs")]
+    #[serde(with = "archivist_engine::durations::secs")]
     pub interval: Duration,
     /// Priority given to new episodes from the feeds (`None`: 0, and existing
     /// priorities are kept). Defaults to none.
@@ -161,17 +161,6 @@ impl CuratorSettings {
     pub fn with_fetch(mut self, fetch: FetchSettings) -> Self {
         self.fetch = fetch;
         self
-    }
-}
-
-/// Durations as whole seconds in configuration files.
-mod secs {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer};
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_secs(u64::deserialize(d)?))
     }
 }
 

@@ -21,6 +21,7 @@ pub mod clock;
 pub mod config;
 pub mod consumer;
 pub mod daemon;
+pub mod durations;
 pub mod error;
 pub mod health;
 pub mod jobs;

@@ -15,14 +15,20 @@ pub struct PlannerSettings {
     pub max_clips: usize,
     /// How long a new lease lasts from its last write, in ZooKeeper's clock. Defaults to
     /// 10 minutes.
-    #[serde(rename = "lease_duration_ms", with = "millis")]
+    #[serde(
+        rename = "lease_duration_ms",
+        with = "archivist_engine::durations::millis"
+    )]
     pub lease_duration: Duration,
     /// How long a work item may wait in the pending queue before it is expired and its
     /// lease released; must be shorter than the lease. Defaults to 5 minutes.
-    #[serde(rename = "work_item_ttl_ms", with = "millis")]
+    #[serde(
+        rename = "work_item_ttl_ms",
+        with = "archivist_engine::durations::millis"
+    )]
     pub work_item_ttl: Duration,
     /// Planning round interval when nothing wakes the planner earlier. Defaults to 5 s.
-    #[serde(rename = "tick_ms", with = "millis")]
+    #[serde(rename = "tick_ms", with = "archivist_engine::durations::millis")]
     pub tick: Duration,
 }
 
@@ -112,16 +118,6 @@ impl PlannerSettings {
     /// The work-item TTL in milliseconds.
     pub fn work_item_ttl_ms(&self) -> i64 {
         i64::try_from(self.work_item_ttl.as_millis()).unwrap_or(i64::MAX)
-    }
-}
-
-mod millis {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer};
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_millis(u64::deserialize(d)?))
     }
 }
 

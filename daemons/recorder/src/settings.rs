@@ -13,7 +13,7 @@ use crate::error::SettingsError;
 pub struct RecorderSettings {
     /// How often `/reports` and `/queues/reported` are listed when no watch fires (a
     /// missed watch only delays work by this much). Defaults to 2 s.
-    #[serde(rename = "poll_ms", with = "millis")]
+    #[serde(rename = "poll_ms", with = "archivist_engine::durations::millis")]
     pub poll_interval: Duration,
     /// Most reports of one job stored in one multi (they share the episode's research
     /// record, so a batch is one record write). Defaults to 50.
@@ -23,7 +23,10 @@ pub struct RecorderSettings {
     pub max_attempts: u32,
     /// Base of the random pause between attempts (attempt n waits up to n times this).
     /// Defaults to 10 ms.
-    #[serde(rename = "retry_backoff_ms", with = "millis")]
+    #[serde(
+        rename = "retry_backoff_ms",
+        with = "archivist_engine::durations::millis"
+    )]
     pub retry_backoff: Duration,
     /// Jobs in `reported` closed at once. Defaults to 2.
     pub concurrency: usize,
@@ -112,16 +115,19 @@ impl RecorderSettings {
 #[serde(default, deny_unknown_fields)]
 pub struct ReaperSettings {
     /// Time between sweeps while leading. Defaults to 5 s.
-    #[serde(rename = "interval_ms", with = "millis")]
+    #[serde(rename = "interval_ms", with = "archivist_engine::durations::millis")]
     pub interval: Duration,
     /// How long a work item may wait in `pending` (from the later of its job's and its
     /// lease's creation, ZooKeeper's clock) before it is expired. Must match the
     /// planner's, which keeps it below the lease duration. Defaults to 5 minutes.
-    #[serde(rename = "work_item_ttl_ms", with = "millis")]
+    #[serde(
+        rename = "work_item_ttl_ms",
+        with = "archivist_engine::durations::millis"
+    )]
     pub work_item_ttl: Duration,
     /// How long a `recorded`, `expired` or `cancelled` job is kept after its last change
     /// before its job node and queue entry are deleted (research stays). Defaults to 24 h.
-    #[serde(rename = "retention_ms", with = "millis")]
+    #[serde(rename = "retention_ms", with = "archivist_engine::durations::millis")]
     pub retention: Duration,
 }
 
@@ -183,16 +189,6 @@ impl ReaperSettings {
     /// The retention in milliseconds.
     pub fn retention_ms(&self) -> i64 {
         i64::try_from(self.retention.as_millis()).unwrap_or(i64::MAX)
-    }
-}
-
-mod millis {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer};
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_millis(u64::deserialize(d)?))
     }
 }
 

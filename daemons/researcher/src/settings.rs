@@ -10,30 +10,21 @@ use std::time::Duration;
 use archivist_matcher::MatchConfig;
 use serde::{Deserialize, Serialize};
 
-/// Durations in settings files are written as milliseconds.
-mod millis {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_millis() as u64)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_millis(u64::deserialize(d)?))
-    }
-}
-
 /// How media is fetched over HTTP(S) (and from `file://` when allowed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DownloadSettings {
     /// Time allowed to open a TCP/TLS connection. Defaults to 10 s.
-    #[serde(with = "millis", rename = "connect_timeout_ms")]
+    #[serde(
+        with = "archivist_engine::durations::millis",
+        rename = "connect_timeout_ms"
+    )]
     pub connect_timeout: Duration,
     /// Longest wait for the next bytes of a response (headers or body). Defaults to 30 s.
-    #[serde(with = "millis", rename = "read_timeout_ms")]
+    #[serde(
+        with = "archivist_engine::durations::millis",
+        rename = "read_timeout_ms"
+    )]
     pub read_timeout: Duration,
     /// Largest body accepted, in bytes. Defaults to 2 GiB (a 2-hour WAV fits).
     pub max_bytes: u64,
@@ -41,10 +32,16 @@ pub struct DownloadSettings {
     /// connection resets, truncated bodies) are tried again. Defaults to 4.
     pub max_attempts: u32,
     /// Wait before the first retry; doubles per retry, with full jitter. Defaults to 500 ms.
-    #[serde(with = "millis", rename = "initial_backoff_ms")]
+    #[serde(
+        with = "archivist_engine::durations::millis",
+        rename = "initial_backoff_ms"
+    )]
     pub initial_backoff: Duration,
     /// Longest wait between retries. Defaults to 30 s.
-    #[serde(with = "millis", rename = "max_backoff_ms")]
+    #[serde(
+        with = "archivist_engine::durations::millis",
+        rename = "max_backoff_ms"
+    )]
     pub max_backoff: Duration,
     /// Accept `file://` URLs (local files). Defaults to false: a catalog entry must not
     /// make a daemon read arbitrary local files unless the operator allows it.
@@ -118,14 +115,17 @@ pub struct ResearcherSettings {
     pub work_dir: PathBuf,
     /// How often the lease is extended and progress published while a job runs (capped
     /// at a third of the lease's duration). Defaults to 5 s.
-    #[serde(with = "millis", rename = "heartbeat_ms")]
+    #[serde(with = "archivist_engine::durations::millis", rename = "heartbeat_ms")]
     pub heartbeat: Duration,
     /// How often the pending queue is polled when no watch fires. Defaults to 2 s.
-    #[serde(with = "millis", rename = "poll_ms")]
+    #[serde(with = "archivist_engine::durations::millis", rename = "poll_ms")]
     pub poll: Duration,
     /// How long a job that could not be claimed (its lease is gone) is passed over before
     /// it is looked at again. Defaults to 30 s.
-    #[serde(with = "millis", rename = "refused_backoff_ms")]
+    #[serde(
+        with = "archivist_engine::durations::millis",
+        rename = "refused_backoff_ms"
+    )]
     pub refused_backoff: Duration,
     /// Memory for decoded clips kept between jobs (least recently used go first), in
     /// bytes. Defaults to 256 MiB.
