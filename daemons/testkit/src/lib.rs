@@ -145,3 +145,54 @@ pub async fn expire_session(session: &Session) {
     }
     panic!("could not attach to the session to expire it: {last:?}");
 }
+
+/// Moves a freshly created `pending` job straight into `state`: record and queue entry
+/// in one multi. Test setup only: it bypasses the state table, to start a test from a
+/// state the daemons would take several steps to reach.
+///
+/// # Panics
+/// If the job is not in `pending` or the multi fails.
+pub async fn place_job(
+    session: &Session,
+    job: archivist_engine::schema::records::JobRecord,
+    state: archivist_engine::schema::JobState,
+) -> archivist_engine::schema::records::JobRecord {
+    use archivist_engine::ops::{self, Mode, Op};
+    use archivist_engine::schema::{paths, JobState};
+    use archivist_engine::{jobs, store};
+    if state == JobState::Pending {
+        return job;
+    }
+    let (current, version) = jobs::read(session, &job.id).await.expect("read job");
+    assert_eq!(
+        current.status,
+        JobState::Pending,
+        "place_job moves pending jobs"
+    );
+    let mut next = current;
+    next.status = state;
+    let path = paths::job(&job.id);
+    let entry = job.queue_entry().name();
+    ops::commit(
+        session,
+        &[
+            Op::SetData {
+                data: store::encode(&path, &next).expect("encode job"),
+                path,
+                version: Some(version),
+            },
+            Op::Delete {
+                path: paths::queue_entry(JobState::Pending, &entry),
+                version: None,
+            },
+            Op::Create {
+                path: paths::queue_entry(state, &entry),
+                data: vec![],
+                mode: Mode::Persistent,
+            },
+        ],
+    )
+    .await
+    .expect("place job");
+    next
+}

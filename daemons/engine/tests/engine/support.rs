@@ -1,5 +1,4 @@
 use archivist_engine::jobs::{self, NewJob};
-use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::JobRecord;
 use archivist_engine::schema::JobState;
@@ -30,35 +29,7 @@ pub async fn create(session: &Session, priority: i64, curated_ms: i64) -> JobRec
 /// Puts a fresh job directly into `state` (test setup only: bypasses the table).
 pub async fn job_in_state(session: &Session, state: JobState) -> JobRecord {
     let job = create(session, 0, 1_700_000_000_000).await;
-    if state == JobState::Pending {
-        return job;
-    }
-    let (current, version) = jobs::read(session, &job.id).await.unwrap();
-    let mut next = current.clone();
-    next.status = state;
-    let path = paths::job(&job.id);
-    ops::commit(
-        session,
-        &[
-            Op::SetData {
-                path: path.clone(),
-                data: store::encode(&path, &next).unwrap(),
-                version: Some(version),
-            },
-            Op::Delete {
-                path: paths::queue_entry(JobState::Pending, &job.queue_entry().name()),
-                version: None,
-            },
-            Op::Create {
-                path: paths::queue_entry(state, &job.queue_entry().name()),
-                data: vec![],
-                mode: Mode::Persistent,
-            },
-        ],
-    )
-    .await
-    .expect("place job");
-    next
+    archivist_testkit::place_job(session, job, state).await
 }
 
 /// Every queue that holds an entry for `job`.

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use archivist_engine::jobs::{self, NewJob};
-use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{
     JobRecord, LeaseRecord, Occurrence, ReportRecord, ResearchRecord,
@@ -34,35 +33,7 @@ pub async fn job(session: &Session, episode: &str, clips: &[u32], state: JobStat
     let job = jobs::create(session, &new, "test", |_| vec![])
         .await
         .expect("create job");
-    if state == JobState::Pending {
-        return job;
-    }
-    let (current, version) = jobs::read(session, &job.id).await.unwrap();
-    let mut next = current.clone();
-    next.status = state;
-    let path = paths::job(&job.id);
-    ops::commit(
-        session,
-        &[
-            Op::SetData {
-                path: path.clone(),
-                data: store::encode(&path, &next).unwrap(),
-                version: Some(version),
-            },
-            Op::Delete {
-                path: paths::queue_entry(JobState::Pending, &job.queue_entry().name()),
-                version: None,
-            },
-            Op::Create {
-                path: paths::queue_entry(state, &job.queue_entry().name()),
-                data: vec![],
-                mode: Mode::Persistent,
-            },
-        ],
-    )
-    .await
-    .expect("place job");
-    next
+    archivist_testkit::place_job(session, job, state).await
 }
 
 /// Writes `/leases/{job}` with a duration.
