@@ -35,6 +35,11 @@ bash scripts/deps.sh
 cargo build --release -p archivist
 
 say "Starting ZooKeeper"
+# A ZooKeeper that was already serving (tests, another tool) is left running at the end.
+zk_was_running=0
+if bash scripts/zk.sh status >/dev/null 2>&1; then
+    zk_was_running=1
+fi
 connect=$(bash scripts/zk.sh start | tail -n 1)
 export ARCHIVIST_ZK=$connect
 export ARCHIVIST_CHROOT=/archivist-quickstart
@@ -58,7 +63,9 @@ cleanup() {
         done
         wait 2>/dev/null || true
         rm -f "$qs"/*.pid
-        bash "$repo/scripts/zk.sh" stop >/dev/null 2>&1 || true
+        if [[ $zk_was_running -eq 0 ]]; then
+            bash "$repo/scripts/zk.sh" stop >/dev/null 2>&1 || true
+        fi
     fi
 }
 trap cleanup EXIT
