@@ -807,11 +807,12 @@ pub struct BatchReport {
     pub written: OffsetDateTime,
     /// Pairs by where they are now.
     pub pairs: BatchProgress,
-    /// Pairs researched: all of them in a first report; in an update, those researched
-    /// since the report before (the failures retried successfully).
+    /// For an update: pairs failed in the report before that are researched now (the
+    /// retries that worked).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub researched: Vec<Pair>,
-    /// Where each clip was found (clip -> episode -> occurrences), among `researched`.
+    pub resolved: Vec<Pair>,
+    /// Where each clip was found (clip -> episode -> occurrences): among every pair in a
+    /// first report, among `resolved` in an update.
     #[serde(default)]
     pub found: BTreeMap<String, BTreeMap<String, Vec<Occurrence>>>,
     /// Jobs that failed, with why, covering the pairs that are failed now.
@@ -820,7 +821,7 @@ pub struct BatchReport {
     /// For an update: pairs failed in the report before and still failed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub still_failed: Vec<Pair>,
-    /// Researched pairs with a per-clip error, among `researched`.
+    /// Researched pairs with a per-clip error (among `resolved` in an update).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<PairError>,
 }
