@@ -177,5 +177,30 @@ fn render(r: &StatusReport) -> String {
         }
         None => out.push_str("Oldest waiting job: none\n"),
     }
+    let _ = writeln!(
+        out,
+        "Batches: {}{}",
+        r.batches.batches.len(),
+        if r.batches.held {
+            " (held: new batches wait for `archivist batch release-all`)"
+        } else {
+            ""
+        }
+    );
+    if !r.batches.batches.is_empty() {
+        out.push_str(&table(
+            &["batch", "name", "state", "pairs done", "failed", "progress"],
+            r.batches.batches.iter().map(|b| {
+                vec![
+                    b.id.clone(),
+                    or_dash(b.name.clone()),
+                    b.status.to_string(),
+                    format!("{}/{}", b.done, b.total),
+                    b.failed.to_string(),
+                    percent(b.fraction),
+                ]
+            }),
+        ));
+    }
     out
 }
