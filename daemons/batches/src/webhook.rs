@@ -42,6 +42,18 @@ pub fn client(settings: &BatcherSettings) -> Result<reqwest::Client, reqwest::Er
         .build()
 }
 
+/// An error with its causes (reqwest's own message leaves out why a request failed).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
 /// POSTs `report` of `batch` to `url`, up to `settings.webhook_attempts` times.
 pub async fn deliver(
     client: &reqwest::Client,
@@ -84,7 +96,7 @@ pub async fn deliver(
                 };
             }
             Ok(response) => last = format!("{url} answered {}", response.status()),
-            Err(e) => last = format!("POST {url}: {e}"),
+            Err(e) => last = format!("POST {url}: {}", chain(&e)),
         }
         tracing::warn!(batch = %batch.id, attempt, error = %last, "webhook attempt failed");
         if attempt < settings.webhook_attempts {

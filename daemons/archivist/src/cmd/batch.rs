@@ -32,6 +32,7 @@ pub enum BatchCommand {
     /// Show one batch: state, pairs, progress, webhook delivery, events.
     Show(IdArgs),
     /// Print a batch's report (the latest unless `--version`).
+    #[command(disable_version_flag = true)]
     Report(ReportArgs),
     /// Release a held batch back to pending.
     Release(ActionArgs),
@@ -245,6 +246,16 @@ async fn dispatch(global: &GlobalOpts, command: BatchCommand) -> Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
+fn ts(t: time::OffsetDateTime) -> String {
+    t.replace_nanosecond(t.millisecond() as u32 * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| t.to_string())
+}
+
 fn changed(r: &BatchRecord, what: &str) -> String {
     format!("batch {} {what} (now {})\n", r.id, r.status)
 }
@@ -321,7 +332,12 @@ fn render_detail(d: &BatchDetail) -> String {
             .unwrap_or_default(),
         b.status
     );
-    let _ = writeln!(out, "Submitted by {} at {}", b.submitted_by, b.submitted_at);
+    let _ = writeln!(
+        out,
+        "Submitted by {} at {}",
+        b.submitted_by,
+        ts(b.submitted_at)
+    );
     if let Some(m) = &b.message {
         let _ = writeln!(out, "Message: {m}");
     }
@@ -375,21 +391,16 @@ fn render_detail(d: &BatchDetail) -> String {
         delivery(&b.delivery)
     );
     if let Some(l) = &d.lock {
-        let _ = writeln!(out, "Locked by {} since {}", l.owner, l.since);
+        let _ = writeln!(out, "Locked by {} since {}", l.owner, ts(l.since));
     }
     if d.batches_held {
         out.push_str("Batches are held (archivist batch release-all)\n");
     }
     out.push_str(&table(
         &["at", "by", "step", "result"],
-        b.events.iter().map(|e| {
-            vec![
-                e.at.to_string(),
-                e.by.clone(),
-                e.step.clone(),
-                e.result.clone(),
-            ]
-        }),
+        b.events
+            .iter()
+            .map(|e| vec![ts(e.at), e.by.clone(), e.step.clone(), e.result.clone()]),
     ));
     out
 }
@@ -403,7 +414,9 @@ fn render_report(r: &BatchReport) -> String {
     let _ = writeln!(
         out,
         "Batch {} — {kind} {} written {}",
-        r.batch, r.number, r.written
+        r.batch,
+        r.number,
+        ts(r.written)
     );
     let p = r.pairs;
     let _ = writeln!(
@@ -462,4 +475,23 @@ fn render_report(r: &BatchReport) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn the_batch_commands_are_a_valid_clap_tree() {
+        crate::cli::Cli::command().debug_assert();
+        let cli = crate::cli::Cli::try_parse_from([
+            "archivist",
+            "batch",
+            "report",
+            "b0000001",
+            "--version",
+            "2",
+        ]);
+        assert!(cli.is_ok(), "{cli:?}");
+    }
 }
