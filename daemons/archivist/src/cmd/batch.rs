@@ -15,7 +15,9 @@ use archivist_batches::daemon;
 use archivist_batches::submission::{load_submission, submit};
 use archivist_batches::{report, BatchError, BatcherSettings};
 use archivist_engine::member::Identity;
-use archivist_engine::schema::records::{BatchRecord, BatchReport, ReportKind, WebhookDelivery};
+use archivist_engine::schema::records::{
+    BatchRecord, BatchReport, Pair, ReportKind, WebhookDelivery, WebhookStatus,
+};
 use clap::{Args, Subcommand};
 
 use super::admin::render::{emit, or_dash, percent, table};
@@ -261,19 +263,20 @@ fn changed(r: &BatchRecord, what: &str) -> String {
 }
 
 fn delivery(d: &Option<WebhookDelivery>) -> String {
-    match d {
-        None => "-".into(),
-        Some(d) => match &d.error {
-            Some(e) => format!(
-                "report {} {:?} after {} attempt(s): {e}",
-                d.report, d.status, d.attempts
-            ),
-            None => format!(
-                "report {} {:?} ({} attempt(s))",
-                d.report, d.status, d.attempts
-            ),
-        }
-        .to_lowercase(),
+    let Some(d) = d else {
+        return "-".into();
+    };
+    let status = match d.status {
+        WebhookStatus::Pending => "pending",
+        WebhookStatus::Delivered => "delivered",
+        WebhookStatus::Failed => "failed",
+    };
+    match &d.error {
+        Some(e) => format!(
+            "report {} {status} after {} attempt(s): {e}",
+            d.report, d.attempts
+        ),
+        None => format!("report {} {status} ({} attempt(s))", d.report, d.attempts),
     }
 }
 
@@ -405,6 +408,15 @@ fn render_detail(d: &BatchDetail) -> String {
     out
 }
 
+fn pair_table(pairs: &[Pair]) -> String {
+    table(
+        &["episode", "clip"],
+        pairs
+            .iter()
+            .map(|p| vec![p.episode.clone(), p.clip.clone()]),
+    )
+}
+
 fn render_report(r: &BatchReport) -> String {
     let mut out = String::new();
     let kind = match r.kind {
@@ -432,6 +444,15 @@ fn render_report(r: &BatchReport) -> String {
             r.resolved.len(),
             r.still_failed.len()
         );
+        for (title, pairs) in [
+            ("Researched since the report before", &r.resolved),
+            ("Still failed", &r.still_failed),
+        ] {
+            if !pairs.is_empty() {
+                let _ = writeln!(out, "{title}:");
+                out.push_str(&pair_table(pairs));
+            }
+        }
     }
     let mut found = Vec::new();
     for (clip, episodes) in &r.found {
@@ -445,7 +466,11 @@ fn render_report(r: &BatchReport) -> String {
         }
     }
     if found.is_empty() {
-        out.push_str("Found: nowhere\n");
+        out.push_str(if r.kind == ReportKind::Update {
+            "Found (among the pairs researched since): nowhere\n"
+        } else {
+            "Found: nowhere\n"
+        });
     } else {
         out.push_str("Found:\n");
         out.push_str(&table(&["clip", "episode", "at (confidence)"], found));
