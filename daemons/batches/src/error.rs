@@ -46,6 +46,9 @@ pub enum BatchError {
         /// Requested state.
         to: BatchState,
     },
+    /// The batch is deleted; its reports went with it.
+    #[error("batch {0} is deleted: its reports were removed with it")]
+    Deleted(String),
     /// The batch has no such report (yet).
     #[error("batch {batch} has no report {}", number.map(|n| n.to_string()).unwrap_or_else(|| "yet".into()))]
     NoReport {
@@ -80,6 +83,7 @@ impl BatchError {
         matches!(
             self,
             BatchError::Refused { .. }
+                | BatchError::Deleted(_)
                 | BatchError::HoldInPlace
                 | BatchError::Moved { .. }
                 | BatchError::IllegalTransition { .. }

@@ -101,13 +101,16 @@ pub fn update(
 ///
 /// # Errors
 /// [`BatchError::NotFound`] without the batch, [`BatchError::NoReport`] without the
-/// report.
+/// report, [`BatchError::Deleted`] for a deleted batch.
 pub async fn read(
     session: &Session,
     batch: &str,
     number: Option<u32>,
 ) -> Result<BatchReport, BatchError> {
     let (record, _) = crate::transition::read(session, batch).await?;
+    if record.status == archivist_engine::schema::BatchState::Deleted {
+        return Err(BatchError::Deleted(batch.to_string()));
+    }
     let n = match number {
         Some(n) => n,
         None if record.reports > 0 => record.reports,

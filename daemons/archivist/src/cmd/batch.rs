@@ -18,6 +18,7 @@ use archivist_engine::member::Identity;
 use archivist_engine::schema::records::{
     BatchRecord, BatchReport, Pair, ReportKind, WebhookDelivery, WebhookStatus,
 };
+use archivist_engine::schema::BatchState;
 use clap::{Args, Subcommand};
 
 use super::admin::render::{emit, or_dash, percent, table};
@@ -288,6 +289,14 @@ fn fraction(done: u64, total: u64) -> f64 {
     }
 }
 
+/// Progress of a batch whose pairs are known (after curation), else `-`.
+fn progress(b: &BatchSummary) -> String {
+    match b.status {
+        BatchState::Pending | BatchState::Held => "-".into(),
+        _ => percent(fraction(b.progress.done(), b.progress.total)),
+    }
+}
+
 fn render_list(list: &[BatchSummary]) -> String {
     if list.is_empty() {
         return "no batches\n".into();
@@ -310,7 +319,7 @@ fn render_list(list: &[BatchSummary]) -> String {
                 b.status.to_string(),
                 format!("{}/{}", b.progress.done(), b.progress.total),
                 b.progress.failed.to_string(),
-                percent(fraction(b.progress.done(), b.progress.total)),
+                progress(b),
                 b.reports.to_string(),
                 delivery(&b.delivery)
                     .split(' ')

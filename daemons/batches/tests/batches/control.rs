@@ -85,8 +85,14 @@ async fn a_deleted_batch_keeps_a_tombstone_and_loses_its_reports() {
         .is_empty());
     assert!(matches!(
         report::read(&session, &submitted.id, Some(1)).await,
-        Err(BatchError::NoReport { .. })
+        Err(BatchError::Deleted(_))
     ));
+    assert!(
+        store::exists(&session, &paths::batch_report(&submitted.id, 1))
+            .await
+            .unwrap()
+            .is_none()
+    );
     // The research and the job are not the batch's to delete.
     assert!(
         store::exists(&session, &paths::research(&processing.episodes[0]))

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use archivist_admin::status::StatusReport;
 use archivist_admin::AdminSettings;
+use archivist_engine::schema::BatchState;
 use clap::Args;
 
 use super::progress::Bar;
@@ -197,7 +198,10 @@ fn render(r: &StatusReport) -> String {
                     b.status.to_string(),
                     format!("{}/{}", b.done, b.total),
                     b.failed.to_string(),
-                    percent(b.fraction),
+                    match b.status {
+                        BatchState::Pending | BatchState::Held => "-".into(),
+                        _ => percent(b.fraction),
+                    },
                 ]
             }),
         ));
