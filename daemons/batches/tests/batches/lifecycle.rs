@@ -156,3 +156,56 @@ async fn a_batch_whose_pairs_are_already_researched_completes_at_once() {
     assert_eq!(r.pairs.recorded, 2);
     assert_eq!(r.found[&clip].len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_batchers_at_once_curate_and_report_a_batch_once() {
+    let (config, session) = fresh_tree("batch-race").await;
+    let other = archivist_testkit::another_session(&config).await;
+    let a = archivist_batches::daemon::Batcher::new(settings(), "batcher-a").unwrap();
+    let b = archivist_batches::daemon::Batcher::new(settings(), "batcher-b").unwrap();
+    let submitted = submit_text(&session, &submission(&["e1", "e2"], &["c1"], None)).await;
+    let id = submitted.id.clone();
+    let mut curated = None;
+    for _ in 0..100 {
+        let (x, y) = tokio::join!(a.pass(&session), b.pass(&other));
+        x.unwrap();
+        y.unwrap();
+        let record = batch(&session, &id).await;
+        if record.status == BatchState::Processing {
+            curated = Some(record);
+            break;
+        }
+    }
+    let curated = curated.expect("curated by one of them");
+    for episode in &curated.episodes {
+        record(&session, episode, &curated.clips, &[]).await;
+    }
+    let mut done = None;
+    for _ in 0..100 {
+        let (x, y) = tokio::join!(a.pass(&session), b.pass(&other));
+        x.unwrap();
+        y.unwrap();
+        let record = batch(&session, &id).await;
+        if record.status == BatchState::Completed {
+            done = Some(record);
+            break;
+        }
+    }
+    let done = done.expect("completed");
+    let count = |step: &str| done.events.iter().filter(|e| e.step == step).count();
+    assert_eq!(
+        (count("curate"), count("settle"), count("report")),
+        (1, 1, 1),
+        "{:#?}",
+        done.events
+    );
+    assert_eq!(done.reports, 1);
+    assert_eq!(report::numbers(&session, &id).await.unwrap(), [1]);
+    assert_eq!(
+        store::children(&session, paths::EPISODES)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
