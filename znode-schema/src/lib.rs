@@ -31,7 +31,7 @@ pub mod records;
 pub mod spec;
 mod state;
 
-pub use state::JobState;
+pub use state::{BatchState, JobState, TableState, UnknownBatchState};
 
 /// The version written into every record this build produces. A reader refuses records
 /// with a newer version instead of misreading them.

@@ -18,6 +18,12 @@ pub const JOB_COUNTER: &str = "/counters/jobs";
 pub const CLIP_COUNTER: &str = "/counters/clips";
 /// `/counters/episodes`
 pub const EPISODE_COUNTER: &str = "/counters/episodes";
+/// `/counters/batches`
+pub const BATCH_COUNTER: &str = "/counters/batches";
+/// `/batches`
+pub const BATCHES: &str = "/batches";
+/// `/control/hold-batches`
+pub const HOLD_BATCHES: &str = "/control/hold-batches";
 /// `/catalog/episodes`
 pub const EPISODES: &str = "/catalog/episodes";
 /// `/catalog/clips`
@@ -46,6 +52,7 @@ pub fn directories() -> Vec<String> {
         JOB_COUNTER,
         CLIP_COUNTER,
         EPISODE_COUNTER,
+        BATCH_COUNTER,
         CLOCK,
         "/catalog",
         EPISODES,
@@ -61,6 +68,7 @@ pub fn directories() -> Vec<String> {
         "/election",
         "/control",
         PAUSES,
+        BATCHES,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -150,6 +158,41 @@ pub fn pause(state: JobState) -> String {
     format!("{PAUSES}/{}", state.as_str())
 }
 
+/// `/batches/{batch}`
+pub fn batch(id: &str) -> String {
+    format!("{BATCHES}/{id}")
+}
+
+/// `/batches/{batch}/lock`
+pub fn batch_lock(id: &str) -> String {
+    format!("{BATCHES}/{id}/lock")
+}
+
+/// `/batches/{batch}/reports`
+pub fn batch_reports(id: &str) -> String {
+    format!("{BATCHES}/{id}/reports")
+}
+
+/// `/batches/{batch}/reports/{report}` for report number `n` (1 is the first).
+pub fn batch_report(id: &str, n: u32) -> String {
+    format!("{BATCHES}/{id}/reports/{}", batch_report_name(n))
+}
+
+/// A report's node name: `r` + 4 digits, so names sort in report order.
+pub fn batch_report_name(n: u32) -> String {
+    format!("r{n:04}")
+}
+
+/// A report's number back from its node name.
+pub fn batch_report_number(name: &str) -> Option<u32> {
+    name.strip_prefix('r')?.parse().ok()
+}
+
+/// Batch id from its number: `b` + 7 digits.
+pub fn batch_id(number: u64) -> String {
+    format!("b{number:07}")
+}
+
 /// Job id from its number: `j` + 10 digits.
 pub fn job_id(number: u64) -> String {
     format!("j{number:010}")
@@ -180,6 +223,7 @@ pub const EXAMPLES: &[Example] = &[
     ("/counters/jobs", || JOB_COUNTER.to_string()),
     ("/counters/clips", || CLIP_COUNTER.to_string()),
     ("/counters/episodes", || EPISODE_COUNTER.to_string()),
+    ("/counters/batches", || BATCH_COUNTER.to_string()),
     ("/catalog/episodes", || EPISODES.to_string()),
     ("/catalog/episodes/{episode}", || episode("e0000001")),
     ("/catalog/clips", || CLIPS.to_string()),
@@ -214,4 +258,12 @@ pub const EXAMPLES: &[Example] = &[
     }),
     ("/control/pause", || PAUSES.to_string()),
     ("/control/pause/{state}", || pause(JobState::Pending)),
+    ("/control/hold-batches", || HOLD_BATCHES.to_string()),
+    ("/batches", || BATCHES.to_string()),
+    ("/batches/{batch}", || batch(&batch_id(1))),
+    ("/batches/{batch}/lock", || batch_lock("b0000001")),
+    ("/batches/{batch}/reports", || batch_reports("b0000001")),
+    ("/batches/{batch}/reports/{report}", || {
+        batch_report("b0000001", 1)
+    }),
 ];

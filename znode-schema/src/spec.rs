@@ -4,11 +4,11 @@
 //! then index it for O(1) questions such as [`StateMachine::allows`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::str::FromStr;
 
 use serde::Deserialize;
 
-use crate::JobState;
+use crate::state::TableState;
+use crate::{BatchState, JobState};
 
 /// A problem in the schema file, with what to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,8 +23,9 @@ pub enum SchemaError {
     /// Two states share a name.
     #[error("state {0:?} is listed twice: remove one")]
     DuplicateState(String),
-    /// A state in the table is not a [`JobState`] (or the reverse).
-    #[error("state {0:?} is in the table but not in the code (or the reverse): keep JobState and schema.yml in step")]
+    /// A state in a table is not a variant of its enum ([`JobState`], [`BatchState`]),
+    /// or the reverse.
+    #[error("state {0:?} is in the table but not in the code (or the reverse): keep the state enum and schema.yml in step")]
     UnknownState(String),
     /// A transition or default names a state that does not exist.
     #[error("{context} names unknown state {state:?}: add the state or fix the name")]
@@ -72,6 +73,7 @@ struct RawSchema {
     paths: Vec<RawPath>,
     queue_entry: BTreeMap<String, String>,
     job_state_machine: RawMachine,
+    batch_state_machine: RawMachine,
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,7 +89,8 @@ struct RawPath {
 #[serde(deny_unknown_fields)]
 struct RawMachine {
     start: String,
-    resume_at_when_never_succeeded: String,
+    #[serde(default)]
+    resume_at_when_never_succeeded: Option<String>,
     states: Vec<RawState>,
     transitions: Vec<RawTransition>,
 }
@@ -164,67 +167,93 @@ impl PathSpec {
     }
 }
 
-/// One state row of the table.
+/// One state row of a table (the job table unless `S` says otherwise).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateSpec {
+pub struct StateSpec<S = JobState> {
     /// The state.
-    pub state: JobState,
+    pub state: S,
     /// Daemon role that consumes this state's queue, if any.
     pub consumer: Option<String>,
     /// Default next state when the consumer's step succeeds.
-    pub on_success: Option<JobState>,
+    pub on_success: Option<S>,
     /// Default next state when the consumer's step fails.
-    pub on_failure: Option<JobState>,
+    pub on_failure: Option<S>,
     /// Where a retry sends a failed job whose last successful status is this state.
-    pub resume_at: Option<JobState>,
+    pub resume_at: Option<S>,
     /// No transitions leave a terminal state.
     pub terminal: bool,
     /// What the state means.
     pub doc: String,
 }
 
-/// One allowed transition.
+/// One allowed transition (of the job table unless `S` says otherwise).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransitionSpec {
+pub struct TransitionSpec<S = JobState> {
     /// Source state.
-    pub from: JobState,
+    pub from: S,
     /// Target state.
-    pub to: JobState,
+    pub to: S,
     /// Role that performs it.
     pub by: String,
     /// What happened.
     pub event: String,
 }
 
-/// The validated job state machine.
+/// A validated state machine: the job table (`StateMachine`) or the batch table
+/// (`StateMachine<BatchState>`).
 #[derive(Debug, Clone)]
-pub struct StateMachine {
-    /// The state new jobs start in.
-    pub start: JobState,
-    /// Where a retry sends a job that failed before any success.
-    pub resume_when_never_succeeded: JobState,
+pub struct StateMachine<S = JobState> {
+    /// The state new jobs (batches) start in.
+    pub start: S,
+    /// Where a retry sends a job that failed before any success (the start state for
+    /// tables that do not say).
+    pub resume_when_never_succeeded: S,
     /// State rows in table order.
-    pub states: Vec<StateSpec>,
+    pub states: Vec<StateSpec<S>>,
     /// Allowed transitions in table order.
-    pub transitions: Vec<TransitionSpec>,
-    allowed: BTreeSet<(JobState, JobState)>,
+    pub transitions: Vec<TransitionSpec<S>>,
+    allowed: BTreeSet<(S, S)>,
 }
 
-impl StateMachine {
+impl<S: TableState> StateMachine<S> {
     /// Is `from -> to` in the table?
-    pub fn allows(&self, from: JobState, to: JobState) -> bool {
+    pub fn allows(&self, from: S, to: S) -> bool {
         self.allowed.contains(&(from, to))
     }
 
     /// The row for a state.
-    pub fn state(&self, state: JobState) -> &StateSpec {
-        // Validation guarantees one row per JobState.
+    pub fn state(&self, state: S) -> &StateSpec<S> {
+        // Validation guarantees one row per state of the enum.
         self.states
             .iter()
             .find(|s| s.state == state)
             .unwrap_or_else(|| unreachable!("validated table has a row for {state}"))
     }
 
+    /// The table as Graphviz DOT, for `archivist schema graph`.
+    pub fn to_dot(&self) -> String {
+        self.dot("jobs")
+    }
+
+    /// The table as a Graphviz DOT graph named `name`.
+    pub fn dot(&self, name: &str) -> String {
+        let mut out = format!("digraph {name} {{\n  rankdir=LR;\n");
+        for s in &self.states {
+            let shape = if s.terminal { "doublecircle" } else { "circle" };
+            out.push_str(&format!("  \"{}\" [shape={shape}];\n", s.state));
+        }
+        for t in &self.transitions {
+            out.push_str(&format!(
+                "  \"{}\" -> \"{}\" [label=\"{} ({})\"];\n",
+                t.from, t.to, t.event, t.by
+            ));
+        }
+        out.push_str("}\n");
+        out
+    }
+}
+
+impl StateMachine<JobState> {
     /// Where `archivist retry` sends a failed job.
     pub fn resume_at(&self, last_successful: Option<JobState>) -> JobState {
         match last_successful {
@@ -234,23 +263,6 @@ impl StateMachine {
                 .resume_at
                 .unwrap_or(self.resume_when_never_succeeded),
         }
-    }
-
-    /// The table as Graphviz DOT, for `archivist schema graph`.
-    pub fn to_dot(&self) -> String {
-        let mut out = String::from("digraph jobs {\n  rankdir=LR;\n");
-        for s in &self.states {
-            let shape = if s.terminal { "doublecircle" } else { "circle" };
-            out.push_str(&format!("  {} [shape={shape}];\n", s.state));
-        }
-        for t in &self.transitions {
-            out.push_str(&format!(
-                "  {} -> {} [label=\"{} ({})\"];\n",
-                t.from, t.to, t.event, t.by
-            ));
-        }
-        out.push_str("}\n");
-        out
     }
 }
 
@@ -265,6 +277,8 @@ pub struct Schema {
     pub queue_entry: BTreeMap<String, String>,
     /// The job state machine.
     pub machine: StateMachine,
+    /// The batch state machine.
+    pub batch_machine: StateMachine<BatchState>,
 }
 
 impl Schema {
@@ -297,12 +311,24 @@ impl Schema {
                 doc: p.doc,
             });
         }
-        let machine = validate_machine(raw.job_state_machine)?;
+        if raw
+            .job_state_machine
+            .resume_at_when_never_succeeded
+            .is_none()
+        {
+            return Err(SchemaError::UnknownTarget {
+                context: "job_state_machine.resume_at_when_never_succeeded".into(),
+                state: String::new(),
+            });
+        }
+        let machine = validate_machine::<JobState>(raw.job_state_machine)?;
+        let batch_machine = validate_machine::<BatchState>(raw.batch_state_machine)?;
         Ok(Schema {
             schema_version: raw.schema_version,
             paths,
             queue_entry: raw.queue_entry,
             machine,
+            batch_machine,
         })
     }
 
@@ -312,47 +338,50 @@ impl Schema {
     }
 }
 
-fn state_named(name: &str, context: &str) -> Result<JobState, SchemaError> {
-    JobState::from_str(name).map_err(|_| SchemaError::UnknownTarget {
+fn state_named<S: TableState>(name: &str, context: &str) -> Result<S, SchemaError> {
+    S::named(name).ok_or_else(|| SchemaError::UnknownTarget {
         context: context.to_string(),
         state: name.to_string(),
     })
 }
 
-fn optional_state(name: &Option<String>, context: &str) -> Result<Option<JobState>, SchemaError> {
+fn optional_state<S: TableState>(
+    name: &Option<String>,
+    context: &str,
+) -> Result<Option<S>, SchemaError> {
     name.as_deref().map(|n| state_named(n, context)).transpose()
 }
 
-fn validate_machine(raw: RawMachine) -> Result<StateMachine, SchemaError> {
+fn validate_machine<S: TableState>(raw: RawMachine) -> Result<StateMachine<S>, SchemaError> {
     let mut names = BTreeSet::new();
     for s in &raw.states {
         if !names.insert(s.name.clone()) {
             return Err(SchemaError::DuplicateState(s.name.clone()));
         }
-        if JobState::from_str(&s.name).is_err() {
+        if S::named(&s.name).is_none() {
             return Err(SchemaError::UnknownState(s.name.clone()));
         }
     }
-    for state in JobState::ALL {
-        if !names.contains(state.as_str()) {
-            return Err(SchemaError::UnknownState(state.as_str().to_string()));
+    for state in S::all() {
+        if !names.contains(state.name()) {
+            return Err(SchemaError::UnknownState(state.name().to_string()));
         }
     }
     if !names.contains(&raw.start) {
         return Err(SchemaError::BadStart(raw.start));
     }
-    let start = state_named(&raw.start, "start")?;
-    let resume_when_never_succeeded = state_named(
-        &raw.resume_at_when_never_succeeded,
-        "resume_at_when_never_succeeded",
-    )?;
+    let start: S = state_named(&raw.start, "start")?;
+    let resume_when_never_succeeded = match &raw.resume_at_when_never_succeeded {
+        Some(name) => state_named(name, "resume_at_when_never_succeeded")?,
+        None => start,
+    };
 
     let mut transitions = Vec::new();
     let mut allowed = BTreeSet::new();
     for t in &raw.transitions {
         let context = format!("transition {} -> {}", t.from, t.to);
-        let from = state_named(&t.from, &context)?;
-        let to = state_named(&t.to, &context)?;
+        let from: S = state_named(&t.from, &context)?;
+        let to: S = state_named(&t.to, &context)?;
         if !allowed.insert((from, to)) {
             return Err(SchemaError::DuplicateTransition {
                 from: t.from.clone(),
@@ -369,7 +398,7 @@ fn validate_machine(raw: RawMachine) -> Result<StateMachine, SchemaError> {
 
     let mut states = Vec::new();
     for s in &raw.states {
-        let state = state_named(&s.name, "states")?;
+        let state: S = state_named(&s.name, "states")?;
         let on_success = optional_state(&s.on_success, &format!("{}.on_success", s.name))?;
         let on_failure = optional_state(&s.on_failure, &format!("{}.on_failure", s.name))?;
         let resume_at = optional_state(&s.resume_at, &format!("{}.resume_at", s.name))?;
@@ -434,6 +463,8 @@ impl Schema {
         }
         out.push_str("\n## Job states\n\n| state | consumer | on success | on failure | retry resumes at | terminal | meaning |\n|---|---|---|---|---|---|---|\n");
         let show = |s: Option<JobState>| s.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+        let show_batch =
+            |s: Option<BatchState>| s.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
         for s in &self.machine.states {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} |\n",
@@ -455,6 +486,28 @@ impl Schema {
         }
         out.push_str("\n## State diagram (Graphviz)\n\n```dot\n");
         out.push_str(&self.machine.to_dot());
+        out.push_str("```\n");
+        out.push_str("\n## Batch states\n\n| state | consumer | on success | on failure | terminal | meaning |\n|---|---|---|---|---|---|\n");
+        for s in &self.batch_machine.states {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                s.state,
+                s.consumer.as_deref().unwrap_or("-"),
+                show_batch(s.on_success),
+                show_batch(s.on_failure),
+                if s.terminal { "yes" } else { "" },
+                s.doc
+            ));
+        }
+        out.push_str("\n## Allowed batch transitions\n\nEach is one multi writing the batch record at the version it was read.\n\n| from | to | by | event |\n|---|---|---|---|\n");
+        for t in &self.batch_machine.transitions {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                t.from, t.to, t.by, t.event
+            ));
+        }
+        out.push_str("\n## Batch state diagram (Graphviz)\n\n```dot\n");
+        out.push_str(&self.batch_machine.dot("batches"));
         out.push_str("```\n");
         out
     }

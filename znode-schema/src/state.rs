@@ -80,3 +80,108 @@ impl FromStr for JobState {
             .ok_or_else(|| UnknownState(s.to_string()))
     }
 }
+
+/// A batch's status (Merritt's batch states). Every variant is a state of
+/// `batch_state_machine` in `schema.yml`; a test checks that the two lists are the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BatchState {
+    /// Submitted; waiting for the batcher to curate it.
+    Pending,
+    /// Stopped by the collection-wide batch hold until an operator releases it.
+    Held,
+    /// Curated; waiting for every pair to be recorded or failed.
+    Processing,
+    /// Every pair is settled; the first report is being written.
+    Reporting,
+    /// Reported with every pair researched.
+    Completed,
+    /// Reported with failed pairs, or not curatable.
+    Failed,
+    /// An operator asked for a report of what changed since the last one.
+    UpdateReporting,
+    /// Terminal: deleted by an operator.
+    Deleted,
+}
+
+impl BatchState {
+    /// Every state, in table order.
+    pub const ALL: [BatchState; 8] = [
+        BatchState::Pending,
+        BatchState::Held,
+        BatchState::Processing,
+        BatchState::Reporting,
+        BatchState::Completed,
+        BatchState::Failed,
+        BatchState::UpdateReporting,
+        BatchState::Deleted,
+    ];
+
+    /// The name used in YAML and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchState::Pending => "pending",
+            BatchState::Held => "held",
+            BatchState::Processing => "processing",
+            BatchState::Reporting => "reporting",
+            BatchState::Completed => "completed",
+            BatchState::Failed => "failed",
+            BatchState::UpdateReporting => "update-reporting",
+            BatchState::Deleted => "deleted",
+        }
+    }
+}
+
+impl fmt::Display for BatchState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The name is not a batch state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown batch state {0:?} (expected one of pending, held, processing, reporting, completed, failed, update-reporting, deleted)")]
+pub struct UnknownBatchState(pub String);
+
+impl FromStr for BatchState {
+    type Err = UnknownBatchState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        BatchState::ALL
+            .iter()
+            .copied()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| UnknownBatchState(s.to_string()))
+    }
+}
+
+/// A state enum that a table of `schema.yml` describes, so one validator serves both
+/// the job and the batch state machines.
+pub trait TableState: Copy + Ord + fmt::Display + fmt::Debug + 'static {
+    /// Every state, in table order.
+    fn all() -> &'static [Self];
+    /// The name used in `schema.yml`.
+    fn name(self) -> &'static str;
+    /// The state with this name.
+    fn named(name: &str) -> Option<Self> {
+        Self::all().iter().copied().find(|s| s.name() == name)
+    }
+}
+
+impl TableState for JobState {
+    fn all() -> &'static [Self] {
+        &JobState::ALL
+    }
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl TableState for BatchState {
+    fn all() -> &'static [Self] {
+        &BatchState::ALL
+    }
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}

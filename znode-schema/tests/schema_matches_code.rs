@@ -39,6 +39,70 @@ fn every_job_state_has_a_row_and_a_queue_directory() {
 }
 
 #[test]
+fn every_batch_state_has_a_row_and_the_merritt_transitions_are_allowed() {
+    use znode_schema::BatchState::*;
+    let m = Schema::embedded().batch_machine;
+    let table: Vec<_> = m.states.iter().map(|s| s.state).collect();
+    assert_eq!(table, znode_schema::BatchState::ALL.to_vec());
+    assert_eq!(m.start, Pending);
+    for (from, to) in [
+        (Pending, Processing),
+        (Pending, Held),
+        (Held, Pending),
+        (Processing, Reporting),
+        (Reporting, Completed),
+        (Reporting, Failed),
+        (Failed, UpdateReporting),
+        (UpdateReporting, Completed),
+        (UpdateReporting, Failed),
+        (Failed, Deleted),
+        (Held, Deleted),
+    ] {
+        assert!(m.allows(from, to), "{from} -> {to}");
+    }
+    assert!(!m.allows(Pending, Completed));
+    assert!(!m.allows(Deleted, Pending));
+    assert!(m.state(Deleted).terminal);
+    assert_eq!(m.state(Reporting).on_failure, Some(Failed));
+}
+
+#[test]
+fn invalid_batch_tables_are_refused() {
+    let text = znode_schema::SCHEMA_YAML;
+    let batch_at = text.find("batch_state_machine:").unwrap();
+    let (head, tail) = text.split_at(batch_at);
+    let broken =
+        |from: &str, to: &str| Schema::parse(&format!("{head}{}", tail.replacen(from, to, 1)));
+    assert!(matches!(
+        broken("    - name: update-reporting\n", "    - name: updating\n"),
+        Err(SchemaError::UnknownState(_))
+    ));
+    assert!(matches!(
+        broken("{from: held, to: pending,", "{from: held, to: limbo,"),
+        Err(SchemaError::UnknownTarget { .. })
+    ));
+    assert!(matches!(
+        broken(
+            "    - {from: processing, to: reporting, by: batcher, event: every pair settled}\n",
+            ""
+        ),
+        Err(SchemaError::DefaultNotTransition { .. })
+    ));
+    assert!(broken(
+        "    - name: deleted\n      terminal: true\n",
+        "    - name: deleted\n"
+    )
+    .is_ok());
+    assert!(matches!(
+        broken(
+            "    - name: completed\n",
+            "    - name: completed\n      terminal: true\n"
+        ),
+        Err(SchemaError::TerminalHasExit(_))
+    ));
+}
+
+#[test]
 fn defaults_and_resume_points_follow_the_table() {
     let m = Schema::embedded().machine;
     assert_eq!(m.start, JobState::Pending);
@@ -140,6 +204,8 @@ fn every_data_type_in_the_schema_is_a_record_of_the_code() {
         ReportRecord::KIND,
         MemberRecord::KIND,
         PauseRecord::KIND,
+        BatchRecord::KIND,
+        BatchReport::KIND,
     ];
     for p in &Schema::embedded().paths {
         assert!(

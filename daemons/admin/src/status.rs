@@ -1,10 +1,12 @@
 //! `status`: researchers and their load, jobs per state, leases, catalog size, research
-//! progress and the oldest waiting job, as one serialisable report.
+//! progress, the oldest waiting job and batch progress, as one serialisable report.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use archivist_engine::schema::records::{EpisodeRecord, JobRecord, LeaseRecord, ResearchRecord};
-use archivist_engine::schema::{paths, JobState};
+use archivist_engine::schema::records::{
+    BatchRecord, EpisodeRecord, JobRecord, LeaseRecord, ResearchRecord,
+};
+use archivist_engine::schema::{paths, BatchState, JobState};
 use archivist_engine::{clock, member, queue, store, Session};
 use serde::Serialize;
 
@@ -135,6 +137,34 @@ pub struct Waiting {
     pub position: usize,
 }
 
+/// One batch's progress (pairs done / total), as its batcher last saw it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchLine {
+    /// Batch id.
+    pub id: String,
+    /// Name, if any.
+    pub name: Option<String>,
+    /// State.
+    pub status: BatchState,
+    /// Pairs recorded or failed.
+    pub done: u64,
+    /// Pairs failed.
+    pub failed: u64,
+    /// All pairs.
+    pub total: u64,
+    /// done / total (1 when there are no pairs).
+    pub fraction: f64,
+}
+
+/// Batches that are not deleted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchesStatus {
+    /// Whether the collection-wide batch hold is on.
+    pub held: bool,
+    /// One line per batch, oldest first.
+    pub batches: Vec<BatchLine>,
+}
+
 /// `status`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusReport {
@@ -164,6 +194,8 @@ pub struct StatusReport {
     pub research: ResearchProgress,
     /// The oldest waiting job.
     pub oldest_waiting: Option<Waiting>,
+    /// Batch progress.
+    pub batches: BatchesStatus,
 }
 
 /// Builds the status report. `per_episode` adds a row per catalog episode.
@@ -266,6 +298,35 @@ pub async fn status(
         catalog,
         research,
         oldest_waiting,
+        batches: batches(session, settings, progress).await?,
+    })
+}
+
+/// Progress of every batch that is not deleted (unreadable records are left out).
+pub async fn batches(
+    session: &Session,
+    settings: &AdminSettings,
+    progress: &dyn Progress,
+) -> Result<BatchesStatus> {
+    let records =
+        scan::load_dir::<BatchRecord>(session, paths::BATCHES, settings, progress).await?;
+    let batches = records
+        .iter()
+        .filter_map(|n| n.ok())
+        .filter(|b| b.status != BatchState::Deleted)
+        .map(|b| BatchLine {
+            id: b.id.clone(),
+            name: b.name.clone(),
+            status: b.status,
+            done: b.progress.done(),
+            failed: b.progress.failed,
+            total: b.progress.total,
+            fraction: fraction(b.progress.done(), b.progress.total),
+        })
+        .collect();
+    Ok(BatchesStatus {
+        held: store::exists(session, paths::HOLD_BATCHES).await?.is_some(),
+        batches,
     })
 }
 

@@ -5,8 +5,8 @@ use std::sync::OnceLock;
 
 use archivist_engine::schema::queue_key::QueueEntry;
 use archivist_engine::schema::records::{
-    self, AliasRecord, ClipRecord, EpisodeRecord, JobRecord, LeaseRecord, LockRecord, MemberRecord,
-    PauseRecord, Record, ReportRecord, ResearchRecord, TreeMeta,
+    self, AliasRecord, BatchRecord, BatchReport, ClipRecord, EpisodeRecord, JobRecord, LeaseRecord,
+    LockRecord, MemberRecord, PauseRecord, Record, ReportRecord, ResearchRecord, TreeMeta,
 };
 use archivist_engine::schema::spec::Schema;
 use archivist_engine::{zk, EngineError, Session};
@@ -165,6 +165,8 @@ pub fn decode(path: &str, bytes: &[u8]) -> Decoded {
         Some("ReportRecord") => typed::<ReportRecord>(path, bytes).map(Some),
         Some("MemberRecord") => typed::<MemberRecord>(path, bytes).map(Some),
         Some("PauseRecord") => typed::<PauseRecord>(path, bytes).map(Some),
+        Some("BatchRecord") => typed::<BatchRecord>(path, bytes).map(Some),
+        Some("BatchReport") => typed::<BatchReport>(path, bytes).map(Some),
         _ if bytes.is_empty() => Ok(None),
         _ => match std::str::from_utf8(bytes) {
             Ok(text) => serde_yaml::from_str::<serde_yaml::Value>(text)

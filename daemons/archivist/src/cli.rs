@@ -100,6 +100,12 @@ pub enum Command {
     Recorder(cmd::recorder::RecorderArgs),
     /// Run the reaper daemon.
     Reaper(cmd::recorder::ReaperArgs),
+    /// Batches: research campaigns with a report at the end (submit, list, show, report,
+    /// release, delete, update-report, hold-all, release-all).
+    #[command(subcommand)]
+    Batch(cmd::batch::BatchCommand),
+    /// Run the batcher daemon (curates, watches and reports batches).
+    Batcher(cmd::batch::BatcherArgs),
     /// Run several daemons in one process (`--all` for a single machine).
     Run(cmd::run::RunArgs),
     /// Check a configuration file.
@@ -125,6 +131,7 @@ impl Command {
                 | Command::Researcher(_)
                 | Command::Recorder(_)
                 | Command::Reaper(_)
+                | Command::Batcher(_)
                 | Command::Run(_)
         )
     }

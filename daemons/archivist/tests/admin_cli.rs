@@ -393,3 +393,47 @@ async fn clear_errors_when_zookeeper_is_unreachable_or_the_tree_is_missing() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_commands_submit_list_refuse_and_show_in_status() {
+    let (config, _s) = archivist_testkit::fresh_tree("cli-batch").await;
+    let dir = std::env::temp_dir().join(format!("archivist-cli-batch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.yml");
+    std::fs::write(
+        &good,
+        "name: cli campaign\nclips:\n  - url: http://127.0.0.1:1/jingle.wav\n    title: Jingle\n",
+    )
+    .unwrap();
+    let bad = dir.join("bad.yml");
+    std::fs::write(&bad, "clips:\n  - url: http://127.0.0.1:1/j.wav\n").unwrap();
+
+    let refused = archivist(&config, &["batch", "submit", bad.to_str().unwrap()]).await;
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("clips[0] (line 2)"),
+        "{}",
+        text(&refused)
+    );
+
+    let submitted = json(&config, &["batch", "submit", good.to_str().unwrap()], 0).await;
+    assert_eq!(submitted["id"], "b0000001");
+    assert_eq!(submitted["status"], "pending");
+    let list = json(&config, &["batch", "list"], 0).await;
+    assert_eq!(list.as_array().map(Vec::len), Some(1));
+    assert_eq!(list[0]["name"], "cli campaign");
+    // Not held: release is refused with exit 3; no report yet is an error.
+    let release = archivist(&config, &["batch", "release", "b0000001"]).await;
+    assert_eq!(release.status.code(), Some(3), "{}", text(&release));
+    let report = archivist(&config, &["batch", "report", "b0000001", "--version", "1"]).await;
+    assert_eq!(report.status.code(), Some(1), "{}", text(&report));
+    json(&config, &["batch", "hold-all", "--reason", "test"], 0).await;
+    let status = json(&config, &["status"], 0).await;
+    assert_eq!(status["batches"]["held"], true);
+    assert_eq!(status["batches"]["batches"][0]["id"], "b0000001");
+    assert_eq!(status["batches"]["batches"][0]["status"], "pending");
+    let show = json(&config, &["batch", "show", "b0000001"], 0).await;
+    assert_eq!(show["batch"]["submission"]["clips"][0]["title"], "Jingle");
+    assert_eq!(show["batches_held"], true);
+    std::fs::remove_dir_all(&dir).ok();
+}

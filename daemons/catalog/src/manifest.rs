@@ -110,11 +110,31 @@ pub fn parse_manifest(
             "no entries: expected `episodes:` and/or `clips:` lists",
         )]));
     }
+    parse_entries(text, name, base, doc.episodes, doc.clips)
+}
+
+/// Checks the `episodes:` and `clips:` entries of a document that embeds manifest lists
+/// (a batch submission does), already split out of `text` by the caller. Labels and line
+/// numbers are as in [`parse_manifest`].
+///
+/// # Errors
+/// [`CatalogError::Invalid`] listing every problem; no item is returned then.
+pub fn parse_entries(
+    text: &str,
+    name: &str,
+    base: Option<&Path>,
+    episodes: Vec<serde_yaml::Value>,
+    clips: Vec<serde_yaml::Value>,
+) -> Result<Vec<CatalogItem>, CatalogError> {
+    let invalid = |problems: Vec<ItemProblem>| CatalogError::Invalid {
+        input: name.to_string(),
+        problems,
+    };
     let mut items = Vec::new();
     let mut problems = Vec::new();
     for (section, kind, values) in [
-        ("episodes", Kind::Episode, doc.episodes),
-        ("clips", Kind::Clip, doc.clips),
+        ("episodes", Kind::Episode, episodes),
+        ("clips", Kind::Clip, clips),
     ] {
         let lines = entry_lines(text, section);
         for (index, value) in values.into_iter().enumerate() {

@@ -1,4 +1,5 @@
 //! The per-job lock: an ephemeral node `/jobs/{job}/lock` owned by the worker's session.
+//! Batches use the same recipe on `/batches/{batch}/lock` ([`JobLock::try_acquire_at`]).
 //!
 //! Taking the lock is a plain create; whoever creates it owns the job until it deletes
 //! the node (usually inside a transition's multi) or its session ends. After taking it,
@@ -15,10 +16,11 @@ use crate::ops::Op;
 use crate::session::Session;
 use crate::store;
 
-/// A lock this session holds on a job.
+/// A lock this session holds on a job (or, through [`JobLock::try_acquire_at`], on a
+/// batch).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobLock {
-    /// Job id.
+    /// Job id (batch id for a batch lock).
     pub job: String,
     /// Lock node path.
     pub path: String,
@@ -32,7 +34,19 @@ impl JobLock {
     /// On connection loss the create may have succeeded unseen; the lock is then looked
     /// up and counted as ours only if its `ephemeralOwner` is this session.
     pub async fn try_acquire(session: &Session, job: &str, owner: &str) -> Result<Option<JobLock>> {
-        let path = paths::job_lock(job);
+        Self::try_acquire_at(session, &paths::job_lock(job), job, owner).await
+    }
+
+    /// The same recipe on any lock node `path` (e.g. `/batches/{batch}/lock`), for the
+    /// item `id`; `None` if another session holds it or the item is gone.
+    pub async fn try_acquire_at(
+        session: &Session,
+        path: &str,
+        id: &str,
+        owner: &str,
+    ) -> Result<Option<JobLock>> {
+        let job = id;
+        let path = path.to_string();
         let record = LockRecord {
             schema: SCHEMA_VERSION,
             owner: owner.to_string(),

@@ -11,7 +11,7 @@ mod control;
 mod fsck;
 mod jobs;
 mod progress;
-mod render;
+pub(crate) mod render;
 mod results;
 mod status;
 mod tree;

@@ -1,6 +1,7 @@
 //! One module per subcommand (mini-redis style); [`run`] dispatches.
 
 pub mod admin;
+pub mod batch;
 pub mod config;
 pub mod curate;
 pub mod matching;
@@ -46,6 +47,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Config(c) => config::run(&global, c).await,
         Command::ServeFiles(a) => serve::run(&global, a).await,
         Command::Sample(a) => sample::run(&global, a).await,
+        Command::Batch(c) => batch::run(&global, c).await,
+        Command::Batcher(a) => batch::run_daemon(&global, a).await,
         Command::Admin(c) => admin::run(&global, c).await,
     }
 }

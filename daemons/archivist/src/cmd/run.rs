@@ -31,6 +31,9 @@ pub struct RunArgs {
     /// Run the reaper.
     #[arg(long)]
     pub reaper: bool,
+    /// Run the batcher.
+    #[arg(long)]
+    pub batcher: bool,
     /// Run the curator (needs `curator.feeds` in the configuration).
     #[arg(long)]
     pub curator: bool,
@@ -49,9 +52,10 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
         || want(args.researcher)
         || want(args.recorder)
         || want(args.reaper)
+        || want(args.batcher)
         || args.curator)
     {
-        bail!("nothing to run: give --all or at least one of --planner --researcher --recorder --reaper --curator");
+        bail!("nothing to run: give --all or at least one of --planner --researcher --recorder --reaper --batcher --curator");
     }
     {
         let session = archivist_engine::Session::connect(&zk).await?;
@@ -94,6 +98,21 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
             archivist_recorder::reaper::run(&zk, settings, Identity::new("reaper"), stop)
                 .await
                 .context("reaper")
+        });
+    }
+    if want(args.batcher) {
+        let (zk, stop) = (zk.clone(), shutdown.clone());
+        let metrics = global.metrics_addr.map(|a| a.to_string());
+        roles.spawn(async move {
+            archivist_batches::daemon::run(
+                &zk,
+                archivist_batches::BatcherSettings::default(),
+                Identity::new("batcher"),
+                metrics,
+                stop,
+            )
+            .await
+            .context("batcher")
         });
     }
     if args.curator || (all && !file.curator.feeds.is_empty()) {

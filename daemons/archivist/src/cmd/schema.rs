@@ -13,8 +13,13 @@ use crate::context::zk_config;
 /// `archivist schema ...`
 #[derive(Debug, Subcommand)]
 pub enum SchemaCommand {
-    /// Print the job state machine as Graphviz DOT.
-    Graph,
+    /// Print the job state machine (or, with `--batches`, the batch state machine) as
+    /// Graphviz DOT.
+    Graph {
+        /// The batch state machine instead of the job one.
+        #[arg(long)]
+        batches: bool,
+    },
     /// Print the znode tree reference (paths, kinds, data types).
     Paths,
     /// Validate the embedded schema (always true for a released build).
@@ -49,7 +54,10 @@ pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
 pub async fn run(_global: &GlobalOpts, command: SchemaCommand) -> Result<ExitCode> {
     let schema = Schema::parse(archivist_engine::schema::SCHEMA_YAML)?;
     match command {
-        SchemaCommand::Graph => print!("{}", schema.machine.to_dot()),
+        SchemaCommand::Graph { batches: false } => print!("{}", schema.machine.to_dot()),
+        SchemaCommand::Graph { batches: true } => {
+            print!("{}", schema.batch_machine.dot("batches"))
+        }
         SchemaCommand::Paths => {
             for p in &schema.paths {
                 println!(
@@ -62,11 +70,13 @@ pub async fn run(_global: &GlobalOpts, command: SchemaCommand) -> Result<ExitCod
             }
         }
         SchemaCommand::Check => println!(
-            "schema version {}: {} paths, {} states, {} transitions: valid",
+            "schema version {}: {} paths, {} job states, {} job transitions, {} batch states, {} batch transitions: valid",
             schema.schema_version,
             schema.paths.len(),
             schema.machine.states.len(),
-            schema.machine.transitions.len()
+            schema.machine.transitions.len(),
+            schema.batch_machine.states.len(),
+            schema.batch_machine.transitions.len()
         ),
     }
     Ok(ExitCode::SUCCESS)

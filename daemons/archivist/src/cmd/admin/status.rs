@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Result;
 use archivist_admin::status::StatusReport;
 use archivist_admin::AdminSettings;
+use archivist_engine::schema::BatchState;
 use clap::Args;
 
 use super::progress::Bar;
@@ -192,6 +193,34 @@ fn render(r: &StatusReport) -> String {
             let _ = writeln!(out, "Oldest waiting job: {} (waiting {}, priority {}, position {} in the pending queue)", w.job, span(w.waiting_ms), w.priority, w.position + 1);
         }
         None => out.push_str("Oldest waiting job: none\n"),
+    }
+    let _ = writeln!(
+        out,
+        "Batches: {}{}",
+        r.batches.batches.len(),
+        if r.batches.held {
+            " (held: new batches wait for `archivist batch release-all`)"
+        } else {
+            ""
+        }
+    );
+    if !r.batches.batches.is_empty() {
+        out.push_str(&table(
+            &["batch", "name", "state", "pairs done", "failed", "progress"],
+            r.batches.batches.iter().map(|b| {
+                vec![
+                    b.id.clone(),
+                    or_dash(b.name.clone()),
+                    b.status.to_string(),
+                    format!("{}/{}", b.done, b.total),
+                    b.failed.to_string(),
+                    match b.status {
+                        BatchState::Pending | BatchState::Held => "-".into(),
+                        _ => percent(b.fraction),
+                    },
+                ]
+            }),
+        ));
     }
     out
 }
