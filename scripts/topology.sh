@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The docker/compose.yml topology as plain processes on loopback, for machines without a
-# Docker engine: a 3-node ZooKeeper ensemble, a planner, a recorder with the reaper, two
+# Docker engine: a 3-node ZooKeeper ensemble, a planner, a recorder with the reaper and the batcher, two
 # researchers and a curator, each serving /metrics, /healthz and /readyz.
 #
 #   scripts/topology.sh start     start everything (prints the connect string and ports)
@@ -25,7 +25,7 @@ command_for() {
     case $1 in
         feed-server) echo "serve-files $dir/feed --addr 127.0.0.1:$feed_port" ;;
         planner) echo "planner" ;;
-        recorder) echo "run --recorder --reaper" ;;
+        recorder) echo "run --recorder --reaper --batcher" ;;
         researcher-*) echo "researcher --work-dir $dir/$1/work" ;;
         curator) echo "curator --feed http://127.0.0.1:$feed_port/podcast.xml --interval-s 60" ;;
     esac

@@ -32,7 +32,7 @@ pub struct ZkSection {
 }
 
 /// Everything the file can set.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct FileConfig {
     /// ZooKeeper.
@@ -49,6 +49,8 @@ pub struct FileConfig {
     pub reaper: archivist_recorder::ReaperSettings,
     /// Curator daemon settings.
     pub curator: archivist_catalog::CuratorSettings,
+    /// Batcher daemon settings.
+    pub batcher: archivist_batches::BatcherSettings,
 }
 
 fn scalar(text: &str) -> serde_yaml::Value {
@@ -135,6 +137,34 @@ mod tests {
         v.iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect()
+    }
+
+    /// The YAML block of docs/configuration.md says it lists every key with its default:
+    /// it must parse (no unknown key) and equal the defaults.
+    #[test]
+    fn the_documented_file_is_the_defaults() {
+        let doc = include_str!("../../../docs/configuration.md");
+        let block = doc
+            .split("```yaml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("a yaml block in docs/configuration.md");
+        let block = block.replace("<version>", env!("CARGO_PKG_VERSION"));
+        let mut documented = parse(&block, vars(&[]), "docs/configuration.md").unwrap();
+        let defaults = parse("", vars(&[]), "t").unwrap();
+        // The zookeeper section shows what the flags default to.
+        let zk = &documented.zookeeper;
+        assert_eq!(
+            zk.connect.as_deref(),
+            Some(archivist_engine::config::DEFAULT_CONNECT)
+        );
+        assert_eq!(
+            zk.chroot.as_deref(),
+            Some(archivist_engine::schema::paths::DEFAULT_CHROOT)
+        );
+        assert_eq!(zk.session_timeout_ms, Some(10_000));
+        documented.zookeeper = defaults.zookeeper.clone();
+        assert_eq!(documented, defaults);
     }
 
     #[test]

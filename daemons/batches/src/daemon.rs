@@ -143,13 +143,15 @@ impl Batcher {
     pub async fn pass(&self, session: &Session) -> Result<Pass, BatchError> {
         let names = store::children(session, paths::BATCHES).await?;
         let batch_paths: Vec<String> = names.iter().map(|n| paths::batch(n)).collect();
-        let records: Vec<BatchRecord> =
-            store::read_many::<BatchRecord>(session, &batch_paths, self.settings.read_chunk)
-                .await?
-                .into_iter()
-                .flatten()
-                .map(|(r, _)| r)
-                .collect();
+        let records: Vec<BatchRecord> = crate::snapshot::readable(
+            store::read_many_lenient::<BatchRecord>(
+                session,
+                &batch_paths,
+                self.settings.read_chunk,
+            )
+            .await?,
+        )
+        .collect();
         let hold = store::exists(session, paths::HOLD_BATCHES).await?.is_some();
         let episodes: BTreeSet<String> = records
             .iter()
@@ -176,13 +178,15 @@ impl Batcher {
                 }
             }
         }
-        let after: Vec<BatchRecord> =
-            store::read_many::<BatchRecord>(session, &batch_paths, self.settings.read_chunk)
-                .await?
-                .into_iter()
-                .flatten()
-                .map(|(r, _)| r)
-                .collect();
+        let after: Vec<BatchRecord> = crate::snapshot::readable(
+            store::read_many_lenient::<BatchRecord>(
+                session,
+                &batch_paths,
+                self.settings.read_chunk,
+            )
+            .await?,
+        )
+        .collect();
         observe(&after);
         Ok(pass)
     }

@@ -4,17 +4,28 @@ use std::time::Duration;
 
 use archivist_catalog::CurateSettings;
 
-/// How the batcher polls, curates and calls webhooks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How the batcher polls, curates and calls webhooks. The `batcher:` section of the
+/// configuration file (durations in milliseconds, keys ending in `_ms`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BatcherSettings {
     /// Time between passes over the batches. Defaults to 5 s.
+    #[serde(rename = "poll_ms", with = "archivist_engine::durations::millis")]
     pub poll_interval: Duration,
     /// HTTP attempts per report delivery. Defaults to 5.
     pub webhook_attempts: u32,
     /// Wait before the second attempt; doubled after each (capped at 60 s). Defaults to
     /// 1 s.
+    #[serde(
+        rename = "webhook_backoff_ms",
+        with = "archivist_engine::durations::millis"
+    )]
     pub webhook_backoff: Duration,
     /// Timeout of one HTTP attempt. Defaults to 10 s.
+    #[serde(
+        rename = "webhook_timeout_ms",
+        with = "archivist_engine::durations::millis"
+    )]
     pub webhook_timeout: Duration,
     /// Reads in flight at once when loading research records and jobs. Defaults to 512.
     pub read_chunk: usize,

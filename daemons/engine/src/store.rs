@@ -1,6 +1,6 @@
 //! Typed reads and writes of YAML records, with the path in every error.
 
-use znode_schema::records::{self, Record};
+use znode_schema::records::{self, Record, RecordError};
 use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
@@ -89,12 +89,34 @@ pub async fn read_many<T: Record>(
     paths: &[String],
     chunk: usize,
 ) -> Result<Vec<Option<(T, zk::Stat)>>> {
+    read_many_lenient(session, paths, chunk)
+        .await?
+        .into_iter()
+        .map(|found| match found {
+            Some((Ok(record), stat)) => Ok(Some((record, stat))),
+            Some((Err(e), _)) => Err(e.into()),
+            None => Ok(None),
+        })
+        .collect()
+}
+
+/// [`read_many`] for callers that can go on without a bad record (a daemon scanning
+/// many nodes must not stop because one was hand-edited): each record's decode result
+/// is given as it is.
+///
+/// # Errors
+/// ZooKeeper failures only.
+pub async fn read_many_lenient<T: Record>(
+    session: &Session,
+    paths: &[String],
+    chunk: usize,
+) -> Result<Vec<Option<(std::result::Result<T, RecordError>, zk::Stat)>>> {
     let mut out = Vec::with_capacity(paths.len());
     for part in paths.chunks(chunk.max(1)) {
         let futures: Vec<_> = part.iter().map(|p| session.client().get_data(p)).collect();
         for (path, result) in part.iter().zip(crate::ops::await_all(futures).await) {
             match result {
-                Ok((bytes, stat)) => out.push(Some((records::decode(path, &bytes)?, stat))),
+                Ok((bytes, stat)) => out.push(Some((records::decode(path, &bytes), stat))),
                 Err(zk::Error::NoNode) => out.push(None),
                 Err(e) => return Err(EngineError::zk("get", path.as_str(), e)),
             }

@@ -122,9 +122,9 @@ pub struct BatcherArgs {
     pub webhook_backoff_ms: Option<u64>,
 }
 
-/// The batcher settings the flags describe.
-pub fn settings(args: &BatcherArgs) -> BatcherSettings {
-    let mut s = BatcherSettings::default();
+/// The batcher settings: the file's `batcher:` section, overridden by the flags.
+pub fn settings(base: BatcherSettings, args: &BatcherArgs) -> BatcherSettings {
+    let mut s = base;
     if let Some(ms) = args.poll_ms {
         s = s.with_poll_interval(Duration::from_millis(ms));
     }
@@ -142,6 +142,7 @@ pub fn settings(args: &BatcherArgs) -> BatcherSettings {
 /// Runs the batcher daemon until SIGTERM/SIGINT.
 pub async fn run_daemon(global: &GlobalOpts, args: BatcherArgs) -> Result<ExitCode> {
     let config = crate::context::zk_config(global)?;
+    let file = crate::context::file_config(global)?;
     let identity = match &args.name {
         Some(n) => Identity::named("batcher", n.clone()),
         None => Identity::new("batcher"),
@@ -149,7 +150,7 @@ pub async fn run_daemon(global: &GlobalOpts, args: BatcherArgs) -> Result<ExitCo
     let metrics = global.metrics_addr.map(|a| a.to_string());
     daemon::run(
         &config,
-        settings(&args),
+        settings(file.batcher, &args),
         identity,
         metrics,
         crate::shutdown::on_signal(),

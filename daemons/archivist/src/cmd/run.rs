@@ -101,18 +101,12 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
         });
     }
     if want(args.batcher) {
-        let (zk, stop) = (zk.clone(), shutdown.clone());
+        let (zk, settings, stop) = (zk.clone(), file.batcher.clone(), shutdown.clone());
         let metrics = global.metrics_addr.map(|a| a.to_string());
         roles.spawn(async move {
-            archivist_batches::daemon::run(
-                &zk,
-                archivist_batches::BatcherSettings::default(),
-                Identity::new("batcher"),
-                metrics,
-                stop,
-            )
-            .await
-            .context("batcher")
+            archivist_batches::daemon::run(&zk, settings, Identity::new("batcher"), metrics, stop)
+                .await
+                .context("batcher")
         });
     }
     if args.curator || (all && !file.curator.feeds.is_empty()) {

@@ -209,3 +209,58 @@ async fn two_batchers_at_once_curate_and_report_a_batch_once() {
         2
     );
 }
+
+/// A hand-edited batch record and an unreadable job in a live queue are left out (and
+/// logged); the batcher's passes still succeed and the good batch completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_records_are_left_out_and_other_batches_go_on() {
+    use archivist_engine::ops::{self, Mode, Op};
+    use archivist_engine::schema::queue_key::QueueEntry;
+    use archivist_engine::schema::JobState;
+
+    let (_config, session) = fresh_tree("batch-unreadable").await;
+    let b = batcher();
+    let first = submit_text(&session, &submission(&["e1"], &["jingle"], None)).await;
+    let first = drive(&session, &b, &first.id, BatchState::Processing).await;
+    let clip = first.clips[0].clone();
+    let poison = [
+        (paths::batch(&paths::batch_id(99)), b"{{{ not yaml".to_vec()),
+        (
+            paths::job("j0000000777"),
+            b"schema: 99\nid: j0000000777\n".to_vec(),
+        ),
+        (
+            paths::queue_entry(
+                JobState::Failed,
+                &QueueEntry::new(0, 0, "j0000000777").name(),
+            ),
+            Vec::new(),
+        ),
+    ];
+    for (path, data) in &poison {
+        ops::commit(
+            &session,
+            &[Op::Create {
+                path: path.clone(),
+                data: data.clone(),
+                mode: Mode::Persistent,
+            }],
+        )
+        .await
+        .unwrap();
+    }
+    record(
+        &session,
+        &first.episodes[0],
+        std::slice::from_ref(&clip),
+        &[(clip.as_str(), 7.0)],
+    )
+    .await;
+    b.pass(&session).await.expect("a pass despite bad records");
+    let done = batch(&session, &first.id).await;
+    assert_eq!(done.status, BatchState::Completed, "{done:#?}");
+    for (path, data) in &poison {
+        let (bytes, _) = store::read_raw(&session, path).await.unwrap().unwrap();
+        assert_eq!(&bytes, data, "{path} left as it was");
+    }
+}
