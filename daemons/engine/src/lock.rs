@@ -62,16 +62,78 @@ impl JobLock {
                 version: if stat.version >= 0 { stat.version } else { 0 },
             })),
             Err(zk::Error::NodeExists) | Err(zk::Error::NoNode) => Ok(None),
-            Err(zk::Error::ConnectionLoss) => match store::exists(session, &path).await? {
-                Some(stat) if stat.ephemeral_owner == session.id_number() => Ok(Some(JobLock {
-                    job: job.to_string(),
-                    path,
-                    version: stat.version,
-                })),
-                _ => Ok(None),
-            },
+            Err(zk::Error::ConnectionLoss) => JobLock::confirm_after_loss(session, job, path).await,
             Err(e) => Err(EngineError::zk("create", &path, e)),
         }
+    }
+
+    /// Tries to take the lock and reads `read_path` in the same round trip: both requests
+    /// are sent at once, and ZooKeeper serves one session's requests in order, so the read
+    /// sees the tree as it is *after* the lock was taken (the re-check the lock rule asks
+    /// for) without waiting for the create first. `None` if another session holds the
+    /// lock (or the job is gone); otherwise the lock and the read's outcome (`None`: no
+    /// node at `read_path`).
+    ///
+    /// On connection loss the outcome of the create is unknown: falls back to
+    /// [`JobLock::try_acquire`]'s check of the lock's owner, then reads again.
+    pub async fn try_acquire_and_read(
+        session: &Session,
+        job: &str,
+        owner: &str,
+        read_path: &str,
+    ) -> Result<Option<(JobLock, Result<Option<(Vec<u8>, zk::Stat)>>)>> {
+        let path = paths::job_lock(job);
+        let record = LockRecord {
+            schema: SCHEMA_VERSION,
+            owner: owner.to_string(),
+            session: session.id(),
+            since: crate::clock::local_now(),
+        };
+        let data = store::encode(&path, &record)?;
+        let options = session.create_options(zk::CreateMode::Ephemeral);
+        // zookeeper-client sends each request when its future is made: create, then get.
+        let created = session.client().create(&path, &data, &options);
+        let read = session.client().get_data(read_path);
+        let lock = match created.await {
+            Ok((stat, _)) => JobLock {
+                job: job.to_string(),
+                path,
+                version: if stat.version >= 0 { stat.version } else { 0 },
+            },
+            Err(zk::Error::NodeExists) | Err(zk::Error::NoNode) => return Ok(None),
+            Err(zk::Error::ConnectionLoss) => {
+                drop(read);
+                return match JobLock::confirm_after_loss(session, job, path).await? {
+                    Some(lock) => {
+                        let read = store::read_raw(session, read_path).await;
+                        Ok(Some((lock, read)))
+                    }
+                    None => Ok(None),
+                };
+            }
+            Err(e) => return Err(EngineError::zk("create", &path, e)),
+        };
+        let read = match read.await {
+            Ok(found) => Ok(Some(found)),
+            Err(zk::Error::NoNode) => Ok(None),
+            Err(e) => Err(EngineError::zk("get", read_path, e)),
+        };
+        Ok(Some((lock, read)))
+    }
+
+    async fn confirm_after_loss(
+        session: &Session,
+        job: &str,
+        path: String,
+    ) -> Result<Option<JobLock>> {
+        Ok(match store::exists(session, &path).await? {
+            Some(stat) if stat.ephemeral_owner == session.id_number() => Some(JobLock {
+                job: job.to_string(),
+                path,
+                version: stat.version,
+            }),
+            _ => None,
+        })
     }
 
     /// The multi operation that releases this lock.

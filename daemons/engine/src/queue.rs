@@ -1,10 +1,16 @@
 //! State queues: `/queues/{state}` whose children sort in processing order.
 
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
 use znode_schema::paths;
 use znode_schema::queue_key::QueueEntry;
 use znode_schema::JobState;
+use zookeeper_client as zk;
 
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::session::Session;
 use crate::store;
 
@@ -27,4 +33,214 @@ pub async fn list(session: &Session, state: JobState) -> Result<(Vec<QueueEntry>
 pub async fn len(session: &Session, state: JobState) -> Result<usize> {
     let stat = store::exists(session, &paths::queue(state)).await?;
     Ok(stat.map(|s| s.num_children.max(0) as usize).unwrap_or(0))
+}
+
+/// A live copy of one state queue's entries in processing order, kept current by a
+/// persistent recursive watch on the queue directory instead of listing it before every
+/// claim (a listing of a long queue costs far more than the claim itself).
+///
+/// The watch is set before the first listing, so no change falls in between; the events
+/// that arrived before the listing are applied again on top of it, which is harmless
+/// (creates and deletes of one name keep their order). A persistent watch may lose events
+/// while disconnected (ZOOKEEPER-4698), so a disconnection marks the view stale and the
+/// next [`QueueView::sync`] lists again. The view only says where to look: a consumer still
+/// takes the job's lock and re-reads the job before acting on it.
+pub struct QueueView {
+    state: JobState,
+    dir: String,
+    prefix: String,
+    entries: BTreeMap<String, QueueEntry>,
+    watcher: Option<zk::PersistentWatcher>,
+    stale: bool,
+    dead: bool,
+}
+
+impl std::fmt::Debug for QueueView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueView")
+            .field("state", &self.state)
+            .field("entries", &self.entries.len())
+            .field("stale", &self.stale)
+            .field("dead", &self.dead)
+            .finish()
+    }
+}
+
+/// What one watch event means for a view.
+enum ViewEvent {
+    Created(String),
+    Deleted(String),
+    Stale,
+    Lost,
+    Other,
+}
+
+impl QueueView {
+    /// An empty view of `state`'s queue; the first [`QueueView::sync`] fills it.
+    pub fn new(state: JobState) -> QueueView {
+        let dir = paths::queue(state);
+        QueueView {
+            state,
+            prefix: format!("{dir}/"),
+            dir,
+            entries: BTreeMap::new(),
+            watcher: None,
+            stale: true,
+            dead: false,
+        }
+    }
+
+    /// Brings the view up to date: sets the watch and lists the queue if the view is stale
+    /// (new, reconnected, or [`QueueView::invalidate`]d), then applies the events that
+    /// have arrived (without waiting for more).
+    pub async fn sync(&mut self, session: &Session) -> Result<()> {
+        self.apply_arrived();
+        if !self.stale {
+            return Ok(());
+        }
+        if self.watcher.is_none() && !self.dead {
+            let watcher = session
+                .client()
+                .watch(&self.dir, zk::AddWatchMode::PersistentRecursive)
+                .await
+                .map_err(|e| EngineError::zk("watch", &self.dir, e))?;
+            self.watcher = Some(watcher);
+        }
+        let (entries, _bad) = list(session, self.state).await?;
+        self.entries = entries.into_iter().map(|e| (e.name(), e)).collect();
+        self.stale = false;
+        self.apply_arrived();
+        Ok(())
+    }
+
+    /// Forgets the listing: the next [`QueueView::sync`] lists the queue again (the
+    /// fallback for a missed event).
+    pub fn invalidate(&mut self) {
+        self.stale = true;
+    }
+
+    /// The entries in processing order.
+    pub fn entries(&self) -> impl Iterator<Item = &QueueEntry> {
+        self.entries.values()
+    }
+
+    /// Number of entries in the view.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Is the view empty?
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Drops an entry found to be gone or moved (its delete event may still be on the way).
+    pub fn remove(&mut self, entry: &QueueEntry) {
+        self.entries.remove(&entry.name());
+    }
+
+    /// Waits until the queue changes (an entry created or deleted, or the connection
+    /// dropped or came back), applying what arrived. Never returns after the session ended
+    /// or without a watch; callers select it with a poll timer and the session's `lost`.
+    pub async fn changed(&mut self) {
+        loop {
+            if self.dead {
+                return std::future::pending().await;
+            }
+            let Some(watcher) = self.watcher.as_mut() else {
+                return std::future::pending().await;
+            };
+            let event = watcher.changed().await;
+            if self.apply(event) {
+                return;
+            }
+        }
+    }
+
+    /// Applies the events that already arrived; whether any changed the view.
+    fn apply_arrived(&mut self) -> bool {
+        let mut changed = false;
+        loop {
+            if self.dead {
+                return changed;
+            }
+            let Some(event) = self.watcher.as_mut().and_then(arrived) else {
+                return changed;
+            };
+            changed |= self.apply(event);
+        }
+    }
+
+    /// Applies one event; whether it changed the view (or made it stale).
+    fn apply(&mut self, event: zk::WatchedEvent) -> bool {
+        match self.classify(event) {
+            ViewEvent::Created(name) => match QueueEntry::parse(&name) {
+                Ok(entry) => {
+                    self.entries.insert(name, entry);
+                    true
+                }
+                Err(_) => false,
+            },
+            ViewEvent::Deleted(name) => self.entries.remove(&name).is_some(),
+            ViewEvent::Stale => {
+                self.stale = true;
+                true
+            }
+            ViewEvent::Lost => {
+                // The client panics if a persistent watcher is polled after a terminal
+                // session event: never touch it again.
+                self.dead = true;
+                self.stale = true;
+                true
+            }
+            ViewEvent::Other => false,
+        }
+    }
+
+    fn classify(&self, event: zk::WatchedEvent) -> ViewEvent {
+        let child = || {
+            event
+                .path
+                .strip_prefix(&self.prefix)
+                .filter(|name| !name.is_empty() && !name.contains('/'))
+                .map(str::to_string)
+        };
+        match event.event_type {
+            zk::EventType::NodeCreated => child().map_or(ViewEvent::Other, ViewEvent::Created),
+            zk::EventType::NodeDeleted => {
+                if event.path == self.dir {
+                    ViewEvent::Stale
+                } else {
+                    child().map_or(ViewEvent::Other, ViewEvent::Deleted)
+                }
+            }
+            zk::EventType::NodeDataChanged | zk::EventType::NodeChildrenChanged => ViewEvent::Other,
+            zk::EventType::Session => match event.session_state {
+                zk::SessionState::Expired
+                | zk::SessionState::Closed
+                | zk::SessionState::AuthFailed => ViewEvent::Lost,
+                _ => ViewEvent::Stale,
+            },
+        }
+    }
+}
+
+/// The next event a persistent watcher already received, without waiting. Never call it
+/// again on a watcher that delivered a terminal session event (the client panics).
+pub(crate) fn arrived(watcher: &mut zk::PersistentWatcher) -> Option<zk::WatchedEvent> {
+    let mut cx = Context::from_waker(Waker::noop());
+    let next = pin!(watcher.changed());
+    match next.poll(&mut cx) {
+        Poll::Ready(event) => Some(event),
+        Poll::Pending => None,
+    }
+}
+
+/// Does this event end the session (after it, the watcher must not be polled)?
+pub(crate) fn is_terminal(event: &zk::WatchedEvent) -> bool {
+    event.event_type == zk::EventType::Session
+        && matches!(
+            event.session_state,
+            zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
+        )
 }

@@ -1,0 +1,138 @@
+//! The consumer loop's live queue view and pause watch: work queued or resumed while a
+//! consumer is idle is picked up from watch events (the poll fallback is set far beyond
+//! the test's deadline), and the lock-and-re-check rule still holds for the view.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use archivist_engine::consumer::{self, Claimed, Claimer, ConsumerOptions, Step};
+use archivist_engine::ops::{self, Mode, Op};
+use archivist_engine::schema::{paths, JobState};
+use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::{queue, store, EngineError};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{create, job_in_state};
+
+struct ToLeased;
+
+impl Step for ToLeased {
+    async fn run(&self, c: Claimed) -> Result<(), EngineError> {
+        Transition::new(&c.job, c.version, JobState::Leased)
+            .lock(LockAction::Release(c.lock.clone()))
+            .commit(&c.session)
+            .await?;
+        Ok(())
+    }
+}
+
+const NO_POLL: Duration = Duration::from_secs(600);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_queued_while_a_consumer_idles_are_claimed_from_watch_events() {
+    let (config, session) = archivist_testkit::fresh_tree("view-events").await;
+    let consumer_session = archivist_testkit::another_session(&config).await;
+    let shutdown = CancellationToken::new();
+    let options = ConsumerOptions::new(JobState::Pending, "viewer")
+        .with_concurrency(2)
+        .with_poll_interval(NO_POLL);
+    let stop = shutdown.clone();
+    let handle = tokio::spawn(async move {
+        consumer::run(&consumer_session, options, Arc::new(ToLeased), stop).await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 0..5 {
+        create(&session, i, 1_700_000_000_000 + i).await;
+    }
+    let done = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        queue::len(&session, JobState::Leased).await.unwrap() == 5
+    })
+    .await;
+    shutdown.cancel();
+    handle.await.unwrap().unwrap();
+    assert!(
+        done,
+        "jobs queued while idle were not claimed without a poll"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_consumer_claims_nothing_until_resumed() {
+    let (config, session) = archivist_testkit::fresh_tree("view-pause").await;
+    let consumer_session = archivist_testkit::another_session(&config).await;
+    let pause = paths::pause(JobState::Pending);
+    ops::commit(
+        &session,
+        &[Op::Create {
+            path: pause.clone(),
+            data: b"by: test\n".to_vec(),
+            mode: Mode::Persistent,
+        }],
+    )
+    .await
+    .unwrap();
+    let shutdown = CancellationToken::new();
+    let options = ConsumerOptions::new(JobState::Pending, "paused")
+        .with_concurrency(2)
+        .with_poll_interval(NO_POLL);
+    let stop = shutdown.clone();
+    let handle = tokio::spawn(async move {
+        consumer::run(&consumer_session, options, Arc::new(ToLeased), stop).await
+    });
+    for i in 0..3 {
+        create(&session, 0, 1_700_000_000_000 + i).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        queue::len(&session, JobState::Leased).await.unwrap(),
+        0,
+        "a paused state's consumer claimed work"
+    );
+    store::delete_if_present(&session, &pause).await.unwrap();
+    let done = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        queue::len(&session, JobState::Leased).await.unwrap() == 3
+    })
+    .await;
+    shutdown.cancel();
+    handle.await.unwrap().unwrap();
+    assert!(done, "resuming was not noticed without a poll");
+}
+
+#[tokio::test]
+async fn a_claimer_re_checks_the_job_and_passes_over_an_entry_that_lies() {
+    let (_config, session) = archivist_testkit::fresh_tree("view-recheck").await;
+    // A pending-queue entry whose job is really leased (left behind, or moved meanwhile).
+    let job = job_in_state(&session, JobState::Leased).await;
+    ops::commit(
+        &session,
+        &[Op::Create {
+            path: paths::queue_entry(JobState::Pending, &job.queue_entry().name()),
+            data: vec![],
+            mode: Mode::Persistent,
+        }],
+    )
+    .await
+    .unwrap();
+    let real = create(&session, -1, 1_700_000_000_000).await;
+    let mut claimer = Claimer::new(JobState::Pending, "checker", Duration::from_secs(5), 1);
+    let stop = CancellationToken::new();
+    let claimed = claimer
+        .claim(&session, &HashSet::new(), &stop)
+        .await
+        .unwrap()
+        .expect("the real pending job is claimed");
+    assert_eq!(claimed.job.id, real.id);
+    assert!(
+        store::exists(&session, &paths::job_lock(&job.id))
+            .await
+            .unwrap()
+            .is_none(),
+        "the lock taken on the lying entry's job was not released"
+    );
+    assert!(claimer
+        .claim(&session, &[real.id.clone()].into_iter().collect(), &stop)
+        .await
+        .unwrap()
+        .is_none());
+}
