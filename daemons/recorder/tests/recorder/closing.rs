@@ -58,8 +58,10 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
         .await
         .unwrap();
 
-    // A second reported job whose one report is garbage: it fails with the reason.
-    let broken = job(&session, "e0000031", &[1], JobState::Reported).await;
+    // A second reported job whose one report is garbage: it fails with the reason. The
+    // report exists before the job reaches `reported` (as with a researcher, whose final
+    // report and that transition are one multi), or the recorder may close it first.
+    let broken = job(&session, "e0000031", &[1], JobState::Researching).await;
     lease(&session, &broken, 60_000).await;
     let bad_name = paths::report_name(&broken.id, "c000001");
     session
@@ -69,6 +71,11 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
             b"job: [garbage",
             &session.create_options(zk::CreateMode::Persistent),
         )
+        .await
+        .unwrap();
+    let (current, version) = jobs::read(&session, &broken.id).await.unwrap();
+    archivist_engine::transition::Transition::new(&current, version, JobState::Reported)
+        .commit(&session)
         .await
         .unwrap();
 
@@ -81,7 +88,12 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
     shutdown.cancel();
     recorder.await.unwrap().unwrap();
     reaper.await.unwrap().unwrap();
-    assert!(settled, "jobs did not settle");
+    assert!(
+        settled,
+        "jobs did not settle: {:#?} {:#?}",
+        jobs::read(&session, &good.id).await.unwrap().0,
+        jobs::read(&session, &broken.id).await.unwrap().0
+    );
 
     let (closed, _) = jobs::read(&session, &good.id).await.unwrap();
     assert_eq!(closed.last_successful_status, Some(JobState::Reported));
