@@ -17,20 +17,8 @@ mod support;
 
 use std::time::Instant;
 
-use support::{scratch, serve_files, Daemon, Env};
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
+use archivist_testkit::{env_or, load_average};
+use support::{generate_sample, scratch, serve_files, Daemon, Env};
 
 fn main() {
     let counts: Vec<usize> = std::env::var("BENCH_E2E_RESEARCHERS")
@@ -53,17 +41,14 @@ fn main() {
     };
     let (_files, base) = serve_files(&files_env, &media, &[]);
     let generated = Instant::now();
-    files_env.ok(&[
-        "sample",
-        "generate",
-        media.to_str().expect("utf-8 path"),
-        "--base-url",
+    generate_sample(
+        &files_env,
+        &media,
         &base,
-        "--episodes",
-        &episodes.to_string(),
-        "--minutes",
+        episodes,
         &minutes.to_string(),
-    ]);
+        &[],
+    );
     eprintln!(
         "end to end: {episodes} episodes of {minutes} min generated in {:.1} s; logs in {}",
         generated.elapsed().as_secs_f64(),

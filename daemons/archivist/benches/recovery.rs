@@ -24,26 +24,14 @@ use std::time::{Duration, Instant};
 
 use archivist_engine::schema::{paths, JobState};
 use archivist_engine::{jobs, lock, queue, store, Session, ZkConfig};
-use support::{scratch, serve_files, Daemon, Env};
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use archivist_testkit::{env_or, load_average};
+use support::{generate_sample, scratch, serve_files, Daemon, Env};
 
 /// Times of one repetition, from the SIGKILL.
 struct Outcome {
     lock_gone: Duration,
     expired: Duration,
     planned: Duration,
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -257,17 +245,7 @@ async fn main() {
         chroot: "/unused".into(),
     };
     let (_files, base) = serve_files(&files_env, &media, &[]);
-    files_env.ok(&[
-        "sample",
-        "generate",
-        media.to_str().expect("utf-8 path"),
-        "--base-url",
-        &base,
-        "--episodes",
-        "1",
-        "--minutes",
-        &minutes.to_string(),
-    ]);
+    generate_sample(&files_env, &media, &base, 1, &minutes.to_string(), &[]);
     let manifest = media.join("manifest.yml");
 
     eprintln!(

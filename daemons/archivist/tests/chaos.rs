@@ -17,15 +17,9 @@ use std::time::{Duration, Instant};
 use archivist_engine::schema::records::ResearchRecord;
 use archivist_engine::schema::{paths, JobState};
 use archivist_engine::{queue, store, Session, ZkConfig};
+use archivist_testkit::env_or;
 use rand::{Rng, SeedableRng};
 use support::{generate_sample, sample_check, scratch, serve_files, Daemon, Env};
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 struct Ensemble {
     base: u16,

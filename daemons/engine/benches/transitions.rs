@@ -20,20 +20,8 @@ use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Transition};
 use archivist_engine::{queue, EngineError, Session};
+use archivist_testkit::{env_or, load_average};
 use tokio_util::sync::CancellationToken;
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
 
 fn four_ops(i: usize) -> Vec<Op> {
     four_ops_with(i, b"status: leased\n")

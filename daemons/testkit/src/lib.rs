@@ -196,3 +196,20 @@ pub async fn place_job(
     .expect("place job");
     next
 }
+
+/// A benchmark or long-test knob from the environment, or `default` when unset or
+/// unparsable (`BENCH_JOBS=500 cargo bench ...`).
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The 1, 5 and 15 minute load averages, printed next to every benchmark figure (on a
+/// shared 2-core machine a figure means little without them).
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
