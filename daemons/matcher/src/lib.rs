@@ -23,6 +23,7 @@
 //! (parallel work is merged in a fixed order).
 #![deny(missing_docs)]
 
+mod coarse;
 pub mod corpus;
 pub mod decode;
 pub mod dsp;

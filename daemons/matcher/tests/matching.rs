@@ -179,13 +179,34 @@ fn deterministic_and_modes_agree() {
             }))
             .collect::<Vec<_>>()
     );
+    // The default mode is deterministic too.
+    let (_, f1, _) = run(&s, MatchMode::Full);
+    let (_, f2, _) = run(&s, MatchMode::Full);
+    let strip = |r: &[Result<archivist_matcher::ClipResult, MatchError>]| {
+        r.iter()
+            .map(|r| {
+                r.as_ref()
+                    .map(|c| c.occurrences.clone())
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(strip(&f1), strip(&f2));
+    // All modes agree on the offsets; confidences agree between the two modes
+    // that compare whitened signals (the exhaustive baseline uses raw ones).
     let (_, r3, _) = run(&s, MatchMode::Exhaustive);
-    for (x, y) in r1.iter().zip(&r3) {
-        let (x, y) = (x.as_ref().unwrap(), y.as_ref().unwrap());
+    for ((x, y), z) in r1.iter().zip(&r3).zip(&f1) {
+        let (x, y, z) = (
+            x.as_ref().unwrap(),
+            y.as_ref().unwrap(),
+            z.as_ref().unwrap(),
+        );
         assert_eq!(x.occurrences.len(), y.occurrences.len());
-        for (p, q) in x.occurrences.iter().zip(&y.occurrences) {
-            assert!((p.offset_s - q.offset_s).abs() <= 0.001);
-            assert!((p.confidence - q.confidence).abs() < 0.01);
+        assert_eq!(x.occurrences.len(), z.occurrences.len());
+        for ((p, q), r) in x.occurrences.iter().zip(&y.occurrences).zip(&z.occurrences) {
+            assert!((p.offset_s - q.offset_s).abs() <= 0.001, "{p:?} {q:?}");
+            assert!((p.offset_s - r.offset_s).abs() <= 0.001, "{p:?} {r:?}");
+            assert!((p.confidence - r.confidence).abs() < 0.01, "{p:?} {r:?}");
         }
     }
 }
