@@ -216,7 +216,12 @@ pub(crate) fn coarse_fine(
             continue;
         }
         let m = n / step; // complex samples per block
-        let nb = m / OVERSAMPLE; // bins per band
+                          // Short (wide-band) clips: critical sampling of the envelope (their
+                          // tonal content has smooth envelopes); others: 2x oversampled.
+        let over = if step <= 2 { 1 } else { OVERSAMPLE };
+        let step = step * (OVERSAMPLE / over);
+        let m = if over == 1 { m / OVERSAMPLE } else { m };
+        let nb = m / over; // bins per band
         let band_hop = nb / 2;
         let nbands = (n / 2 + 1 - nb) / band_hop + 1;
         // Clip band spectra (conjugated, scaled 1/n), band index and band energy.

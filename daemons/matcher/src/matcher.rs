@@ -129,7 +129,7 @@ pub struct MatchConfig {
     /// Minimum band-envelope NCC for a coarse candidate in `Full` mode
     /// (default 0.15).
     pub band_threshold: f32,
-    /// Coarse candidates verified per clip, best first (default 48).
+    /// Coarse candidates verified per clip, best first (default 32).
     pub max_candidates: usize,
     /// Run the warped (speed/tempo/partial) detector (default true).
     pub speed_search: bool,
@@ -164,7 +164,7 @@ impl Default for MatchConfig {
             threshold: 0.26,
             coarse_threshold: 0.12,
             band_threshold: 0.15,
-            max_candidates: 48,
+            max_candidates: 32,
             speed_search: true,
             max_speed_deviation: 0.04,
             segment_threshold: 0.45,
@@ -360,13 +360,14 @@ impl Matcher {
         mut res: Vec<Result<ClipResult, MatchError>>,
     ) -> Vec<Result<ClipResult, MatchError>> {
         const MARGIN: f32 = 0.1;
-        // (clip, occurrence, start, end, confidence) of whole-clip, unchanged-speed occurrences.
-        let mut all: Vec<(usize, usize, f64, f64, f32)> = Vec::new();
+        // (clip, occurrence, start, end, confidence, speed) of every occurrence.
+        let mut all: Vec<(usize, usize, f64, f64, f32, f32)> = Vec::new();
         for (ci, r) in res.iter().enumerate() {
             if let Ok(r) = r {
                 for (oi, o) in r.occurrences.iter().enumerate() {
                     let start = o.offset_s - o.clip_start_s / f64::from(o.speed);
-                    all.push((ci, oi, start, start + r.clip_duration_s, o.confidence));
+                    let end = start + r.clip_duration_s / f64::from(o.speed.max(0.01));
+                    all.push((ci, oi, start, end, o.confidence, o.speed.max(0.01)));
                 }
             }
         }
@@ -409,12 +410,21 @@ impl Matcher {
                 ) else {
                     return false;
                 };
+                // The weak clip as it would sound in the strong clip's own
+                // timeline (both may be speed-changed copies).
+                let ratio = f64::from(all[w].5) / f64::from(all[s].5);
+                let wp = if (ratio - 1.0).abs() > 1e-4 {
+                    PreparedClip::new(&crate::dsp::change_speed(&wp.samples, ratio))
+                } else {
+                    wp
+                };
                 let (wp, sp) = (self.comparable(&wp), self.comparable(&sp));
                 // Clip A (strong) placed in silence padded by clip B's length on both sides.
                 let pad = wp.len();
                 let mut host = vec![0.0f32; sp.len() + 2 * pad];
                 host[pad..pad + sp.len()].copy_from_slice(&sp.samples);
-                let lag = (all[w].2 - all[s].2) * ANALYSIS_RATE as f64 + pad as f64;
+                let lag =
+                    (all[w].2 - all[s].2) * f64::from(all[s].5) * ANALYSIS_RATE as f64 + pad as f64;
                 let rho = coarse::exact_ncc(&host, &wp, lag, 32).map_or(0.0, |p| p.ncc.max(0.0));
                 all[w].4 <= rho * all[s].4 + MARGIN
             })
@@ -445,18 +455,12 @@ impl Matcher {
     ) -> Vec<Result<ClipResult, MatchError>> {
         let t0 = Instant::now();
         let cfg = &self.config;
-        let prepared: Vec<Result<(PreparedClip, PreparedClip), MatchError>> = clips
+        // Only the whitened clip is kept (the raw samples stay with the caller).
+        let prepared: Vec<Result<PreparedClip, MatchError>> = clips
             .par_iter()
-            .map(|(l, c)| {
-                let p = self.validate(c.as_ref(), l.as_ref())?;
-                let w = self.comparable(&p);
-                Ok((p, w))
-            })
+            .map(|(l, c)| Ok(self.comparable(&self.validate(c.as_ref(), l.as_ref())?)))
             .collect();
-        let ok: Vec<&PreparedClip> = prepared
-            .iter()
-            .filter_map(|p| p.as_ref().ok().map(|p| &p.1))
-            .collect();
+        let ok: Vec<&PreparedClip> = prepared.iter().filter_map(|p| p.as_ref().ok()).collect();
         let cands = coarse::coarse_fine(
             &self.episode,
             &ok,
@@ -475,7 +479,7 @@ impl Matcher {
             );
         }
         let mut it = cands.into_iter();
-        type WithCands = Result<((PreparedClip, PreparedClip), Vec<ncc::Peak>), MatchError>;
+        type WithCands = Result<(PreparedClip, Vec<ncc::Peak>), MatchError>;
         let with_cands: Vec<WithCands> = prepared
             .into_iter()
             .map(|p| {
@@ -487,7 +491,7 @@ impl Matcher {
             .into_par_iter()
             .zip(clips.par_iter())
             .map(|(r, (label, raw))| {
-                let ((_raw_p, p), cands) = r?;
+                let (p, cands) = r?;
                 let t1 = Instant::now();
                 let dur = p.len() as f64 / ANALYSIS_RATE as f64;
                 let thr = self.clip_threshold(&p);

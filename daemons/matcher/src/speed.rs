@@ -29,17 +29,23 @@ use crate::ANALYSIS_RATE;
 const SEG: usize = 125;
 const SEG_HOP: usize = 125;
 /// Most segments correlated per clip.
-const MAX_SEGS: usize = 6;
+const MAX_SEGS: usize = 4;
 /// Piece length (samples) for piecewise NCC.
 pub(crate) const PIECE: usize = 512;
 /// Pass-1 search radius (samples) and number of pieces.
 const R1: usize = 800;
+/// A short clip whose best speed-grid point has a mean pass-1 piece NCC
+/// below this is rejected without the fine grid (a real copy scores > 0.6;
+/// the best of +-200 ms of unrelated audio ~0.2-0.3).
+const PASS1_REJECT: f32 = 0.4;
 /// Pass-1 search radius (samples) for short (single-segment) clips, whose
 /// start estimate from the feature correlation is less precise.
 const R1_SHORT: usize = 1600;
 const PASS1_PIECES: usize = 24;
 /// Pass-2 search radius (samples).
 const R2: usize = 24;
+/// Whole-clip NCC hits at least this confident are not re-verified as warped copies.
+const SURE_NCC: f32 = 0.6;
 /// Per-piece NCC above which a piece counts as matching.
 const PIECE_MATCH: f32 = 0.3;
 
@@ -173,9 +179,9 @@ pub(crate) fn detect(
     let mut chosen: Vec<Cand> = Vec::new();
     for c in cands {
         // Short clips (one segment) rank their candidates poorly (similar
-        // stings elsewhere in the episode): they get twice as many.
+        // stings elsewhere in the episode): they get 1.5 times as many.
         let max = if segs.len() == 1 {
-            2 * cfg.max_warped_candidates
+            cfg.max_warped_candidates + cfg.max_warped_candidates / 2
         } else {
             cfg.max_warped_candidates
         };
@@ -187,7 +193,12 @@ pub(crate) fn detect(
         if chosen.iter().any(|d| near(d.t0 * frame_s)) {
             continue;
         }
-        if found.iter().any(|o| near(o.offset_s - o.clip_start_s)) {
+        // A weak whole-clip NCC hit may be a warped copy seen at the wrong
+        // speed (wrong offset too): only confident hits are not re-verified.
+        if found
+            .iter()
+            .any(|o| o.confidence >= SURE_NCC && near(o.offset_s - o.clip_start_s))
+        {
             continue;
         }
         chosen.push(c);
@@ -196,9 +207,12 @@ pub(crate) fn detect(
     for c in chosen {
         if let Some(o) = verify(episode, clip, rt, &c, cfg) {
             let start = o.offset_s - o.clip_start_s / o.speed as f64;
-            let clash = out.iter().chain(found.iter()).any(|p| {
-                ((p.offset_s - p.clip_start_s / p.speed as f64) - start).abs() < 0.5 * clip_s
-            });
+            let clash = out
+                .iter()
+                .chain(found.iter().filter(|o| o.confidence >= SURE_NCC))
+                .any(|p| {
+                    ((p.offset_s - p.clip_start_s / p.speed as f64) - start).abs() < 0.5 * clip_s
+                });
             if !clash {
                 out.push(o);
             }
@@ -586,10 +600,14 @@ fn verify(
         let coarse: Vec<f64> = (-k..=k).map(|i| 1.0 + i as f64 * 0.01).collect();
         let mut best = (1.0f64, f32::NEG_INFINITY);
         for &s in &coarse {
-            let v = pass1_score(episode, &clip.samples, rt, c, s, PASS1_PIECES / 3);
+            let v = pass1_score(episode, &clip.samples, rt, c, s, PASS1_PIECES / 6);
             if v > best.1 {
                 best = (s, v);
             }
+        }
+        if best.1 < PASS1_REJECT {
+            // No speed of the grid lines the loud pieces up: not this clip.
+            return None;
         }
         (-2..=2)
             .map(|i| best.0 + i as f64 * 0.0025)

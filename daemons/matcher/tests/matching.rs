@@ -271,3 +271,31 @@ fn middle_half_partial_use_found() {
         "{o:?}"
     );
 }
+
+#[test]
+fn clips_that_resemble_each_other_are_not_reported_for_each_other() {
+    use archivist_matcher::corpus::{synth_bed, synth_clip};
+    let rate = 8000usize;
+    let norm = |x: &[f32]| x.iter().map(|v| v * v).sum::<f32>().sqrt();
+    let a = synth_clip(ClipKind::Jingle, 3.0, 71, 8000, false);
+    let other = synth_clip(ClipKind::Jingle, 3.0, 72, 8000, false);
+    let (na, no) = (norm(&a), norm(&other));
+    // b shares 60% of its waveform with a: its NCC at a copy of a is ~0.6.
+    let b: Vec<f32> = a
+        .iter()
+        .zip(&other)
+        .map(|(x, y)| (0.6 * x / na + 0.8 * y / no) * na)
+        .collect();
+    let mut ep = synth_bed(BedKind::Speech, 30.0, 73, 8000);
+    ep[5 * rate..5 * rate + a.len()].copy_from_slice(&a);
+    ep[18 * rate..18 * rate + b.len()].copy_from_slice(&b);
+    let clips = vec![("a".to_string(), a), ("b".to_string(), b)];
+    let m = Matcher::new(&ep, MatchConfig::default());
+    let res = m.find_all(&clips);
+    assert_offsets(&offsets(&res[0]), &[5.0], TOL_S);
+    assert_offsets(&offsets(&res[1]), &[18.0], TOL_S);
+    // Each clip alone is still found at the other's copy (the NCC there is
+    // real): only the pair explains it away.
+    let alone = m.find(&clips[0].1, "a").expect("a alone");
+    assert_eq!(alone.occurrences.len(), 2, "{alone:?}");
+}
