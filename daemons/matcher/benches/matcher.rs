@@ -13,6 +13,9 @@
 //! only (some of) the speed measurements, `BENCH_EPISODES=clean,warped,...`
 //! to run the accuracy rows on some episodes only, `BENCH_CLIPFREE_MODES`
 //! (configs run on clip-free episodes, default all), `BENCH_AUDFPRINT=0`,
+//! `BENCH_AUDFPRINT_EPISODES=clean,...` (audfprint on some episodes only),
+//! `BENCH_SKIP_SPEED=1` (accuracy rows only), `BENCH_AUDFPRINT_BIN` (path
+//! of the audfprint script, default `.local/audfprint/bin/audfprint`),
 //! `BENCH_GENERATE_ONLY=1` (generate the corpus and exit),
 //! `BENCH_PROBE_CLIPS` (clips of the 2-hour memory probe, default 100).
 //!
@@ -405,7 +408,9 @@ fn run_audfprint(
     lib: &[LibClip],
     ep: &Episode,
 ) -> Result<(f64, Found), String> {
-    let bin = root.join(".local/audfprint/bin/audfprint");
+    let bin = std::env::var("BENCH_AUDFPRINT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join(".local/audfprint/bin/audfprint"));
     if !bin.exists() {
         return Err("not installed (python3 -m venv .local/audfprint && .local/audfprint/bin/pip install audfprint2)".into());
     }
@@ -666,9 +671,12 @@ fn main() {
                 r.errors,
             );
         }
-        if !audfprint_on {
+        let audfprint_here = std::env::var("BENCH_AUDFPRINT_EPISODES")
+            .map(|l| l.split(',').any(|e| e == ep.name))
+            .unwrap_or(true);
+        if !audfprint_on || !audfprint_here {
             println!(
-                "{:<14} {:<10} skipped (BENCH_AUDFPRINT=0)",
+                "{:<14} {:<10} skipped (BENCH_AUDFPRINT / BENCH_AUDFPRINT_EPISODES)",
                 "audfprint", ep.name
             );
         } else {
@@ -720,6 +728,9 @@ fn main() {
             max(&st.err_ms),
             max(&st.warped_err_ms)
         );
+    }
+    if std::env::var("BENCH_SKIP_SPEED").is_ok_and(|v| v == "1") {
+        return;
     }
     // Speed: one episode against 100 and `nlib` clips, decode included.
     println!("\n## Speed: one {minutes}-min episode (MP3 128 kbps stereo), decode of episode and clips included, wall s");

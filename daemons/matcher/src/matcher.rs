@@ -191,8 +191,15 @@ pub struct Matcher {
     section_psd: Vec<Vec<f32>>,
 }
 
-/// Lag radius (samples) of the exact NCC around a coarse candidate.
-const VERIFY_RADIUS: usize = 128;
+/// Lag radius (samples) of the exact NCC around a coarse candidate: 16 ms,
+/// 40 ms for clips under 3 s.
+fn verify_radius(len: usize) -> usize {
+    if len < 3 * ANALYSIS_RATE as usize {
+        320
+    } else {
+        128
+    }
+}
 
 /// Episode section length (samples) for the null-distribution estimate.
 const SECTION: usize = 30 * ANALYSIS_RATE as usize;
@@ -497,7 +504,7 @@ impl Matcher {
                 let thr = self.clip_threshold(&p);
                 if std::env::var("ARCHIVIST_MATCHER_TRACE").is_ok_and(|v| v == label.as_ref()) {
                     for c in &cands {
-                        let r = (c.width as usize).max(VERIFY_RADIUS);
+                        let r = (c.width as usize).max(verify_radius(p.len()));
                         let v = ncc::local_ncc(&self.episode, &p, c.pos.round() as i64, r);
                         eprintln!(
                             "TRACE {} cand {:.4} s score {:.3} width {} -> {:?}",
@@ -513,8 +520,9 @@ impl Matcher {
                     .iter()
                     .filter_map(|c| {
                         // The band envelope of a tonal clip has several lobes (beats
-                        // between its partials): search a few of them.
-                        let r = (c.width as usize).max(VERIFY_RADIUS);
+                        // between its partials): search a few of them (short clips,
+                        // mostly tonal stings, over +-40 ms: their FFTs are small).
+                        let r = (c.width as usize).max(verify_radius(p.len()));
                         ncc::local_ncc(&self.episode, &p, c.pos.round() as i64, r)
                     })
                     .filter(|k| k.ncc >= thr)
