@@ -146,6 +146,12 @@ fn main() -> Result<(), String> {
                     if c != "whole" || d > 0.005 {
                         errs.push((c, d * 1000.0));
                     }
+                    if !quiet && c == "whole" && o.clip_start_s > 0.0 {
+                        println!(
+                            "SHORTENED {cname} dur {dur:.2} part {:.2}-{:.2} conf {:.3} {:?}",
+                            o.clip_start_s, o.clip_end_s, o.confidence, t.placement
+                        );
+                    }
                     if !quiet && (d > 0.05 || (c == "whole" && d > 0.005)) {
                         println!(
                             "LATE {cname} {c} dur {dur:.2} err {:.1} ms conf {:.3} {:?} speed {} truth speed {:.3} {:?}",

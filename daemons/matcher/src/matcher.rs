@@ -137,7 +137,7 @@ pub struct MatchConfig {
     pub max_speed_deviation: f32,
     /// Minimum feature correlation of a clip segment to vote (default 0.45).
     pub segment_threshold: f32,
-    /// Minimum mean piecewise NCC for a warped/partial match (default 0.35).
+    /// Minimum mean piecewise NCC for a warped/partial match (default 0.45).
     pub warped_threshold: f32,
     /// Warped candidates verified per clip, best first (default 8).
     pub max_warped_candidates: usize,
@@ -168,7 +168,7 @@ impl Default for MatchConfig {
             speed_search: true,
             max_speed_deviation: 0.04,
             segment_threshold: 0.45,
-            warped_threshold: 0.35,
+            warped_threshold: 0.45,
             max_warped_candidates: 8,
             min_partial_s: 1.5,
             max_occurrences: 1000,
@@ -835,9 +835,16 @@ fn whole(pos: f64, ncc: f32, dur: f64) -> Occurrence {
 /// `min_separation` x the clip's duration are one event, and the more confident is kept.
 fn merge_same_events(mut occ: Vec<Occurrence>, dur: f64, min_separation: f64) -> Vec<Occurrence> {
     let anchor = |o: &Occurrence| o.offset_s - o.clip_start_s / f64::from(o.speed.max(0.01));
+    // A warped detection at unchanged speed of an event the whole-clip NCC
+    // also found is that event measured piecewise (its mean piece NCC is
+    // higher than the whole-clip NCC, its extent shorter under noise): the
+    // whole-clip NCC measurement is kept.
+    let class =
+        |o: &Occurrence| u8::from(o.detector == Detector::Warped && (o.speed - 1.0).abs() < 0.005);
     occ.sort_by(|a, b| {
-        b.confidence
-            .total_cmp(&a.confidence)
+        class(a)
+            .cmp(&class(b))
+            .then(b.confidence.total_cmp(&a.confidence))
             .then(a.offset_s.total_cmp(&b.offset_s))
     });
     let mut kept: Vec<Occurrence> = Vec::with_capacity(occ.len());
