@@ -57,13 +57,14 @@ impl Whitener {
                 }
                 r
             })
-            .reduce(
-                || vec![0.0f64; ORDER + 1],
-                |mut a, b| {
-                    a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                    a
-                },
-            );
+            .collect::<Vec<Vec<f64>>>()
+            .into_iter()
+            // Summed in chunk order: the same input gives the same filter
+            // whatever the thread scheduling (a parallel reduce would not).
+            .fold(vec![0.0f64; ORDER + 1], |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                a
+            });
         Self { a: levinson(&r) }
     }
 

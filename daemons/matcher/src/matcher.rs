@@ -99,13 +99,15 @@ pub enum MatchError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum MatchMode {
-    /// Full-resolution NCC for whole clips plus the warped detector (default:
-    /// the most accurate).
+    /// Default: whitened coarse-to-fine NCC for whole clips (band-limited
+    /// envelope correlation over the whole episode, exact 8 kHz NCC at the
+    /// best candidates), the extent check, the warped detector, and the
+    /// cross-clip check. The most accurate mode.
     #[default]
     Full,
-    /// Cheap feature-domain first pass whose candidates are verified by NCC,
-    /// plus the warped detector: about 10x cheaper per clip than `Full`, but
-    /// misses some clips mixed under louder speech (see docs/matcher.md).
+    /// Band-energy feature first pass whose candidates are verified by NCC,
+    /// plus the warped detector: cheaper than `Full`, but misses some clips
+    /// mixed under louder speech (see docs/matcher.md).
     Fast,
     /// Reference baseline: one full-resolution FFT NCC per clip over the whole
     /// episode, unchanged speed only.
