@@ -6,11 +6,18 @@
 //! ```
 //! Environment: `BENCH_DIR` (default `.local/matcher-bench`, files are reused
 //! between runs: generation is deterministic), `BENCH_MINUTES` (episode
-//! length, default 60), `BENCH_CLEAN_HOURS` (clip-free episodes, default 2),
+//! length, default 60), `BENCH_CLEAN_HOURS` (clip-free episodes, default 10),
 //! `BENCH_LIB` (library size for the large run, default 1000),
 //! `BENCH_BASELINE_LARGE=0` to skip the baseline on the large library,
 //! `BENCH_SKIP_ACCURACY=1` and `BENCH_SPEED_MODES=full,fast,baseline` to run
-//! only (some of) the speed measurements.
+//! only (some of) the speed measurements, `BENCH_EPISODES=clean,warped,...`
+//! to run the accuracy rows on some episodes only, `BENCH_CLIPFREE_MODES`
+//! (configs run on clip-free episodes, default all), `BENCH_AUDFPRINT=0`,
+//! `BENCH_AUDFPRINT_EPISODES=clean,...` (audfprint on some episodes only),
+//! `BENCH_SKIP_SPEED=1` (accuracy rows only), `BENCH_AUDFPRINT_BIN` (path
+//! of the audfprint script, default `.local/audfprint/bin/audfprint`),
+//! `BENCH_GENERATE_ONLY=1` (generate the corpus and exit),
+//! `BENCH_PROBE_CLIPS` (clips of the 2-hour memory probe, default 100).
 //!
 //! Corpus: a library of clips (spoken drops, ~1 s tonal stings, jingles,
 //! 10-30 s themes); three episodes built from the first 100 clips
@@ -401,7 +408,9 @@ fn run_audfprint(
     lib: &[LibClip],
     ep: &Episode,
 ) -> Result<(f64, Found), String> {
-    let bin = root.join(".local/audfprint/bin/audfprint");
+    let bin = std::env::var("BENCH_AUDFPRINT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join(".local/audfprint/bin/audfprint"));
     if !bin.exists() {
         return Err("not installed (python3 -m venv .local/audfprint && .local/audfprint/bin/pip install audfprint2)".into());
     }
@@ -561,7 +570,7 @@ fn main() {
             .unwrap_or(d)
     };
     let minutes = env_f("BENCH_MINUTES", 60.0);
-    let clean_hours = env_f("BENCH_CLEAN_HOURS", 2.0) as u64;
+    let clean_hours = env_f("BENCH_CLEAN_HOURS", 10.0) as u64;
     let nlib = env_f("BENCH_LIB", 1000.0) as usize;
     let baseline_large = std::env::var("BENCH_BASELINE_LARGE")
         .map(|v| v != "0")
@@ -590,6 +599,11 @@ fn main() {
     for k in 0..clean_hours {
         eps.push(make_episode(&dir, Ep::ClipFree(k), &lib, minutes));
     }
+    let two_h = two_hour_episode(&dir, &eps[0].mp3);
+    if std::env::var("BENCH_GENERATE_ONLY").is_ok_and(|v| v == "1") {
+        eprintln!("corpus generated in {}", dir.display());
+        return;
+    }
     let (clips100, cd100) = decode_clips(&dir, &lib[..100]);
     let modes = [
         ("ours (full)", MatchMode::Full),
@@ -608,6 +622,8 @@ fn main() {
     let speed_modes =
         std::env::var("BENCH_SPEED_MODES").unwrap_or_else(|_| "full,fast,baseline".into());
     let only_eps = std::env::var("BENCH_EPISODES").ok();
+    let clipfree_modes =
+        std::env::var("BENCH_CLIPFREE_MODES").unwrap_or_else(|_| "full,fast,baseline".into());
     let audfprint_on = std::env::var("BENCH_AUDFPRINT")
         .map(|v| v != "0")
         .unwrap_or(true);
@@ -629,6 +645,14 @@ fn main() {
         let decode_s = t.elapsed().as_secs_f64();
         let clipfree = ep.truth.is_empty();
         for (name, mode) in modes {
+            let key = match mode {
+                MatchMode::Full => "full",
+                MatchMode::Fast => "fast",
+                MatchMode::Exhaustive => "baseline",
+            };
+            if clipfree && !clipfree_modes.split(',').any(|m| m == key) {
+                continue;
+            }
             let r = run_matcher(&d.samples, decode_s, &clips100, cd100, mode);
             let st = evaluate(&ep.truth, &r.found);
             let e = agg.entry(name).or_default();
@@ -647,9 +671,12 @@ fn main() {
                 r.errors,
             );
         }
-        if !audfprint_on {
+        let audfprint_here = std::env::var("BENCH_AUDFPRINT_EPISODES")
+            .map(|l| l.split(',').any(|e| e == ep.name))
+            .unwrap_or(true);
+        if !audfprint_on || !audfprint_here {
             println!(
-                "{:<14} {:<10} skipped (BENCH_AUDFPRINT=0)",
+                "{:<14} {:<10} skipped (BENCH_AUDFPRINT / BENCH_AUDFPRINT_EPISODES)",
                 "audfprint", ep.name
             );
         } else {
@@ -702,6 +729,9 @@ fn main() {
             max(&st.warped_err_ms)
         );
     }
+    if std::env::var("BENCH_SKIP_SPEED").is_ok_and(|v| v == "1") {
+        return;
+    }
     // Speed: one episode against 100 and `nlib` clips, decode included.
     println!("\n## Speed: one {minutes}-min episode (MP3 128 kbps stereo), decode of episode and clips included, wall s");
     println!(
@@ -753,15 +783,9 @@ fn main() {
     );
     drop(samples);
     drop(clips_large);
-    // Memory: a 2-hour MP3 (the clean episode twice) in a child process.
-    let two_h = dir.join("two-hours.mp3");
-    if !two_h.exists() {
-        let a = std::fs::read(&eps[0].mp3).expect("read mp3");
-        let mut b = a.clone();
-        b.extend_from_slice(&a);
-        std::fs::write(&two_h, b).expect("write 2h mp3");
-    }
-    println!("\n## Memory: 2 x episode MP3 concatenated, decoded, default matcher (Full), BENCH_PROBE_CLIPS clips (child process)");
+    // Memory: a real 2-hour MP3 (the clean episode's audio twice, one LAME
+    // stream) in a child process.
+    println!("\n## Memory: 2-hour MP3 (64 kbps mono) decoded, default matcher (Full), BENCH_PROBE_CLIPS clips (child process)");
     match Command::new(std::env::current_exe().expect("exe"))
         .arg("--memory-probe")
         .arg(&two_h)
@@ -778,6 +802,33 @@ fn main() {
         }
         Err(e) => println!("probe failed: {e}"),
     }
+}
+
+/// A 2-hour MP3: the clean episode's decoded audio twice, re-encoded as one
+/// LAME stream (concatenated MP3 files stop at the first file's gapless
+/// length). Cached in the bench directory.
+fn two_hour_episode(dir: &Path, one_hour: &Path) -> PathBuf {
+    let out = dir.join("two-hours-v2.mp3");
+    if out.exists() {
+        return out;
+    }
+    let t = Instant::now();
+    let d = decode_file(one_hour).expect("decode episode");
+    let mut x = d.samples.clone();
+    x.extend_from_slice(&d.samples);
+    drop(d);
+    let up = resample_fixed(&x, RATE, 22050);
+    drop(x);
+    let wav = dir.join("two-hours.wav");
+    write_wav(&wav, &up, 22050, 1).expect("write 2h wav");
+    drop(up);
+    lame_encode(&wav, &out, 64, true).expect("lame 2h");
+    let _ = std::fs::remove_file(&wav);
+    eprintln!(
+        "  generated two-hours-v2.mp3 in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    out
 }
 
 fn merge(into: &mut Stats, st: &Stats, clipfree: bool) {

@@ -5,6 +5,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::coarse::{self, CoarseParams, Whitener};
 use crate::decode::DecodeError;
 use crate::features::{self, FeatureIndex, HOP};
 use crate::ncc::{self, PreparedClip};
@@ -98,13 +99,15 @@ pub enum MatchError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum MatchMode {
-    /// Full-resolution NCC for whole clips plus the warped detector (default:
-    /// the most accurate).
+    /// Default: whitened coarse-to-fine NCC for whole clips (band-limited
+    /// envelope correlation over the whole episode, exact 8 kHz NCC at the
+    /// best candidates), the extent check, the warped detector, and the
+    /// cross-clip check. The most accurate mode.
     #[default]
     Full,
-    /// Cheap feature-domain first pass whose candidates are verified by NCC,
-    /// plus the warped detector: about 10x cheaper per clip than `Full`, but
-    /// misses some clips mixed under louder speech (see docs/matcher.md).
+    /// Band-energy feature first pass whose candidates are verified by NCC,
+    /// plus the warped detector: cheaper than `Full`, but misses some clips
+    /// mixed under louder speech (see docs/matcher.md).
     Fast,
     /// Reference baseline: one full-resolution FFT NCC per clip over the whole
     /// episode, unchanged speed only.
@@ -118,11 +121,17 @@ pub enum MatchMode {
 pub struct MatchConfig {
     /// Strategy (default [`MatchMode::Full`]).
     pub mode: MatchMode,
-    /// Minimum waveform NCC for a whole-clip, unchanged-speed match (default 0.30).
+    /// Minimum waveform NCC for a whole-clip, unchanged-speed match (default
+    /// 0.26). In `Full`/`Fast` mode the NCC is that of the whitened signals
+    /// (see docs/matcher.md); `Exhaustive` uses the raw signals.
     pub threshold: f32,
-    /// Minimum feature-domain correlation for a coarse candidate (default 0.30).
+    /// Minimum feature-domain correlation for a coarse candidate in `Fast`
+    /// mode (default 0.12).
     pub coarse_threshold: f32,
-    /// Coarse candidates verified per clip, best first (default 48).
+    /// Minimum band-envelope NCC for a coarse candidate in `Full` mode
+    /// (default 0.15).
+    pub band_threshold: f32,
+    /// Coarse candidates verified per clip, best first (default 32).
     pub max_candidates: usize,
     /// Run the warped (speed/tempo/partial) detector (default true).
     pub speed_search: bool,
@@ -145,7 +154,8 @@ pub struct MatchConfig {
     pub min_clip_s: f64,
     /// Adaptive threshold: a clip's threshold is at least this many standard
     /// deviations of its NCC against clip-free audio of the episode's spectrum
-    /// (default 6.0; 0 disables; not used in exhaustive mode).
+    /// (default 10.0; 0 disables; not used in exhaustive mode). Calibrated on
+    /// clip-free audio: see docs/matcher.md.
     pub null_sigmas: f32,
 }
 
@@ -153,9 +163,10 @@ impl Default for MatchConfig {
     fn default() -> Self {
         Self {
             mode: MatchMode::Full,
-            threshold: 0.30,
+            threshold: 0.26,
             coarse_threshold: 0.12,
-            max_candidates: 48,
+            band_threshold: 0.15,
+            max_candidates: 32,
             speed_search: true,
             max_speed_deviation: 0.04,
             segment_threshold: 0.45,
@@ -165,7 +176,7 @@ impl Default for MatchConfig {
             max_occurrences: 1000,
             min_separation: 0.75,
             min_clip_s: 0.25,
-            null_sigmas: 6.0,
+            null_sigmas: 10.0,
         }
     }
 }
@@ -175,8 +186,21 @@ pub struct Matcher {
     episode: Vec<f32>,
     config: MatchConfig,
     index: Option<FeatureIndex>,
+    /// Whitening filter fitted on the episode (applied to the stored episode
+    /// and to every clip; `None` in exhaustive mode).
+    whitener: Option<Whitener>,
     /// Normalised PSD of each episode section (for the adaptive threshold).
     section_psd: Vec<Vec<f32>>,
+}
+
+/// Lag radius (samples) of the exact NCC around a coarse candidate: 16 ms,
+/// 40 ms for clips under 3 s.
+fn verify_radius(len: usize) -> usize {
+    if len < 3 * ANALYSIS_RATE as usize {
+        320
+    } else {
+        128
+    }
 }
 
 /// Episode section length (samples) for the null-distribution estimate.
@@ -204,6 +228,13 @@ impl Matcher {
             MatchMode::Fast | MatchMode::Full => Some(FeatureIndex::new(&episode)),
             MatchMode::Exhaustive => None,
         };
+        // The band-energy features above are computed on the raw audio; every
+        // waveform comparison uses the whitened episode.
+        let whitener = (config.mode != MatchMode::Exhaustive).then(|| {
+            let w = Whitener::fit(&episode);
+            w.apply_in_place(&mut episode);
+            w
+        });
         let section_psd = if config.mode == MatchMode::Exhaustive || config.null_sigmas <= 0.0 {
             Vec::new()
         } else {
@@ -217,6 +248,7 @@ impl Matcher {
             episode,
             config,
             index,
+            whitener,
             section_psd,
         }
     }
@@ -227,19 +259,22 @@ impl Matcher {
     /// clips against music get a higher threshold, broadband ones keep the
     /// configured one (a CFAR detector with an analytic null).
     fn clip_threshold(&self, clip: &PreparedClip) -> f32 {
+        self.config
+            .threshold
+            .max(self.config.null_sigmas * self.null_sigma(clip))
+    }
+
+    /// Largest analytic null standard deviation of the clip's NCC over the
+    /// episode sections (0 when the adaptive threshold is off).
+    fn null_sigma(&self, clip: &PreparedClip) -> f32 {
         if self.section_psd.is_empty() {
-            return self.config.threshold;
+            return 0.0;
         }
         let p = ncc::welch_psd(&clip.samples);
-        let sigma = self
-            .section_psd
+        self.section_psd
             .iter()
             .map(|s| ncc::null_sigma(&p, s, clip.len()))
-            .fold(0.0f32, f32::max);
-        if std::env::var_os("ARCHIVIST_MATCHER_DEBUG").is_some() {
-            eprintln!("clip len {} null sigma {sigma:.4}", clip.len());
-        }
-        self.config.threshold.max(self.config.null_sigmas * sigma)
+            .fold(0.0f32, f32::max)
     }
 
     /// Episode duration (s).
@@ -303,20 +338,247 @@ impl Matcher {
         &self,
         clips: &[(L, S)],
     ) -> Vec<Result<ClipResult, MatchError>> {
-        match self.config.mode {
-            MatchMode::Exhaustive => self.find_all_exhaustive(clips, false),
-            MatchMode::Full => self.find_all_exhaustive(clips, self.config.speed_search),
+        let res = match self.config.mode {
+            MatchMode::Exhaustive => return self.find_all_exhaustive(clips),
+            MatchMode::Full => self.find_all_full(clips),
             MatchMode::Fast => clips
                 .par_iter()
                 .map(|(label, clip)| self.find_fast(clip.as_ref(), label.as_ref()))
                 .collect(),
+        };
+        self.explain_away(clips, res)
+    }
+
+    /// The clip as compared with the (whitened) episode.
+    fn comparable(&self, p: &PreparedClip) -> PreparedClip {
+        match &self.whitener {
+            Some(w) => PreparedClip::new(&w.apply(&p.samples)),
+            None => p.clone(),
         }
+    }
+
+    /// Cross-clip check for clips that resemble each other: a weaker
+    /// occurrence of clip B that overlaps a stronger occurrence of clip A is
+    /// dropped when its confidence is explained by A alone, i.e. when it is
+    /// not above `rho x confidence(A) + margin`, where `rho` is the NCC of
+    /// clip B against clip A itself at the same relative lag. Two different
+    /// clips really played over each other keep their own (higher) NCC.
+    fn explain_away<L: AsRef<str> + Sync, S: AsRef<[f32]> + Sync>(
+        &self,
+        clips: &[(L, S)],
+        mut res: Vec<Result<ClipResult, MatchError>>,
+    ) -> Vec<Result<ClipResult, MatchError>> {
+        const MARGIN: f32 = 0.1;
+        // (clip, occurrence, start, end, confidence, speed) of every occurrence.
+        let mut all: Vec<(usize, usize, f64, f64, f32, f32)> = Vec::new();
+        for (ci, r) in res.iter().enumerate() {
+            if let Ok(r) = r {
+                for (oi, o) in r.occurrences.iter().enumerate() {
+                    let start = o.offset_s - o.clip_start_s / f64::from(o.speed);
+                    let end = start + r.clip_duration_s / f64::from(o.speed.max(0.01));
+                    all.push((ci, oi, start, end, o.confidence, o.speed.max(0.01)));
+                }
+            }
+        }
+        if all.len() < 2 {
+            return res;
+        }
+        all.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+        // Pairs (weak, strong) of different clips whose spans overlap by half the shorter.
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        for i in 0..all.len() {
+            for j in i + 1..all.len() {
+                if all[j].2 >= all[i].3 {
+                    break;
+                }
+                let (a, b) = (&all[i], &all[j]);
+                if a.0 == b.0 {
+                    continue;
+                }
+                let ov = a.3.min(b.3) - a.2.max(b.2);
+                if ov < 0.5 * (a.3 - a.2).min(b.3 - b.2) {
+                    continue;
+                }
+                if a.4 < b.4 {
+                    pairs.push((i, j));
+                } else if b.4 < a.4 {
+                    pairs.push((j, i));
+                }
+            }
+        }
+        if pairs.is_empty() {
+            return res;
+        }
+        let drop: Vec<bool> = pairs
+            .par_iter()
+            .map(|&(w, s)| {
+                let (wc, sc) = (all[w].0, all[s].0);
+                let (Ok(wp), Ok(sp)) = (
+                    self.validate(clips[wc].1.as_ref(), ""),
+                    self.validate(clips[sc].1.as_ref(), ""),
+                ) else {
+                    return false;
+                };
+                // The weak clip as it would sound in the strong clip's own
+                // timeline (both may be speed-changed copies).
+                let ratio = f64::from(all[w].5) / f64::from(all[s].5);
+                let wp = if (ratio - 1.0).abs() > 1e-4 {
+                    PreparedClip::new(&crate::dsp::change_speed(&wp.samples, ratio))
+                } else {
+                    wp
+                };
+                let (wp, sp) = (self.comparable(&wp), self.comparable(&sp));
+                // Clip A (strong) placed in silence padded by clip B's length on both sides.
+                let pad = wp.len();
+                let mut host = vec![0.0f32; sp.len() + 2 * pad];
+                host[pad..pad + sp.len()].copy_from_slice(&sp.samples);
+                let lag =
+                    (all[w].2 - all[s].2) * f64::from(all[s].5) * ANALYSIS_RATE as f64 + pad as f64;
+                let rho = coarse::exact_ncc(&host, &wp, lag, 32).map_or(0.0, |p| p.ncc.max(0.0));
+                all[w].4 <= rho * all[s].4 + MARGIN
+            })
+            .collect();
+        let mut gone: Vec<(usize, usize)> = pairs
+            .iter()
+            .zip(&drop)
+            .filter(|(_, d)| **d)
+            .map(|(p, _)| (all[p.0].0, all[p.0].1))
+            .collect();
+        gone.sort_unstable();
+        gone.dedup();
+        for (ci, oi) in gone.into_iter().rev() {
+            if let Some(Ok(r)) = res.get_mut(ci) {
+                if oi < r.occurrences.len() {
+                    r.occurrences.remove(oi);
+                }
+            }
+        }
+        res
+    }
+
+    /// Default mode: coarse-to-fine whitened NCC for whole clips, then the
+    /// extent check and the warped detector.
+    fn find_all_full<L: AsRef<str> + Sync, S: AsRef<[f32]> + Sync>(
+        &self,
+        clips: &[(L, S)],
+    ) -> Vec<Result<ClipResult, MatchError>> {
+        let t0 = Instant::now();
+        let cfg = &self.config;
+        // Only the whitened clip is kept (the raw samples stay with the caller).
+        let prepared: Vec<Result<PreparedClip, MatchError>> = clips
+            .par_iter()
+            .map(|(l, c)| Ok(self.comparable(&self.validate(c.as_ref(), l.as_ref())?)))
+            .collect();
+        let ok: Vec<&PreparedClip> = prepared.iter().filter_map(|p| p.as_ref().ok()).collect();
+        let cands = coarse::coarse_fine(
+            &self.episode,
+            &ok,
+            &CoarseParams {
+                threshold: cfg.band_threshold,
+                max_candidates: cfg.max_candidates,
+                min_sep_frac: cfg.min_separation,
+            },
+        );
+        let per = t0.elapsed().as_secs_f64() / ok.len().max(1) as f64;
+        if std::env::var_os("ARCHIVIST_MATCHER_DEBUG").is_some() {
+            eprintln!(
+                "coarse pass: {:.3} s for {} clips",
+                t0.elapsed().as_secs_f64(),
+                ok.len()
+            );
+        }
+        let mut it = cands.into_iter();
+        type WithCands = Result<(PreparedClip, Vec<ncc::Peak>), MatchError>;
+        let with_cands: Vec<WithCands> = prepared
+            .into_iter()
+            .map(|p| {
+                let p = p?;
+                Ok((p, it.next().unwrap_or_default()))
+            })
+            .collect();
+        with_cands
+            .into_par_iter()
+            .zip(clips.par_iter())
+            .map(|(r, (label, raw))| {
+                let (p, cands) = r?;
+                let t1 = Instant::now();
+                let dur = p.len() as f64 / ANALYSIS_RATE as f64;
+                let thr = self.clip_threshold(&p);
+                if std::env::var("ARCHIVIST_MATCHER_TRACE").is_ok_and(|v| v == label.as_ref()) {
+                    for c in &cands {
+                        let r = (c.width as usize).max(verify_radius(p.len()));
+                        let v = ncc::local_ncc(&self.episode, &p, c.pos.round() as i64, r);
+                        eprintln!(
+                            "TRACE {} cand {:.4} s score {:.3} width {} -> {:?}",
+                            label.as_ref(),
+                            c.pos / ANALYSIS_RATE as f64,
+                            c.ncc,
+                            c.width,
+                            v.map(|v| (v.pos / ANALYSIS_RATE as f64, v.ncc))
+                        );
+                    }
+                }
+                let hits: Vec<ncc::Peak> = cands
+                    .iter()
+                    .filter_map(|c| {
+                        // The band envelope of a tonal clip has several lobes (beats
+                        // between its partials): search a few of them (short clips,
+                        // mostly tonal stings, over +-40 ms: their FFTs are small).
+                        let r = (c.width as usize).max(verify_radius(p.len()));
+                        ncc::local_ncc(&self.episode, &p, c.pos.round() as i64, r)
+                    })
+                    .filter(|k| k.ncc >= thr)
+                    .collect();
+                let hits = ncc::nms(hits, p.len(), cfg.min_separation, cfg.max_occurrences);
+                let mut occ: Vec<Occurrence> = hits
+                    .into_iter()
+                    .filter_map(|k| refine_extent(&self.episode, &p, k.pos, k.ncc, cfg))
+                    .collect();
+                let t2 = Instant::now();
+                if cfg.speed_search {
+                    if let Some(index) = &self.index {
+                        let qf = features::compute(raw.as_ref());
+                        if qf.frames > 0 {
+                            let rt = speed::Retimer {
+                                raw: self.whitener.as_ref().map(|w| (raw.as_ref(), w)),
+                            };
+                            occ.extend(speed::detect(
+                                &self.episode,
+                                index,
+                                &p,
+                                &rt,
+                                &qf,
+                                cfg,
+                                &occ,
+                            ));
+                        }
+                    }
+                }
+                if std::env::var_os("ARCHIVIST_MATCHER_DEBUG").is_some() {
+                    eprintln!(
+                        "{}: {} coarse candidates, threshold {thr:.3}, sigma {:.4}, verify {:.3} s, warped {:.3} s",
+                        label.as_ref(),
+                        cands.len(),
+                        self.null_sigma(&p),
+                        (t2 - t1).as_secs_f64(),
+                        t2.elapsed().as_secs_f64()
+                    );
+                }
+                let mut occ = merge_same_events(occ, dur, cfg.min_separation);
+                occ.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));
+                occ.truncate(cfg.max_occurrences);
+                Ok(ClipResult {
+                    occurrences: occ,
+                    clip_duration_s: dur,
+                    elapsed_s: per + t1.elapsed().as_secs_f64(),
+                })
+            })
+            .collect()
     }
 
     fn find_all_exhaustive<L: AsRef<str> + Sync, S: AsRef<[f32]> + Sync>(
         &self,
         clips: &[(L, S)],
-        warped: bool,
     ) -> Vec<Result<ClipResult, MatchError>> {
         let t0 = Instant::now();
         let prepared: Vec<Result<PreparedClip, MatchError>> = clips
@@ -333,52 +595,19 @@ impl Matcher {
         );
         let per = t0.elapsed().as_secs_f64() / ok.len().max(1) as f64;
         let mut it = peaks.into_iter();
-        let whole_hits: Vec<Result<(PreparedClip, Vec<ncc::Peak>), MatchError>> = prepared
+        prepared
             .into_iter()
             .map(|p| {
                 let p = p?;
-                let pk = it.next().unwrap_or_default();
-                Ok((p, pk))
-            })
-            .collect();
-        whole_hits
-            .into_par_iter()
-            .map(|r| {
-                let (p, peaks) = r?;
-                let t1 = Instant::now();
+                let peaks = it.next().unwrap_or_default();
                 let dur = p.len() as f64 / ANALYSIS_RATE as f64;
-                let thr = self.clip_threshold(&p);
-                let mut occ: Vec<Occurrence> = if warped {
-                    peaks
-                        .into_iter()
-                        .filter(|k| k.ncc >= thr)
-                        .filter_map(|k| {
-                            refine_extent(&self.episode, &p, k.pos, k.ncc, &self.config)
-                        })
-                        .collect()
-                } else {
-                    peaks
+                Ok(ClipResult {
+                    occurrences: peaks
                         .into_iter()
                         .map(|k| whole(k.pos, k.ncc, dur))
-                        .collect()
-                };
-                if warped {
-                    if let Some(index) = &self.index {
-                        let qf = features::compute(&p.samples);
-                        if qf.frames > 0 {
-                            let w =
-                                speed::detect(&self.episode, index, &p, &qf, &self.config, &occ);
-                            occ.extend(w);
-                        }
-                    }
-                }
-                let mut occ = merge_same_events(occ, dur, self.config.min_separation);
-                occ.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));
-                occ.truncate(self.config.max_occurrences);
-                Ok(ClipResult {
-                    occurrences: occ,
+                        .collect(),
                     clip_duration_s: dur,
-                    elapsed_s: per + t1.elapsed().as_secs_f64(),
+                    elapsed_s: per,
                 })
             })
             .collect()
@@ -386,14 +615,14 @@ impl Matcher {
 
     fn find_fast(&self, clip: &[f32], label: &str) -> Result<ClipResult, MatchError> {
         let t0 = Instant::now();
-        let p = self.validate(clip, label)?;
+        let p = self.comparable(&self.validate(clip, label)?);
         let cfg = &self.config;
         let dur = p.len() as f64 / ANALYSIS_RATE as f64;
         let index = match &self.index {
             Some(i) => i,
             None => unreachable_index(),
         };
-        let qf = features::compute(&p.samples);
+        let qf = features::compute(clip);
         let mut occ: Vec<Occurrence> = Vec::new();
         if p.len() <= self.episode.len() {
             if qf.frames > features::MAX_QUERY || qf.frames == 0 {
@@ -456,7 +685,10 @@ impl Matcher {
         }
         if cfg.speed_search && qf.frames > 0 {
             let tw = Instant::now();
-            let warped = speed::detect(&self.episode, index, &p, &qf, cfg, &occ);
+            let rt = speed::Retimer {
+                raw: self.whitener.as_ref().map(|w| (clip, w)),
+            };
+            let warped = speed::detect(&self.episode, index, &p, &rt, &qf, cfg, &occ);
             if std::env::var_os("ARCHIVIST_MATCHER_DEBUG").is_some() {
                 eprintln!(
                     "{label}: {:.1} s clip, whole-clip pass {:.3} s, warped pass {:.3} s",
@@ -605,9 +837,16 @@ fn whole(pos: f64, ncc: f32, dur: f64) -> Occurrence {
 /// `min_separation` x the clip's duration are one event, and the more confident is kept.
 fn merge_same_events(mut occ: Vec<Occurrence>, dur: f64, min_separation: f64) -> Vec<Occurrence> {
     let anchor = |o: &Occurrence| o.offset_s - o.clip_start_s / f64::from(o.speed.max(0.01));
+    // A warped detection at unchanged speed of an event the whole-clip NCC
+    // also found is that event measured piecewise (its mean piece NCC is
+    // higher than the whole-clip NCC, its extent shorter under noise): the
+    // whole-clip NCC measurement is kept.
+    let class =
+        |o: &Occurrence| u8::from(o.detector == Detector::Warped && (o.speed - 1.0).abs() < 0.005);
     occ.sort_by(|a, b| {
-        b.confidence
-            .total_cmp(&a.confidence)
+        class(a)
+            .cmp(&class(b))
+            .then(b.confidence.total_cmp(&a.confidence))
             .then(a.offset_s.total_cmp(&b.offset_s))
     });
     let mut kept: Vec<Occurrence> = Vec::with_capacity(occ.len());

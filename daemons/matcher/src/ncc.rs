@@ -105,6 +105,8 @@ pub(crate) fn null_sigma(clip_psd: &[f32], bed_psd: &[f32], len: usize) -> f32 {
 pub(crate) struct Peak {
     pub pos: f64,
     pub ncc: f32,
+    /// Uncertainty of `pos` (samples; coarse candidates only, else 0).
+    pub width: f32,
 }
 
 /// FFT size used by the overlap-save correlation of a clip of `len` samples.
@@ -281,6 +283,7 @@ fn peaks_from_corr(
             cands.push(Peak {
                 pos: (offset + t) as f64 + d,
                 ncc: v.min(1.0),
+                width: 0.0,
             });
         }
     }
@@ -320,6 +323,7 @@ pub(crate) fn pick_peaks(
             cands.push(Peak {
                 pos: (offset + t) as f64 + d,
                 ncc: v.min(1.0),
+                width: 0.0,
             });
         }
     }
@@ -423,5 +427,6 @@ pub(crate) fn local_ncc(
     Some(Peak {
         pos: (lo + bt) as f64 + d,
         ncc: bv.min(1.0),
+        width: 0.0,
     })
 }

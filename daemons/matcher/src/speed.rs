@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::coarse::Whitener;
 use crate::features::{slice, FeatureIndex, Features, HOP};
 use crate::matcher::{round_ms, Detector, MatchConfig, Occurrence};
 use crate::ncc::{self, PreparedClip};
@@ -27,13 +28,24 @@ use crate::ANALYSIS_RATE;
 /// Segment length and hop (frames).
 const SEG: usize = 125;
 const SEG_HOP: usize = 125;
+/// Most segments correlated per clip.
+const MAX_SEGS: usize = 4;
 /// Piece length (samples) for piecewise NCC.
 pub(crate) const PIECE: usize = 512;
 /// Pass-1 search radius (samples) and number of pieces.
 const R1: usize = 800;
+/// A short clip whose best speed-grid point has a mean pass-1 piece NCC
+/// below this is rejected without the fine grid (a real copy scores > 0.6;
+/// the best of +-200 ms of unrelated audio ~0.2-0.3).
+const PASS1_REJECT: f32 = 0.4;
+/// Pass-1 search radius (samples) for short (single-segment) clips, whose
+/// start estimate from the feature correlation is less precise.
+const R1_SHORT: usize = 1600;
 const PASS1_PIECES: usize = 24;
 /// Pass-2 search radius (samples).
 const R2: usize = 24;
+/// Whole-clip NCC hits at least this confident are not re-verified as warped copies.
+const SURE_NCC: f32 = 0.6;
 /// Per-piece NCC above which a piece counts as matching.
 const PIECE_MATCH: f32 = 0.3;
 
@@ -48,12 +60,40 @@ struct Cand {
     score: f32,
     /// The clip is a single segment: the speed is unknown.
     single: bool,
+    /// Frames by which the voted part is widened on each side for verification.
+    widen: usize,
 }
 
+/// Resampled pieces of a clip as they would look in the (whitened) episode:
+/// the raw clip is resampled first and whitened after, like a speed-changed
+/// copy in the episode (whitening then resampling would shift the clip's
+/// partials against the whitening filter's response).
+pub(crate) struct Retimer<'a> {
+    /// Raw clip samples and the episode's whitening filter (None: no whitening).
+    pub raw: Option<(&'a [f32], &'a Whitener)>,
+}
+
+impl Retimer<'_> {
+    fn piece(&self, white: &[f32], start: f64, step: f64, n: usize) -> Vec<f32> {
+        match self.raw {
+            Some((raw, w)) => {
+                let pre = w.order();
+                let mut y = retime(raw, start - pre as f64 * step, step, n + pre);
+                w.apply_in_place(&mut y);
+                y.drain(..pre);
+                y
+            }
+            None => retime(white, start, step, n),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn detect(
     episode: &[f32],
     index: &FeatureIndex,
     clip: &PreparedClip,
+    rt: &Retimer<'_>,
     qf: &Features,
     cfg: &MatchConfig,
     found: &[Occurrence],
@@ -69,8 +109,23 @@ pub(crate) fn detect(
         if v.last().is_some_and(|&o| o + SEG < nf) {
             v.push(nf - SEG);
         }
+        if v.len() > MAX_SEGS {
+            // Long clips: evenly spaced segments (each costs one correlation
+            // over the whole episode); a partial use of half the clip still
+            // covers several of them.
+            let n = v.len();
+            v = (0..MAX_SEGS)
+                .map(|i| v[i * (n - 1) / (MAX_SEGS - 1)])
+                .collect();
+        }
         v
     };
+    let widen = segs
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or(SEG_HOP)
+        .max(SEG_HOP);
     let seg_len = if segs.len() == 1 { nf } else { SEG };
     let dev = cfg.max_speed_deviation.clamp(0.0, 0.2) as f64;
     let nspeeds = (dev / 0.005).round() as i64;
@@ -109,6 +164,7 @@ pub(crate) fn detect(
                 hi,
                 score: m.values().sum(),
                 single: segs.len() == 1,
+                widen,
             }
         })
         .collect();
@@ -122,7 +178,14 @@ pub(crate) fn detect(
     let frame_s = HOP as f64 / ANALYSIS_RATE as f64;
     let mut chosen: Vec<Cand> = Vec::new();
     for c in cands {
-        if chosen.len() >= cfg.max_warped_candidates {
+        // Short clips (one segment) rank their candidates poorly (similar
+        // stings elsewhere in the episode): they get 1.5 times as many.
+        let max = if segs.len() == 1 {
+            cfg.max_warped_candidates + cfg.max_warped_candidates / 2
+        } else {
+            cfg.max_warped_candidates
+        };
+        if chosen.len() >= max {
             break;
         }
         let start_s = c.t0 * frame_s;
@@ -130,18 +193,26 @@ pub(crate) fn detect(
         if chosen.iter().any(|d| near(d.t0 * frame_s)) {
             continue;
         }
-        if found.iter().any(|o| near(o.offset_s - o.clip_start_s)) {
+        // A weak whole-clip NCC hit may be a warped copy seen at the wrong
+        // speed (wrong offset too): only confident hits are not re-verified.
+        if found
+            .iter()
+            .any(|o| o.confidence >= SURE_NCC && near(o.offset_s - o.clip_start_s))
+        {
             continue;
         }
         chosen.push(c);
     }
     let mut out: Vec<Occurrence> = Vec::new();
     for c in chosen {
-        if let Some(o) = verify(episode, clip, &c, cfg) {
+        if let Some(o) = verify(episode, clip, rt, &c, cfg) {
             let start = o.offset_s - o.clip_start_s / o.speed as f64;
-            let clash = out.iter().chain(found.iter()).any(|p| {
-                ((p.offset_s - p.clip_start_s / p.speed as f64) - start).abs() < 0.5 * clip_s
-            });
+            let clash = out
+                .iter()
+                .chain(found.iter().filter(|o| o.confidence >= SURE_NCC))
+                .any(|p| {
+                    ((p.offset_s - p.clip_start_s / p.speed as f64) - start).abs() < 0.5 * clip_s
+                });
             if !clash {
                 out.push(o);
             }
@@ -300,26 +371,29 @@ struct Verified {
 }
 
 /// Verifies one candidate under one hypothesis (`resample`: speed, else tempo).
+#[allow(clippy::too_many_arguments)]
 fn verify_hyp(
     episode: &[f32],
     clip: &[f32],
+    rt: &Retimer<'_>,
     c: &Cand,
     resample: bool,
     pass1_pieces: usize,
+    r1: usize,
     cfg: &MatchConfig,
 ) -> Option<Verified> {
     let l = clip.len();
     let piece_at = |cpos: usize, slope: f64| -> Vec<f32> {
         if resample {
             // Episode sample i of the piece = clip position cpos + i / slope.
-            retime(clip, cpos as f64, 1.0 / slope, PIECE)
+            rt.piece(clip, cpos as f64, 1.0 / slope, PIECE)
         } else {
             clip[cpos..(cpos + PIECE).min(l)].to_vec()
         }
     };
     // Clip range to examine: the voted part, widened by one segment each side.
-    let lo = c.lo.saturating_sub(SEG_HOP) * HOP;
-    let hi = ((c.hi + SEG_HOP) * HOP).min(l);
+    let lo = c.lo.saturating_sub(c.widen) * HOP;
+    let hi = ((c.hi + c.widen) * HOP).min(l);
     if hi < lo + PIECE {
         return None;
     }
@@ -348,7 +422,7 @@ fn verify_hyp(
         let cp = positions[j];
         let piece = PreparedClip::new(&piece_at(cp, slope));
         let center = (t0 + cp as f64 * slope).round() as i64;
-        if let Some(pk) = ncc::local_ncc(episode, &piece, center, R1) {
+        if let Some(pk) = ncc::local_ncc(episode, &piece, center, r1) {
             let (pos, v) = (pk.pos, pk.ncc);
             if v >= 0.4 {
                 pts.push((cp as f64, pos - cp as f64 * slope - t0, (v - 0.3) as f64));
@@ -423,6 +497,13 @@ fn verify_hyp(
     if best.1 <= best.0 {
         return None;
     }
+    // Quiet pieces next to the run (a sting's decaying tail) belong to it.
+    while best.0 > 0 && res[best.0 - 1].0.is_nan() {
+        best.0 -= 1;
+    }
+    while best.1 < res.len() && res[best.1].0.is_nan() {
+        best.1 += 1;
+    }
     let run = &res[best.0..best.1];
     let (mut num, mut den) = (0.0f64, 0.0f64);
     let mut lag_pts = Vec::new();
@@ -448,21 +529,94 @@ fn verify_hyp(
     Some(Verified {
         t0,
         slope,
-        run: (positions[best.0], (positions[best.1 - 1] + PIECE).min(l)),
+        run: (
+            positions[best.0],
+            if best.1 == positions.len() {
+                hi
+            } else {
+                (positions[best.1 - 1] + PIECE).min(l)
+            },
+        ),
         score: (num / den) as f32,
     })
 }
 
-fn verify(episode: &[f32], clip: &PreparedClip, c: &Cand, cfg: &MatchConfig) -> Option<Occurrence> {
-    // Speed hypothesis: a short clip (one segment) has no speed estimate, so a
-    // 1% grid is tried; the line fit refines it.
+/// Mean best NCC of a few loud resampled pieces of the clip at `speed`
+/// (pass-1 search only): ranks the points of the speed grid of a short clip.
+fn pass1_score(
+    episode: &[f32],
+    clip: &[f32],
+    rt: &Retimer<'_>,
+    c: &Cand,
+    speed: f64,
+    pieces: usize,
+) -> f32 {
+    let l = clip.len();
+    if l < PIECE {
+        return 0.0;
+    }
+    let positions: Vec<usize> = (0..=l - PIECE).step_by(PIECE).collect();
+    let mut by_norm: Vec<(f64, usize)> = positions
+        .iter()
+        .map(|&p| (norm_of(&clip[p..p + PIECE]), p))
+        .collect();
+    by_norm.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let slope = 1.0 / speed;
+    let t0 = c.t0 * HOP as f64;
+    let mut sum = 0.0f32;
+    let mut n = 0usize;
+    for &(nm, cp) in by_norm.iter().take(pieces) {
+        if nm <= 0.0 {
+            continue;
+        }
+        let piece = PreparedClip::new(&rt.piece(clip, cp as f64, speed, PIECE));
+        let center = (t0 + cp as f64 * slope).round() as i64;
+        if let Some(pk) = ncc::local_ncc(episode, &piece, center, R1_SHORT) {
+            sum += pk.ncc.max(0.0);
+        }
+        n += 1;
+    }
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f32
+    }
+}
+
+fn verify(
+    episode: &[f32],
+    clip: &PreparedClip,
+    rt: &Retimer<'_>,
+    c: &Cand,
+    cfg: &MatchConfig,
+) -> Option<Occurrence> {
+    // Speed hypothesis: a short clip (one segment) has no speed estimate and
+    // an uncertain start: the 1% grid is ranked by a wide pass-1 search
+    // (+-200 ms), then the best point is refined on a 0.25% grid (a 0.5% pitch
+    // error decorrelates the 64 ms pieces of tonal clips).
     let dev = cfg.max_speed_deviation.clamp(0.0, 0.2) as f64;
     let speeds: Vec<f64> = if c.single {
         let k = (dev / 0.01).round() as i64;
-        (-k..=k).map(|i| 1.0 + i as f64 * 0.01).collect()
+        let coarse: Vec<f64> = (-k..=k).map(|i| 1.0 + i as f64 * 0.01).collect();
+        let mut best = (1.0f64, f32::NEG_INFINITY);
+        for &s in &coarse {
+            let v = pass1_score(episode, &clip.samples, rt, c, s, PASS1_PIECES / 6);
+            if v > best.1 {
+                best = (s, v);
+            }
+        }
+        if best.1 < PASS1_REJECT {
+            // No speed of the grid lines the loud pieces up: not this clip.
+            return None;
+        }
+        (-2..=2)
+            .map(|i| best.0 + i as f64 * 0.0025)
+            .filter(|s| (s - 1.0).abs() <= dev + 1e-9)
+            .collect()
     } else {
         vec![c.speed]
     };
+    let r1 = if c.single { R1_SHORT } else { R1 };
     let mut best: Option<Verified> = None;
     let grid = speeds.len() > 1;
     for s in speeds {
@@ -471,16 +625,26 @@ fn verify(episode: &[f32], clip: &PreparedClip, c: &Cand, cfg: &MatchConfig) -> 
             ..c.clone()
         };
         let n1 = if grid { PASS1_PIECES / 3 } else { PASS1_PIECES };
-        if let Some(v) = verify_hyp(episode, &clip.samples, &cs, true, n1, cfg) {
+        if let Some(v) = verify_hyp(episode, &clip.samples, rt, &cs, true, n1, r1, cfg) {
             if best.as_ref().is_none_or(|b| v.score > b.score) {
                 best = Some(v);
             }
         }
     }
-    if let Some(v) = verify_hyp(episode, &clip.samples, c, false, PASS1_PIECES, cfg) {
+    if let Some(v) = verify_hyp(episode, &clip.samples, rt, c, false, PASS1_PIECES, r1, cfg) {
         if best.as_ref().is_none_or(|b| v.score > b.score) {
             best = Some(v);
         }
+    }
+    if std::env::var_os("ARCHIVIST_MATCHER_TRACE_WARP").is_some() {
+        eprintln!(
+            "WARP cand t0 {:.3} s speed {:.3} single {} -> {:?}",
+            c.t0 * HOP as f64 / ANALYSIS_RATE as f64,
+            c.speed,
+            c.single,
+            best.as_ref()
+                .map(|v| (v.t0 / ANALYSIS_RATE as f64, 1.0 / v.slope, v.score, v.run))
+        );
     }
     let v = best?;
     let rate = ANALYSIS_RATE as f64;

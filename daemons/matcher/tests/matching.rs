@@ -179,13 +179,34 @@ fn deterministic_and_modes_agree() {
             }))
             .collect::<Vec<_>>()
     );
+    // The default mode is deterministic too.
+    let (_, f1, _) = run(&s, MatchMode::Full);
+    let (_, f2, _) = run(&s, MatchMode::Full);
+    let strip = |r: &[Result<archivist_matcher::ClipResult, MatchError>]| {
+        r.iter()
+            .map(|r| {
+                r.as_ref()
+                    .map(|c| c.occurrences.clone())
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(strip(&f1), strip(&f2));
+    // All modes agree on the offsets; confidences agree between the two modes
+    // that compare whitened signals (the exhaustive baseline uses raw ones).
     let (_, r3, _) = run(&s, MatchMode::Exhaustive);
-    for (x, y) in r1.iter().zip(&r3) {
-        let (x, y) = (x.as_ref().unwrap(), y.as_ref().unwrap());
+    for ((x, y), z) in r1.iter().zip(&r3).zip(&f1) {
+        let (x, y, z) = (
+            x.as_ref().unwrap(),
+            y.as_ref().unwrap(),
+            z.as_ref().unwrap(),
+        );
         assert_eq!(x.occurrences.len(), y.occurrences.len());
-        for (p, q) in x.occurrences.iter().zip(&y.occurrences) {
-            assert!((p.offset_s - q.offset_s).abs() <= 0.001);
-            assert!((p.confidence - q.confidence).abs() < 0.01);
+        assert_eq!(x.occurrences.len(), z.occurrences.len());
+        for ((p, q), r) in x.occurrences.iter().zip(&y.occurrences).zip(&z.occurrences) {
+            assert!((p.offset_s - q.offset_s).abs() <= 0.001, "{p:?} {q:?}");
+            assert!((p.offset_s - r.offset_s).abs() <= 0.001, "{p:?} {r:?}");
+            assert!((p.confidence - r.confidence).abs() < 0.01, "{p:?} {r:?}");
         }
     }
 }
@@ -249,4 +270,32 @@ fn middle_half_partial_use_found() {
         (o.clip_start_s - 2.0).abs() < 0.3 && (o.clip_end_s - 6.0).abs() < 0.3,
         "{o:?}"
     );
+}
+
+#[test]
+fn clips_that_resemble_each_other_are_not_reported_for_each_other() {
+    use archivist_matcher::corpus::{synth_bed, synth_clip};
+    let rate = 8000usize;
+    let norm = |x: &[f32]| x.iter().map(|v| v * v).sum::<f32>().sqrt();
+    let a = synth_clip(ClipKind::Jingle, 3.0, 71, 8000, false);
+    let other = synth_clip(ClipKind::Jingle, 3.0, 72, 8000, false);
+    let (na, no) = (norm(&a), norm(&other));
+    // b shares 60% of its waveform with a: its NCC at a copy of a is ~0.6.
+    let b: Vec<f32> = a
+        .iter()
+        .zip(&other)
+        .map(|(x, y)| (0.6 * x / na + 0.8 * y / no) * na)
+        .collect();
+    let mut ep = synth_bed(BedKind::Speech, 30.0, 73, 8000);
+    ep[5 * rate..5 * rate + a.len()].copy_from_slice(&a);
+    ep[18 * rate..18 * rate + b.len()].copy_from_slice(&b);
+    let clips = vec![("a".to_string(), a), ("b".to_string(), b)];
+    let m = Matcher::new(&ep, MatchConfig::default());
+    let res = m.find_all(&clips);
+    assert_offsets(&offsets(&res[0]), &[5.0], TOL_S);
+    assert_offsets(&offsets(&res[1]), &[18.0], TOL_S);
+    // Each clip alone is still found at the other's copy (the NCC there is
+    // real): only the pair explains it away.
+    let alone = m.find(&clips[0].1, "a").expect("a alone");
+    assert_eq!(alone.occurrences.len(), 2, "{alone:?}");
 }
