@@ -1,8 +1,8 @@
 //! The researcher's loop on one session: register, claim pending jobs up to the
 //! concurrency, research each on its own task, and wind down on shutdown.
 //!
-//! It is the engine's consumer loop (watch + poll, pause honoured, lock + re-check via
-//! [`consumer::claim_next`]) plus one thing the generic loop lacks: a job that could not
+//! It is the engine's consumer loop (a live queue view via [`consumer::Claimer`], pause
+//! honoured, lock + re-check) plus one thing the generic loop lacks: a job that could not
 //! be claimed because its lease is gone is passed over for a while instead of being
 //! locked and released again in a tight loop until the reaper expires it.
 
@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use archivist_engine::consumer;
 use archivist_engine::member::{self, Identity};
-use archivist_engine::schema::paths;
 use archivist_engine::schema::JobState;
 use archivist_engine::{EngineError, Session};
 use tokio::sync::Semaphore;
@@ -70,7 +69,14 @@ pub(crate) async fn serve(
     let refused: Refused = Arc::default();
     let tracker = TaskTracker::new();
     let lost = session.lost();
-    let queue = paths::queue(JobState::Pending);
+    // A live view of the pending queue (the engine's claimer: a persistent watch, one
+    // listing, lock and re-read in one round trip) instead of a listing per claim.
+    let mut claimer = consumer::Claimer::new(
+        JobState::Pending,
+        identity.name.clone(),
+        settings.poll,
+        consumer::DEFAULT_SPREAD,
+    );
     let result = loop {
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => match p {
@@ -80,7 +86,6 @@ pub(crate) async fn serve(
             _ = shutdown.cancelled() => break Ok(()),
             _ = lost.cancelled() => break Err(EngineError::SessionLost("waiting for a slot".into())),
         };
-        let watch = session.client().get_and_watch_children(&queue).await;
         let paused = match consumer::is_paused(session, JobState::Pending).await {
             Ok(p) => p,
             Err(e) if e.is_session_lost() => break Err(e),
@@ -93,32 +98,24 @@ pub(crate) async fn serve(
             None
         } else {
             let skip = skip_set(&active, &refused);
-            match consumer::claim_next(session, JobState::Pending, &identity.name, &skip, &shutdown)
-                .await
-            {
+            match claimer.claim(session, &skip, &shutdown).await {
                 Ok(c) => c,
                 Err(e) if e.is_session_lost() => break Err(e),
                 Err(e) => {
                     tracing::warn!(error = %e, "claim failed; retrying");
+                    claimer.invalidate();
                     None
                 }
             }
         };
         let Some(claimed) = claimed else {
             drop(permit);
-            let poll = tokio::time::sleep(settings.poll);
-            match watch {
-                Ok((_, _, watcher)) => tokio::select! {
-                    _ = watcher.changed() => {}
-                    _ = poll => {}
-                    _ = shutdown.cancelled() => break Ok(()),
-                    _ = lost.cancelled() => break Err(EngineError::SessionLost("while idle".into())),
-                },
-                Err(_) => tokio::select! {
-                    _ = poll => {}
-                    _ = shutdown.cancelled() => break Ok(()),
-                    _ = lost.cancelled() => break Err(EngineError::SessionLost("while idle".into())),
-                },
+            tokio::select! {
+                _ = claimer.changed() => {}
+                // The fallback for a missed event, and the pause's re-check.
+                _ = tokio::time::sleep(settings.poll) => claimer.invalidate(),
+                _ = shutdown.cancelled() => break Ok(()),
+                _ = lost.cancelled() => break Err(EngineError::SessionLost("while idle".into())),
             }
             continue;
         };
