@@ -12,9 +12,7 @@ use std::time::Duration;
 
 use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{
-    self, JobRecord, LeaseRecord, ReportRecord, ResearchRecord,
-};
+use archivist_engine::schema::records::{self, LeaseRecord, ReportRecord, ResearchRecord};
 use archivist_engine::schema::JobState;
 use archivist_engine::{clock, store, zk, EngineError, Session};
 use rand::Rng;
@@ -38,9 +36,6 @@ pub struct Prepared {
     pub job: String,
     /// Episode of the reports, if any report was usable.
     pub episode: Option<String>,
-    /// The job's state when the reports were read (for logs; None if the job is gone or
-    /// unreadable). Reports are stored whatever the state.
-    pub job_state: Option<JobState>,
     /// Clip ids this multi adds to the research record.
     pub stored: Vec<String>,
     /// Clip ids that were already researched: their reports are only deleted.
@@ -59,6 +54,17 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// The job's state as its reports tell it, for logs (no extra read on this path): a
+    /// final report lands with `researching -> reported`, the others while `researching`;
+    /// `unknown` when no report was usable.
+    pub fn job_state(&self) -> &'static str {
+        match (&self.episode, self.has_final) {
+            (None, _) => "unknown",
+            (Some(_), true) => JobState::Reported.as_str(),
+            (Some(_), false) => JobState::Researching.as_str(),
+        }
+    }
+
     /// The operations of the multi (empty: nothing to do).
     pub fn ops(&self) -> &[Op] {
         &self.ops
@@ -87,8 +93,6 @@ pub async fn prepare(
         job: job.to_string(),
         ..Prepared::default()
     };
-    let job_path = paths::job(job);
-    let job_read = session.client().get_data(&job_path);
     let report_paths: Vec<String> = names.iter().map(|n| paths::report(n)).collect();
     let reads = report_paths
         .iter()
@@ -145,12 +149,6 @@ pub async fn prepare(
         }
         reports.push((name.clone(), report, number, stat.version));
     }
-    prepared.job_state = match job_read.await {
-        Ok((bytes, _)) => records::decode::<JobRecord>(&job_path, &bytes)
-            .ok()
-            .map(|j| j.status),
-        Err(_) => None,
-    };
     let Some(episode) = prepared.episode.clone() else {
         return Ok(prepared);
     };
@@ -265,7 +263,7 @@ pub async fn store_reports(
             }
             Err(e) if e.is_conflict() || e.is_retryable() => {
                 metrics::counter!("archivist_recorder_store_conflicts_total").increment(1);
-                tracing::debug!(job, episode = prepared.episode.as_deref().unwrap_or("unknown"), state = prepared.job_state.map_or("unknown", |s| s.as_str()), attempt, error = %e, "store raced; re-reading");
+                tracing::debug!(job, episode = prepared.episode.as_deref().unwrap_or("unknown"), state = prepared.job_state(), attempt, error = %e, "store raced; re-reading");
                 let pause = {
                     let base = settings.retry_backoff.as_millis() as u64;
                     let cap = (base * attempt as u64).min(500);
@@ -296,7 +294,7 @@ fn observe(prepared: &Prepared) {
     tracing::debug!(
         job = %prepared.job,
         episode = prepared.episode.as_deref().unwrap_or("unknown"),
-        state = prepared.job_state.map_or("unknown", |s| s.as_str()),
+        state = prepared.job_state(),
         stored = prepared.stored.len(),
         already = prepared.already.len(),
         lease_extended = prepared.extends_lease,

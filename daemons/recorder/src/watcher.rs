@@ -72,6 +72,7 @@ pub async fn pass(
                     totals.stored += done.stored.len();
                     totals.already += done.already.len();
                     totals.commits += usize::from(!done.ops().is_empty());
+                    let state = done.job_state();
                     for err in done.bad {
                         if let RecorderError::BadReport { path, .. } = &err {
                             if let Some(name) = path.rsplit('/').next() {
@@ -79,7 +80,7 @@ pub async fn pass(
                             }
                         }
                         metrics::counter!("archivist_recorder_bad_reports_total").increment(1);
-                        tracing::error!(job = %job, episode = done.episode.as_deref().unwrap_or("unknown"), state = done.job_state.map_or("unknown", |s| s.as_str()), error = %err, "report left in place: cannot be stored");
+                        tracing::error!(job = %job, episode = done.episode.as_deref().unwrap_or("unknown"), state, error = %err, "report left in place: cannot be stored");
                     }
                 }
                 Err(e) if e.is_session_lost() => return Err(e),
