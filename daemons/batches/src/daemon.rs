@@ -135,6 +135,15 @@ impl Batcher {
         })
     }
 
+    /// The readable batch records at `paths` (an unreadable one is logged and left out).
+    async fn read_batches(
+        &self,
+        session: &Session,
+        paths: &[String],
+    ) -> Result<Vec<BatchRecord>, BatchError> {
+        Ok(store::read_many_readable(session, paths, self.settings.read_chunk).await?)
+    }
+
     /// One pass over every batch. Problems with one batch are logged and the pass goes
     /// on; a lost session ends it.
     ///
@@ -143,15 +152,7 @@ impl Batcher {
     pub async fn pass(&self, session: &Session) -> Result<Pass, BatchError> {
         let names = store::children(session, paths::BATCHES).await?;
         let batch_paths: Vec<String> = names.iter().map(|n| paths::batch(n)).collect();
-        let records: Vec<BatchRecord> = crate::snapshot::readable(
-            store::read_many_lenient::<BatchRecord>(
-                session,
-                &batch_paths,
-                self.settings.read_chunk,
-            )
-            .await?,
-        )
-        .collect();
+        let records: Vec<BatchRecord> = self.read_batches(session, &batch_paths).await?;
         let hold = store::exists(session, paths::HOLD_BATCHES).await?.is_some();
         let episodes: BTreeSet<String> = records
             .iter()
@@ -178,15 +179,7 @@ impl Batcher {
                 }
             }
         }
-        let after: Vec<BatchRecord> = crate::snapshot::readable(
-            store::read_many_lenient::<BatchRecord>(
-                session,
-                &batch_paths,
-                self.settings.read_chunk,
-            )
-            .await?,
-        )
-        .collect();
+        let after: Vec<BatchRecord> = self.read_batches(session, &batch_paths).await?;
         observe(&after);
         Ok(pass)
     }

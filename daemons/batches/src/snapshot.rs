@@ -22,25 +22,6 @@ pub const LIVE_STATES: [JobState; 6] = [
     JobState::Held,
 ];
 
-/// Decoded records; an undecodable one is logged and left out (fsck reports it), so
-/// one hand-edited node cannot stop every batch. A pair it would have decided waits.
-pub(crate) fn readable<T>(
-    found: Vec<
-        Option<(
-            Result<T, archivist_engine::schema::records::RecordError>,
-            archivist_engine::zk::Stat,
-        )>,
-    >,
-) -> impl Iterator<Item = T> {
-    found.into_iter().flatten().filter_map(|(record, _)| match record {
-        Ok(r) => Some(r),
-        Err(e) => {
-            tracing::warn!(error = %e, "unreadable record left out of batch evaluation (run `archivist fsck`)");
-            None
-        }
-    })
-}
-
 /// Loads research of `episodes` and the live jobs of those episodes.
 ///
 /// # Errors
@@ -51,9 +32,9 @@ pub async fn load(
     chunk: usize,
 ) -> Result<Knowledge, BatchError> {
     let research_paths: Vec<String> = episodes.iter().map(|e| paths::research(e)).collect();
-    let research = readable(
-        store::read_many_lenient::<ResearchRecord>(session, &research_paths, chunk).await?,
-    );
+    // An unreadable record is left out (logged): a pair only it would decide waits.
+    let research =
+        store::read_many_readable::<ResearchRecord>(session, &research_paths, chunk).await?;
     let mut job_paths = Vec::new();
     for state in LIVE_STATES {
         let (entries, _) = queue::list(session, state).await?;
@@ -61,9 +42,10 @@ pub async fn load(
     }
     job_paths.sort();
     job_paths.dedup();
-    let jobs: Vec<JobRecord> =
-        readable(store::read_many_lenient::<JobRecord>(session, &job_paths, chunk).await?)
-            .filter(|job| episodes.contains(&job.episode) && LIVE_STATES.contains(&job.status))
-            .collect();
-    Ok(Knowledge::new(research.collect::<Vec<_>>(), jobs))
+    let jobs: Vec<JobRecord> = store::read_many_readable::<JobRecord>(session, &job_paths, chunk)
+        .await?
+        .into_iter()
+        .filter(|job| episodes.contains(&job.episode) && LIVE_STATES.contains(&job.status))
+        .collect();
+    Ok(Knowledge::new(research, jobs))
 }

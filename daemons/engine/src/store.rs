@@ -101,6 +101,32 @@ pub async fn read_many<T: Record>(
 }
 
 /// [`read_many`] for callers that can go on without a bad record (a daemon scanning
+/// many nodes must not stop because one was hand-edited): the records that decode, in
+/// order; each undecodable one is logged with its path and left out (`archivist fsck`
+/// reports it), and missing nodes are left out too.
+///
+/// # Errors
+/// ZooKeeper failures only.
+pub async fn read_many_readable<T: Record>(
+    session: &Session,
+    paths: &[String],
+    chunk: usize,
+) -> Result<Vec<T>> {
+    Ok(read_many_lenient(session, paths, chunk)
+        .await?
+        .into_iter()
+        .flatten()
+        .filter_map(|(record, _)| match record {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::warn!(error = %e, "unreadable record left out (run `archivist fsck`)");
+                None
+            }
+        })
+        .collect())
+}
+
+/// [`read_many`] for callers that can go on without a bad record (a daemon scanning
 /// many nodes must not stop because one was hand-edited): each record's decode result
 /// is given as it is.
 ///

@@ -54,20 +54,13 @@ async fn read_all<T: archivist_engine::schema::records::Record>(
     session: &Session,
     dir: &str,
 ) -> Result<Vec<T>> {
-    let mut out = Vec::new();
-    for name in store::children(session, dir).await? {
-        let path = format!("{dir}/{name}");
-        match store::read::<T>(session, &path).await {
-            Ok(Some((record, _))) => out.push(record),
-            Ok(None) => {}
-            // One bad record is fsck's business; the sample's records are checked below.
-            Err(archivist_engine::EngineError::Record(e)) => {
-                tracing::warn!(%path, error = %e, "unreadable record skipped (run `archivist fsck`)")
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(out)
+    let paths: Vec<String> = store::children(session, dir)
+        .await?
+        .into_iter()
+        .map(|name| format!("{dir}/{name}"))
+        .collect();
+    // One bad record is fsck's business (logged, left out); the sample's are checked below.
+    Ok(store::read_many_readable(session, &paths, 512).await?)
 }
 
 async fn catalog(session: &Session, truth: &SampleTruth) -> Result<Catalog> {
