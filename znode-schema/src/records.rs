@@ -766,6 +766,16 @@ pub struct FailedJob {
     pub retry_count: u32,
 }
 
+impl FailedJob {
+    /// The (episode, clip) pairs this failed job leaves unrecorded.
+    pub fn pairs(&self) -> impl Iterator<Item = Pair> + '_ {
+        self.clips.iter().map(|c| Pair {
+            episode: self.episode.clone(),
+            clip: c.clone(),
+        })
+    }
+}
+
 /// A pair researched with a per-clip error (the research archive's `errors`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PairError {
@@ -830,16 +840,7 @@ record!(BatchReport, "BatchReport");
 impl BatchReport {
     /// The pairs failed in this report.
     pub fn failed_pairs(&self) -> Vec<Pair> {
-        let mut pairs: Vec<Pair> = self
-            .failed_jobs
-            .iter()
-            .flat_map(|j| {
-                j.clips.iter().map(|c| Pair {
-                    episode: j.episode.clone(),
-                    clip: c.clone(),
-                })
-            })
-            .collect();
+        let mut pairs: Vec<Pair> = self.failed_jobs.iter().flat_map(FailedJob::pairs).collect();
         pairs.sort();
         pairs.dedup();
         pairs

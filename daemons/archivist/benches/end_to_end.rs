@@ -17,29 +17,22 @@ mod support;
 
 use std::time::Instant;
 
-use archivist_testkit::{env_or, load_average};
-use support::{generate_sample, scratch, serve_files, Daemon, Env};
+use archivist_testkit::{env_list, env_or, load_average};
+use support::{generate_sample, served_media, Daemon, Env};
 
 fn main() {
-    let counts: Vec<usize> = std::env::var("BENCH_E2E_RESEARCHERS")
-        .unwrap_or_else(|_| "1,2,4".into())
-        .split(',')
-        .filter_map(|t| t.trim().parse().ok())
-        .collect();
+    let counts: Vec<usize> = env_list("BENCH_E2E_RESEARCHERS", "1,2,4");
     let episodes: usize = env_or("BENCH_E2E_EPISODES", 40);
     let minutes: f64 = env_or("BENCH_E2E_MINUTES", 5.0);
     let concurrency: usize = env_or("BENCH_E2E_CONCURRENCY", 1);
     let zk = archivist_testkit::zk_connect();
     let load_before = load_average();
 
-    let dir = scratch("bench-e2e");
-    let media = dir.join("media");
-    std::fs::create_dir_all(&media).expect("media dir");
     let files_env = Env {
         zk: zk.clone(),
         chroot: "/unused".into(),
     };
-    let (_files, base) = serve_files(&files_env, &media, &[]);
+    let (dir, media, _files, base) = served_media(&files_env, "bench-e2e");
     let generated = Instant::now();
     generate_sample(
         &files_env,

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use archivist_engine::schema::{paths, JobState};
 use archivist_engine::{jobs, lock, queue, store, Session, ZkConfig};
-use archivist_testkit::{env_or, load_average};
-use support::{generate_sample, scratch, serve_files, Daemon, Env};
+use archivist_testkit::{env_list, env_or, load_average};
+use support::{generate_sample, served_media, Daemon, Env};
 
 /// Times of one repetition, from the SIGKILL.
 struct Outcome {
@@ -225,11 +225,7 @@ async fn repetition(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let timeouts: Vec<u64> = std::env::var("BENCH_RECOVERY_TIMEOUTS_MS")
-        .unwrap_or_else(|_| "2000,4000,10000".into())
-        .split(',')
-        .filter_map(|t| t.trim().parse().ok())
-        .collect();
+    let timeouts: Vec<u64> = env_list("BENCH_RECOVERY_TIMEOUTS_MS", "2000,4000,10000");
     let reps: usize = env_or("BENCH_RECOVERY_REPS", 5);
     let minutes: f64 = env_or("BENCH_RECOVERY_MINUTES", 5.0);
     let reaper_ms: u64 = env_or("BENCH_REAPER_INTERVAL_MS", 500);
@@ -237,14 +233,11 @@ async fn main() {
     let zk = archivist_testkit::zk_connect();
     let load_before = load_average();
 
-    let dir = scratch("bench-recovery");
-    let media = dir.join("media");
-    std::fs::create_dir_all(&media).expect("media dir");
     let files_env = Env {
         zk: zk.clone(),
         chroot: "/unused".into(),
     };
-    let (_files, base) = serve_files(&files_env, &media, &[]);
+    let (dir, media, _files, base) = served_media(&files_env, "bench-recovery");
     generate_sample(&files_env, &media, &base, 1, &minutes.to_string(), &[]);
     let manifest = media.join("manifest.yml");
 

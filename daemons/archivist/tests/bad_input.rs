@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use archivist_engine::schema::queue_key::QueueEntry;
 use archivist_engine::schema::{paths, JobState};
 use archivist_engine::store;
-use support::{fast_config, generate_sample, sample_check, scratch, serve_files, Env};
+use support::{fast_config, generate_sample, sample_check, served_media, Env};
 
 /// Hand-written nodes: (path, data). None of them may crash a daemon or be "repaired"
 /// by one; fsck must report each.
@@ -68,10 +68,7 @@ fn a_poisoned_tree_and_bad_media_fail_alone_while_good_work_is_recorded() {
     let (config, session) = runtime.block_on(archivist_testkit::fresh_tree("bad-input"));
     let (zk, chroot) = config.hosts_and_chroot();
     let env = Env { zk, chroot };
-    let dir = scratch("bad-input");
-    let media = dir.join("media");
-    std::fs::create_dir_all(&media).unwrap();
-    let (_files, base) = serve_files(&env, &media, &[]);
+    let (dir, media, _files, base) = served_media(&env, "bad-input");
     generate_sample(&env, &media, &base, 2, "1", &[]);
     env.ok(&[
         "curate",

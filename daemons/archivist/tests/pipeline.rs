@@ -9,8 +9,8 @@ mod support;
 use std::time::Duration;
 
 use support::{
-    fast_config, free_port, generate_sample, http_get, parse_metrics, sample_check, scratch,
-    serve_files, Env,
+    fast_config, free_port, generate_sample, http_get, parse_metrics, sample_check, served_media,
+    Env,
 };
 
 /// Samples of the daemons' `/metrics` (series with labels, value), if it answers.
@@ -61,10 +61,7 @@ fn check_job_log_lines(log: &str) -> usize {
 #[test]
 fn every_expected_occurrence_is_recorded_at_the_right_offset_and_nothing_else() {
     let env = Env::fresh("pipeline");
-    let dir = scratch("pipeline");
-    let media = dir.join("media");
-    std::fs::create_dir_all(&media).unwrap();
-    let (_files, base) = serve_files(&env, &media, &[]);
+    let (dir, media, _files, base) = served_media(&env, "pipeline");
     generate_sample(&env, &media, &base, 2, "1.5", &[]);
     env.ok(&["init"]);
     env.ok(&[

@@ -96,12 +96,7 @@ impl Evaluation {
         let mut pairs: Vec<Pair> = self
             .failed_jobs
             .values()
-            .flat_map(|j| {
-                j.clips.iter().map(|c| Pair {
-                    episode: j.episode.clone(),
-                    clip: c.clone(),
-                })
-            })
+            .flat_map(FailedJob::pairs)
             .collect();
         pairs.sort();
         pairs

@@ -215,13 +215,7 @@ fn dedup(mut ids: Vec<String>) -> Vec<String> {
 /// [`CatalogError::File`] when unreadable; [`CatalogError::Invalid`] as
 /// [`parse_submission`].
 pub fn load_submission(path: &Path) -> Result<Submission, CatalogError> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| CatalogError::File {
-        path: name.clone(),
-        reason: format!("cannot read it: {e}"),
-    })?;
-    let base = path.parent().filter(|p| !p.as_os_str().is_empty());
-    parse_submission(&text, &name, base)
+    archivist_catalog::manifest::load_file(path, parse_submission)
 }
 
 /// Creates the batch in `pending`: one multi bumping `/counters/batches` at the version

@@ -181,13 +181,26 @@ fn entry_item(
 /// [`CatalogError::File`] when unreadable; [`CatalogError::Invalid`] as
 /// [`parse_manifest`].
 pub fn load_manifest(path: &Path) -> Result<Vec<CatalogItem>, CatalogError> {
+    load_file(path, parse_manifest)
+}
+
+/// Reads a YAML file and hands its text, its name (for error labels) and its directory
+/// (relative media paths resolve against it) to `parse`: manifests and batch
+/// submissions are read the same way.
+///
+/// # Errors
+/// [`CatalogError::File`] when unreadable, or what `parse` returns.
+pub fn load_file<T>(
+    path: &Path,
+    parse: impl FnOnce(&str, &str, Option<&Path>) -> Result<T, CatalogError>,
+) -> Result<T, CatalogError> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| CatalogError::File {
         path: name.clone(),
         reason: format!("cannot read it: {e}"),
     })?;
     let base = path.parent().filter(|p| !p.as_os_str().is_empty());
-    parse_manifest(&text, &name, base)
+    parse(&text, &name, base)
 }
 
 /// `archivist curate manifest FILE.yml`: checks the whole manifest, then curates it.

@@ -437,24 +437,7 @@ pub(crate) fn exact_ncc(
             0.0
         });
     }
-    let (bi, bv) = vals
-        .iter()
-        .enumerate()
-        .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, v)| {
-            if *v > bv {
-                (i, *v)
-            } else {
-                (bi, bv)
-            }
-        });
-    let mut d = 0.0;
-    if bi > 0 && bi + 1 < vals.len() {
-        let (l, r) = (vals[bi - 1], vals[bi + 1]);
-        let den = (l - 2.0 * bv + r) as f64;
-        if den < 0.0 {
-            d = (0.5 * (l - r) as f64 / den).clamp(-0.5, 0.5);
-        }
-    }
+    let (bi, bv, d) = crate::dsp::parabolic_peak(&vals);
     Some(Peak {
         pos: (lo + bi) as f64 + d,
         ncc: bv.min(1.0),

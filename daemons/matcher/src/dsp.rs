@@ -197,6 +197,32 @@ pub fn apply_gain_db(x: &mut [f32], db: f32) {
     x.iter_mut().for_each(|v| *v *= g);
 }
 
+/// The highest value of `vals` (the first on ties) and its sub-sample offset from a
+/// parabola through it and its two neighbours, in [-0.5, 0.5] (0 at an edge, on a flat
+/// top, or for an empty slice, whose value is `-inf`). Every detector times its peaks
+/// this way.
+pub fn parabolic_peak(vals: &[f32]) -> (usize, f32, f64) {
+    let (bi, bv) = vals
+        .iter()
+        .enumerate()
+        .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, v)| {
+            if *v > bv {
+                (i, *v)
+            } else {
+                (bi, bv)
+            }
+        });
+    let mut d = 0.0;
+    if bi > 0 && bi + 1 < vals.len() {
+        let (l, r) = (vals[bi - 1], vals[bi + 1]);
+        let den = (l - 2.0 * bv + r) as f64;
+        if den < 0.0 {
+            d = (0.5 * (l - r) as f64 / den).clamp(-0.5, 0.5);
+        }
+    }
+    (bi, bv, d)
+}
+
 /// Deterministic xorshift64* generator (no external RNG, stable across versions).
 #[derive(Clone, Debug)]
 pub struct Rng(u64);

@@ -406,24 +406,7 @@ pub(crate) fn local_ncc(
             }
         })
         .collect();
-    let (bt, bv) = ncc
-        .iter()
-        .enumerate()
-        .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, v)| {
-            if *v > bv {
-                (i, *v)
-            } else {
-                (bi, bv)
-            }
-        });
-    let mut d = 0.0;
-    if bt > 0 && bt + 1 < nlags {
-        let (l, r) = (ncc[bt - 1], ncc[bt + 1]);
-        let den = (l - 2.0 * bv + r) as f64;
-        if den < 0.0 {
-            d = (0.5 * (l - r) as f64 / den).clamp(-0.5, 0.5);
-        }
-    }
+    let (bt, bv, d) = crate::dsp::parabolic_peak(&ncc);
     Some(Peak {
         pos: (lo + bt) as f64 + d,
         ncc: bv.min(1.0),

@@ -213,3 +213,13 @@ pub fn load_average() -> String {
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
 }
+
+/// A comma-separated list knob (`BENCH_E2E_RESEARCHERS=1,2,4`), or `default` parsed the
+/// same way when unset; unparsable items are left out.
+pub fn env_list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.to_string())
+        .split(',')
+        .filter_map(|t| t.trim().parse().ok())
+        .collect()
+}

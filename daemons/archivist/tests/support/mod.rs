@@ -297,3 +297,13 @@ pub fn sample_check(
     });
     (rows, out)
 }
+
+/// A scratch directory `name` with a `media/` folder served over HTTP on loopback (for
+/// sample episodes). Returns (scratch dir, media dir, the file server, its base URL).
+pub fn served_media(env: &Env, name: &str) -> (PathBuf, PathBuf, Daemon, String) {
+    let dir = scratch(name);
+    let media = dir.join("media");
+    std::fs::create_dir_all(&media).expect("media dir");
+    let (files, base) = serve_files(env, &media, &[]);
+    (dir, media, files, base)
+}
