@@ -60,9 +60,122 @@ pub fn zk_connect() -> String {
                     .expect("run scripts/zk.sh start");
                 assert!(status.success(), "scripts/zk.sh start failed");
             }
+            prune_stale_trees_once(&first);
             connect
         })
         .clone()
+}
+
+/// Digest credentials the access-control tests give their trees; the pruner authenticates
+/// with them so it can delete those trees too.
+pub const ACL_TEST_CREDENTIALS: &str = "archivist:s3cret";
+
+/// Test and benchmark trees older than this are deleted by [`prune_stale_trees`]: no
+/// test or benchmark runs that long, and a shared development server otherwise collects
+/// every run's trees (a million nodes slow every write down: snapshots grow with them).
+pub const STALE_TREE_AGE: Duration = Duration::from_secs(3600);
+
+/// Deletes the children of `/test` created more than [`STALE_TREE_AGE`] ago, once per
+/// process (on a thread of its own, so a test's runtime is not blocked inside an async
+/// context). Errors are ignored: another process may be pruning the same trees.
+fn prune_stale_trees_once(connect: &str) {
+    static PRUNED: OnceLock<()> = OnceLock::new();
+    PRUNED.get_or_init(|| {
+        let connect = connect.to_string();
+        let pruner = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                if let Err(e) = prune_stale_trees(&connect, "/test", STALE_TREE_AGE).await {
+                    eprintln!("pruning old test trees: {e}");
+                }
+            });
+        });
+        let _ = pruner.join();
+    });
+}
+
+/// Deletes the children of `parent` whose node was created more than `age` ago, with
+/// their whole subtrees. Returns how many trees went.
+pub async fn prune_stale_trees(
+    connect: &str,
+    parent: &str,
+    age: Duration,
+) -> Result<usize, archivist_engine::zk::Error> {
+    use archivist_engine::zk;
+    let client = zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .with_auth("digest", ACL_TEST_CREDENTIALS.as_bytes())
+        .connect(connect)
+        .await?;
+    let names = match client.get_children(parent).await {
+        Ok((names, _)) => names,
+        Err(zk::Error::NoNode) => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut pruned = 0;
+    for name in names {
+        let path = format!("{parent}/{name}");
+        let Ok(Some(stat)) = client.check_stat(&path).await else {
+            continue;
+        };
+        if now_ms - stat.ctime > age.as_millis() as i64 {
+            delete_tree(&client, &path).await?;
+            pruned += 1;
+        }
+    }
+    Ok(pruned)
+}
+
+/// Deletes `root` and everything under it: lists level by level, then deletes deepest
+/// first with many requests in flight at once. Nodes that vanish meanwhile are fine.
+pub async fn delete_tree(
+    client: &archivist_engine::zk::Client,
+    root: &str,
+) -> Result<(), archivist_engine::zk::Error> {
+    use archivist_engine::zk;
+    let mut levels: Vec<Vec<String>> = vec![vec![root.to_string()]];
+    loop {
+        let Some(last) = levels.last() else { break };
+        let mut next = Vec::new();
+        for chunk in last.chunks(512) {
+            let listed: Vec<_> = chunk.iter().map(|p| client.get_children(p)).collect();
+            for (parent, result) in chunk.iter().zip(listed) {
+                match result.await {
+                    Ok((names, _)) => {
+                        let base = if parent == "/" { "" } else { parent.as_str() };
+                        next.extend(names.into_iter().map(|n| format!("{base}/{n}")));
+                    }
+                    Err(zk::Error::NoNode) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        levels.push(next);
+    }
+    for level in levels.iter().rev() {
+        for chunk in level.chunks(512) {
+            let deletes: Vec<_> = chunk.iter().map(|p| client.delete(p, None)).collect();
+            for result in deletes {
+                match result.await {
+                    Ok(()) | Err(zk::Error::NoNode) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A unique chroot for one test.
