@@ -13,11 +13,15 @@
 # Installs Debian's `zookeeper` package (3.8) if it is missing. Everything it writes
 # (config, data, logs, pid files) lives under $ARCHIVIST_LOCAL (default: <repo>/.local).
 # Every start prints the connect string on stdout as its last line.
+# ZK_HEAP (default 2g) is each server's Java heap: the benchmarks keep thousands of
+# requests in flight and the test suite builds many trees, and a server near its heap
+# limit spends its time in garbage collection (512m ran out in the transitions benchmark).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 local_dir=${ARCHIVIST_LOCAL:-$repo/.local}
 port=${ZK_PORT:-2181}
+heap=${ZK_HEAP:-2g}
 ensemble_base=${ZK_ENSEMBLE_BASE:-22180}
 classpath="/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar:/usr/share/java/netty.jar:/usr/share/java/jline.jar:/usr/share/java/commons-cli.jar:/usr/share/java/metrics-core.jar:/usr/share/java/snappy-java.jar"
 
@@ -61,7 +65,7 @@ start_node() { # dir cfg logfile
     if [[ -f $dir/pid ]] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
         return 0
     fi
-    nohup java -Xmx512m -Dzookeeper.root.logger=INFO,CONSOLE -Dzookeeper.log.dir="$dir" \
+    nohup java "-Xmx$heap" -Dzookeeper.root.logger=INFO,CONSOLE -Dzookeeper.log.dir="$dir" \
         -cp "$classpath" org.apache.zookeeper.server.quorum.QuorumPeerMain "$cfg" \
         >"$logfile" 2>&1 </dev/null &
     echo $! >"$dir/pid"
