@@ -42,6 +42,8 @@ pub const REPORTS: &str = "/reports";
 pub const RESEARCHERS: &str = "/researchers";
 /// `/daemons`
 pub const DAEMONS: &str = "/daemons";
+/// `/consumers`
+pub const CONSUMERS: &str = "/consumers";
 /// `/control/pause`
 pub const PAUSES: &str = "/control/pause";
 
@@ -65,6 +67,7 @@ pub fn directories() -> Vec<String> {
         REPORTS,
         RESEARCHERS,
         DAEMONS,
+        CONSUMERS,
         "/election",
         "/control",
         PAUSES,
@@ -74,6 +77,7 @@ pub fn directories() -> Vec<String> {
     .map(|s| s.to_string())
     .collect();
     dirs.extend(JobState::ALL.iter().map(|s| queue(*s)));
+    dirs.extend(JobState::ALL.iter().map(|s| consumers(*s)));
     dirs.extend(["planner", "reaper"].iter().map(|r| election(r)));
     dirs
 }
@@ -151,6 +155,16 @@ pub fn election(role: &str) -> String {
 /// `/election/{role}/n_` (the prefix of a sequential candidate node)
 pub fn election_candidate_prefix(role: &str) -> String {
     format!("/election/{role}/n_")
+}
+
+/// `/consumers/{state}`
+pub fn consumers(state: JobState) -> String {
+    format!("{CONSUMERS}/{}", state.as_str())
+}
+
+/// `/consumers/{state}/{member}`
+pub fn consumer(state: JobState, member: &str) -> String {
+    format!("{}/{member}", consumers(state))
 }
 
 /// `/control/pause/{state}`
@@ -255,6 +269,11 @@ pub const EXAMPLES: &[Example] = &[
     ("/election/{role}", || election("planner")),
     ("/election/{role}/{candidate}", || {
         format!("{}0000000001", election_candidate_prefix("planner"))
+    }),
+    ("/consumers", || CONSUMERS.to_string()),
+    ("/consumers/{state}", || consumers(JobState::Pending)),
+    ("/consumers/{state}/{member}", || {
+        consumer(JobState::Pending, "researcher-a-0x1")
     }),
     ("/control/pause", || PAUSES.to_string()),
     ("/control/pause/{state}", || pause(JobState::Pending)),

@@ -539,6 +539,26 @@ pub struct MemberRecord {
 }
 record!(MemberRecord, "MemberRecord");
 
+/// `/consumers/{state}/{member}`: one live consumer loop of a state's queue. The
+/// consumers of a state split the head of its queue between them by their number and
+/// their rank in name order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConsumerRecord {
+    /// Record schema version.
+    #[serde(default = "schema_version")]
+    pub schema: u32,
+    /// Daemon identity.
+    pub owner: String,
+    /// ZooKeeper session id (hex) that owns the ephemeral node.
+    pub session: String,
+    /// Jobs it runs at once.
+    pub slots: u32,
+    /// When it joined.
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: OffsetDateTime,
+}
+record!(ConsumerRecord, "ConsumerRecord");
+
 /// `/control/pause/{state}`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PauseRecord {

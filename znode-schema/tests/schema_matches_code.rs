@@ -203,6 +203,7 @@ fn every_data_type_in_the_schema_is_a_record_of_the_code() {
         LeaseRecord::KIND,
         ReportRecord::KIND,
         MemberRecord::KIND,
+        ConsumerRecord::KIND,
         PauseRecord::KIND,
         BatchRecord::KIND,
         BatchReport::KIND,
