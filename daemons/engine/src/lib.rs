@@ -23,6 +23,7 @@ pub mod consumer;
 pub mod daemon;
 pub mod durations;
 pub mod error;
+pub mod group;
 pub mod health;
 pub mod jobs;
 pub mod leader;

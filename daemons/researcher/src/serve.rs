@@ -77,6 +77,10 @@ pub(crate) async fn serve(
         settings.poll,
         consumer::DEFAULT_SPREAD,
     );
+    // Researchers split the queue's head between them (`/consumers/pending`).
+    claimer
+        .join_group(session, settings.concurrency.max(1) as usize)
+        .await;
     let result = loop {
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => match p {

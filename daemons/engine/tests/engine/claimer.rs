@@ -6,26 +6,13 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use archivist_engine::consumer::{self, Claimed, Claimer, ConsumerOptions, Step};
+use archivist_engine::consumer::{self, Claimer, ConsumerOptions};
 use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::{paths, JobState};
-use archivist_engine::transition::{LockAction, Transition};
-use archivist_engine::{queue, store, EngineError};
+use archivist_engine::{queue, store};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{create, job_in_state};
-
-struct ToLeased;
-
-impl Step for ToLeased {
-    async fn run(&self, c: Claimed) -> Result<(), EngineError> {
-        Transition::new(&c.job, c.version, JobState::Leased)
-            .lock(LockAction::Release(c.lock.clone()))
-            .commit(&c.session)
-            .await?;
-        Ok(())
-    }
-}
+use crate::support::{create, job_in_state, ToLeased};
 
 const NO_POLL: Duration = Duration::from_secs(600);
 

@@ -4,6 +4,7 @@ mod acl;
 mod claimer;
 mod concurrency;
 mod failures;
+mod group;
 mod order;
 mod support;
 mod transitions;

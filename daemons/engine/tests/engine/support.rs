@@ -45,3 +45,21 @@ pub async fn queues_holding(session: &Session, job: &str) -> Vec<JobState> {
     }
     found
 }
+
+/// A step that moves the claimed job to `leased` and releases its lock.
+pub struct ToLeased;
+
+impl archivist_engine::consumer::Step for ToLeased {
+    async fn run(
+        &self,
+        c: archivist_engine::consumer::Claimed,
+    ) -> Result<(), archivist_engine::EngineError> {
+        archivist_engine::transition::Transition::new(&c.job, c.version, JobState::Leased)
+            .lock(archivist_engine::transition::LockAction::Release(
+                c.lock.clone(),
+            ))
+            .commit(&c.session)
+            .await?;
+        Ok(())
+    }
+}
