@@ -143,8 +143,7 @@ pub async fn delete_tree(
 ) -> Result<(), archivist_engine::zk::Error> {
     use archivist_engine::zk;
     let mut levels: Vec<Vec<String>> = vec![vec![root.to_string()]];
-    loop {
-        let Some(last) = levels.last() else { break };
+    while let Some(last) = levels.last() {
         let mut next = Vec::new();
         for chunk in last.chunks(512) {
             let listed: Vec<_> = chunk.iter().map(|p| client.get_children(p)).collect();
@@ -229,34 +228,6 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Ends a live session from outside, as the server does when a client stops answering:
-/// a second client attaches to the same session and closes it. The original client sees
-/// its session expire.
-pub async fn expire_session(session: &Session) {
-    use archivist_engine::zk;
-    let (hosts, _) = session.config().hosts_and_chroot();
-    let info = session.client().session().clone();
-    // Attaching can time out on a loaded machine; try a few times before giving up.
-    let mut last = None;
-    for _ in 0..5 {
-        match zk::Client::connector()
-            .with_session(info.clone())
-            .connect(&hosts)
-            .await
-        {
-            Ok(other) => {
-                drop(other);
-                return;
-            }
-            Err(e) => {
-                last = Some(e);
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-        }
-    }
-    panic!("could not attach to the session to expire it: {last:?}");
 }
 
 /// Moves a freshly created `pending` job straight into `state`: record and queue entry
