@@ -776,7 +776,7 @@ fn main() {
         }
     }
     println!(
-        "decode speed: {:.0}x realtime ({:.0} s of MP3 in {:.2} s, one core)",
+        "decode speed: {:.0}x realtime ({:.0} s of MP3 in {:.2} s; decoding and mixing on one thread, resampling on a second)",
         samples.len() as f64 / RATE as f64 / decode_s,
         samples.len() as f64 / RATE as f64,
         decode_s

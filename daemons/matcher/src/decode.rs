@@ -17,7 +17,7 @@ use std::path::Path;
 
 use rubato::{FftFixedIn, Resampler};
 use serde::{Deserialize, Serialize};
-use symphonia::core::audio::SampleBuffer;
+use symphonia::core::audio::{AudioBufferRef, SampleBuffer, Signal};
 use symphonia::core::codecs::{DecoderOptions, CODEC_TYPE_NULL};
 use symphonia::core::errors::Error as SymError;
 use symphonia::core::formats::FormatOptions;
@@ -190,6 +190,7 @@ pub fn decode_source(
         let mut warnings = Vec::new();
         let mut sample_buf: Option<SampleBuffer<f32>> = None;
         let mut decode_errors = 0usize;
+        let mut chunk: Vec<f32> = Vec::with_capacity(SEND_CHUNK + 8192);
         loop {
             let packet = match format.next_packet() {
                 Ok(p) => p,
@@ -223,25 +224,28 @@ pub fn decode_source(
                     }
                     let nch = spec.channels.count().max(1);
                     channels = nch as u16;
-                    let needed = buf.capacity() as u64;
-                    let sb = match &mut sample_buf {
-                        Some(sb) if sb.capacity() as u64 >= needed * nch as u64 => sb,
-                        _ => sample_buf.insert(SampleBuffer::<f32>::new(needed, spec)),
-                    };
-                    sb.copy_interleaved_ref(buf);
-                    let data = sb.samples();
-                    let frames = data.len() / nch;
+                    let frames = buf.frames();
                     frames_in += frames as u64;
-                    let chunk: Vec<f32> = if nch == 1 {
-                        data[..frames].to_vec()
-                    } else {
+                    if !downmix_planar(&buf, &mut chunk) {
+                        // Not f32 planar (PCM, FLAC, ...): through an interleaved copy.
+                        let needed = buf.capacity() as u64;
+                        let sb = match &mut sample_buf {
+                            Some(sb) if sb.capacity() as u64 >= needed * nch as u64 => sb,
+                            _ => sample_buf.insert(SampleBuffer::<f32>::new(needed, spec)),
+                        };
+                        sb.copy_interleaved_ref(buf);
+                        let data = sb.samples();
                         let inv = 1.0 / nch as f32;
-                        data.chunks_exact(nch)
-                            .map(|f| f.iter().sum::<f32>() * inv)
-                            .collect()
-                    };
-                    if tx.send(chunk).is_err() {
-                        break;
+                        chunk.extend(data.chunks_exact(nch).map(|f| f.iter().sum::<f32>() * inv));
+                    }
+                    // Hand the resampler large chunks: one message per packet (about
+                    // 1,150 frames) costs a thread wake-up each, more than the mixing.
+                    if chunk.len() >= SEND_CHUNK {
+                        let full =
+                            std::mem::replace(&mut chunk, Vec::with_capacity(SEND_CHUNK + 8192));
+                        if tx.send(full).is_err() {
+                            break;
+                        }
                     }
                 }
                 Err(SymError::DecodeError(msg)) => {
@@ -263,6 +267,9 @@ pub fn decode_source(
                     break;
                 }
             }
+        }
+        if !chunk.is_empty() {
+            let _ = tx.send(chunk);
         }
         if decode_errors > 1 {
             warnings.push(format!("{decode_errors} undecodable packets skipped"));
@@ -291,6 +298,36 @@ pub fn decode_source(
             warnings,
         })
     })
+}
+
+/// Mono samples per message from the decoding thread to the resampling thread.
+const SEND_CHUNK: usize = 1 << 16;
+
+/// Appends the average of all channels of `buf` to `out` when it holds planar f32
+/// (what the MP3, AAC and Vorbis decoders produce), reading the channel planes directly
+/// instead of through an interleaved copy. Returns false for other sample formats.
+fn downmix_planar(buf: &AudioBufferRef<'_>, out: &mut Vec<f32>) -> bool {
+    let AudioBufferRef::F32(b) = buf else {
+        return false;
+    };
+    let nch = b.spec().channels.count();
+    let frames = b.frames();
+    if nch == 0 {
+        return true;
+    }
+    let start = out.len();
+    out.extend_from_slice(&b.chan(0)[..frames]);
+    let mixed = &mut out[start..];
+    for c in 1..nch {
+        for (o, v) in mixed.iter_mut().zip(&b.chan(c)[..frames]) {
+            *o += *v;
+        }
+    }
+    if nch > 1 {
+        let inv = 1.0 / nch as f32;
+        mixed.iter_mut().for_each(|o| *o *= inv);
+    }
+    true
 }
 
 /// Streaming mixer + resampler to mono at [`ANALYSIS_RATE`].
