@@ -22,6 +22,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::ncc::{block_size, nms, plans, Peak, PreparedClip};
+use crate::store::Samples;
 
 /// LPC order of the whitening filter.
 const ORDER: usize = 32;
@@ -191,8 +192,8 @@ pub(crate) struct CoarseParams {
 
 /// Coarse candidates of every clip (band envelope NCC, positions in samples;
 /// `ncc` is the coarse score). Clips longer than the episode get none.
-pub(crate) fn coarse_fine(
-    episode: &[f32],
+pub(crate) fn coarse_fine<S: Samples + ?Sized>(
+    episode: &S,
     clips: &[&PreparedClip],
     params: &CoarseParams,
 ) -> Vec<Vec<Peak>> {
@@ -266,7 +267,7 @@ pub(crate) fn coarse_fine(
                 let inv = cplan(m);
                 let end = (p + n).min(episode.len());
                 let mut xb = vec![0.0f32; n];
-                xb[..end - p].copy_from_slice(&episode[p..end]);
+                episode.copy_into(p, &mut xb[..end - p]);
                 let mut xs = fwd.make_output_vec();
                 let _ = fwd.process(&mut xb, &mut xs);
                 let mut scratch = vec![Complex32::new(0.0, 0.0); inv.get_inplace_scratch_len()];
@@ -401,8 +402,8 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 /// Exact NCC of `clip` at episode starts `[center - r, center + r]` (direct
 /// dot products); the best lag with parabolic sub-sample refinement.
-pub(crate) fn exact_ncc(
-    episode: &[f32],
+pub(crate) fn exact_ncc<S: Samples + ?Sized>(
+    episode: &S,
     clip: &PreparedClip,
     center: f64,
     r: usize,
@@ -418,19 +419,18 @@ pub(crate) fn exact_ncc(
         return None;
     }
     let (lo, hi) = (lo as usize, hi as usize);
-    let mut e: f64 = episode[lo..lo + l]
-        .iter()
-        .map(|v| (*v as f64) * (*v as f64))
-        .sum();
+    // The stretch every lag reads, indexed from `lo`.
+    let seg = episode.segment(lo, hi + l);
+    let mut e: f64 = seg[..l].iter().map(|v| (*v as f64) * (*v as f64)).sum();
     let min_e = 1e-10 * l as f64;
     let mut vals = Vec::with_capacity(hi - lo + 1);
-    for t in lo..=hi {
-        if t > lo {
-            let a = episode[t - 1] as f64;
-            let b = episode[t + l - 1] as f64;
+    for t in 0..=hi - lo {
+        if t > 0 {
+            let a = seg[t - 1] as f64;
+            let b = seg[t + l - 1] as f64;
             e += b * b - a * a;
         }
-        let d = dot(&episode[t..t + l], &clip.samples) as f64;
+        let d = dot(&seg[t..t + l], &clip.samples) as f64;
         vals.push(if e > min_e {
             (d / (clip.norm * e.max(0.0).sqrt())) as f32
         } else {

@@ -9,7 +9,8 @@
 //! 2. [`Matcher::new`] analyses the episode once: it computes a compact
 //!    band-energy feature matrix (62.5 frames/s, for the warped detector),
 //!    fits a whitening (linear-prediction error) filter on the episode and
-//!    keeps the whitened 8 kHz samples.
+//!    keeps the whitened 8 kHz samples as 16-bit integers (half the memory
+//!    of f32; the detectors read the stretches they need as f32).
 //! 3. [`Matcher::find`] / [`Matcher::find_all`] run, per clip (whitened with
 //!    the same filter), a coarse pass (the correlation envelope in the
 //!    clip's strongest frequency band, from episode block spectra shared by
@@ -36,6 +37,7 @@ mod matcher;
 mod ncc;
 pub mod report;
 mod speed;
+mod store;
 
 pub use matcher::{ClipResult, Detector, MatchConfig, MatchError, MatchMode, Matcher, Occurrence};
 

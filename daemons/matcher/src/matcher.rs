@@ -10,6 +10,7 @@ use crate::decode::DecodeError;
 use crate::features::{self, FeatureIndex, HOP};
 use crate::ncc::{self, PreparedClip};
 use crate::speed;
+use crate::store::{Pcm16, Samples};
 use crate::ANALYSIS_RATE;
 
 /// Which detector produced an occurrence.
@@ -183,7 +184,8 @@ impl Default for MatchConfig {
 
 /// A matcher built once per episode and shared by all clips.
 pub struct Matcher {
-    episode: Vec<f32>,
+    /// The whitened episode (raw in exhaustive mode), 16-bit.
+    episode: Pcm16,
     config: MatchConfig,
     index: Option<FeatureIndex>,
     /// Whitening filter fitted on the episode (applied to the stored episode
@@ -245,7 +247,7 @@ impl Matcher {
                 .collect()
         };
         Self {
-            episode,
+            episode: Pcm16::from_f32(episode),
             config,
             index,
             whitener,
@@ -289,7 +291,7 @@ impl Matcher {
 
     /// Approximate heap memory held by the matcher (bytes).
     pub fn heap_bytes(&self) -> usize {
-        self.episode.len() * 4 + self.index.as_ref().map_or(0, |i| i.heap_bytes())
+        self.episode.heap_bytes() + self.index.as_ref().map_or(0, |i| i.heap_bytes())
     }
 
     fn validate(&self, clip: &[f32], label: &str) -> Result<PreparedClip, MatchError> {
@@ -434,7 +436,8 @@ impl Matcher {
                 host[pad..pad + sp.len()].copy_from_slice(&sp.samples);
                 let lag =
                     (all[w].2 - all[s].2) * f64::from(all[s].5) * ANALYSIS_RATE as f64 + pad as f64;
-                let rho = coarse::exact_ncc(&host, &wp, lag, 32).map_or(0.0, |p| p.ncc.max(0.0));
+                let rho =
+                    coarse::exact_ncc(&host[..], &wp, lag, 32).map_or(0.0, |p| p.ncc.max(0.0));
                 all[w].4 <= rho * all[s].4 + MARGIN
             })
             .collect();
@@ -720,8 +723,8 @@ fn unreachable_index() -> &'static FeatureIndex {
 /// (piecewise NCC at the found lag). A hit whose matching run covers less than
 /// 90% of the clip becomes a partial occurrence (re-timed by NCC of that part),
 /// or is dropped if the run is shorter than `min_partial_s`.
-fn refine_extent(
-    episode: &[f32],
+fn refine_extent<S: Samples + ?Sized>(
+    episode: &S,
     clip: &PreparedClip,
     pos: f64,
     ncc_v: f32,

@@ -15,6 +15,8 @@ use rayon::prelude::*;
 use realfft::num_complex::Complex32;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
+use crate::store::Samples;
+
 thread_local! {
     static PLANNER: RefCell<RealFftPlanner<f32>> = RefCell::new(RealFftPlanner::new());
 }
@@ -120,8 +122,8 @@ const MIN_WINDOW_POWER: f64 = 1e-10;
 /// Full-resolution NCC of every clip over the whole episode; returns, per
 /// clip, the peaks with NCC >= `threshold` after non-maximum suppression
 /// (peaks of one clip closer than `min_sep_frac * len` keep only the best).
-pub(crate) fn exhaustive(
-    episode: &[f32],
+pub(crate) fn exhaustive<S: Samples + ?Sized>(
+    episode: &S,
     clips: &[&PreparedClip],
     threshold: f32,
     min_sep_frac: f64,
@@ -175,7 +177,7 @@ pub(crate) fn exhaustive(
                 let (fwd, inv) = plans(n);
                 let end = (p + n).min(episode.len());
                 let mut xb = vec![0.0f32; n];
-                xb[..end - p].copy_from_slice(&episode[p..end]);
+                episode.copy_into(p, &mut xb[..end - p]);
                 // Block-local prefix energy.
                 let mut pre = Vec::with_capacity(n + 1);
                 pre.push(0.0f64);
@@ -355,8 +357,8 @@ pub(crate) fn nms(
 
 /// NCC of `clip` against `episode` for start positions in
 /// `[center - radius, center + radius]`; returns the best peak (sub-sample).
-pub(crate) fn local_ncc(
-    episode: &[f32],
+pub(crate) fn local_ncc<S: Samples + ?Sized>(
+    episode: &S,
     clip: &PreparedClip,
     center: i64,
     radius: usize,
@@ -371,7 +373,8 @@ pub(crate) fn local_ncc(
         return None;
     }
     let nlags = hi - lo + 1;
-    let seg = &episode[lo..hi + l];
+    let seg = episode.segment(lo, hi + l);
+    let seg: &[f32] = &seg;
     let n = (seg.len() + 1).next_power_of_two();
     let (fwd, inv) = plans(n);
     let mut a = vec![0.0f32; n];

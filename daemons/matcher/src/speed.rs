@@ -23,6 +23,7 @@ use crate::coarse::Whitener;
 use crate::features::{slice, FeatureIndex, Features, HOP};
 use crate::matcher::{round_ms, Detector, MatchConfig, Occurrence};
 use crate::ncc::{self, PreparedClip};
+use crate::store::Samples;
 use crate::ANALYSIS_RATE;
 
 /// Segment length and hop (frames).
@@ -89,8 +90,8 @@ impl Retimer<'_> {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn detect(
-    episode: &[f32],
+pub(crate) fn detect<S: Samples + ?Sized>(
+    episode: &S,
     index: &FeatureIndex,
     clip: &PreparedClip,
     rt: &Retimer<'_>,
@@ -282,8 +283,8 @@ fn retime(x: &[f32], start: f64, step: f64, n: usize) -> Vec<f32> {
 }
 
 /// Direct NCC of `piece` against episode starts in [center - r, center + r].
-pub(crate) fn piece_ncc(
-    episode: &[f32],
+pub(crate) fn piece_ncc<S: Samples + ?Sized>(
+    episode: &S,
     piece: &[f32],
     norm: f64,
     center: f64,
@@ -297,22 +298,17 @@ pub(crate) fn piece_ncc(
         return None;
     }
     let (lo, hi) = (lo as usize, hi as usize);
-    let mut e: f64 = episode[lo..lo + l]
-        .iter()
-        .map(|v| (*v as f64) * (*v as f64))
-        .sum();
+    // The stretch every lag reads, indexed from `lo`.
+    let seg = episode.segment(lo, hi + l);
+    let mut e: f64 = seg[..l].iter().map(|v| (*v as f64) * (*v as f64)).sum();
     let mut vals = Vec::with_capacity(hi - lo + 1);
-    for t in lo..=hi {
-        if t > lo {
-            let a = episode[t - 1] as f64;
-            let b = episode[t + l - 1] as f64;
+    for t in 0..=hi - lo {
+        if t > 0 {
+            let a = seg[t - 1] as f64;
+            let b = seg[t + l - 1] as f64;
             e += b * b - a * a;
         }
-        let dot: f32 = episode[t..t + l]
-            .iter()
-            .zip(piece)
-            .map(|(a, b)| a * b)
-            .sum();
+        let dot: f32 = seg[t..t + l].iter().zip(piece).map(|(a, b)| a * b).sum();
         let v = if e > 1e-10 * l as f64 {
             (dot as f64 / (norm * e.max(0.0).sqrt())) as f32
         } else {
@@ -355,8 +351,8 @@ struct Verified {
 
 /// Verifies one candidate under one hypothesis (`resample`: speed, else tempo).
 #[allow(clippy::too_many_arguments)]
-fn verify_hyp(
-    episode: &[f32],
+fn verify_hyp<S: Samples + ?Sized>(
+    episode: &S,
     clip: &[f32],
     rt: &Retimer<'_>,
     c: &Cand,
@@ -526,8 +522,8 @@ fn verify_hyp(
 
 /// Mean best NCC of a few loud resampled pieces of the clip at `speed`
 /// (pass-1 search only): ranks the points of the speed grid of a short clip.
-fn pass1_score(
-    episode: &[f32],
+fn pass1_score<S: Samples + ?Sized>(
+    episode: &S,
     clip: &[f32],
     rt: &Retimer<'_>,
     c: &Cand,
@@ -566,8 +562,8 @@ fn pass1_score(
     }
 }
 
-fn verify(
-    episode: &[f32],
+fn verify<S: Samples + ?Sized>(
+    episode: &S,
     clip: &PreparedClip,
     rt: &Retimer<'_>,
     c: &Cand,
