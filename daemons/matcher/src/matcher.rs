@@ -545,15 +545,16 @@ impl Matcher {
                             let rt = speed::Retimer {
                                 raw: self.whitener.as_ref().map(|w| (raw.as_ref(), w)),
                             };
-                            occ.extend(speed::detect(
+                            let warped = speed::detect(
                                 &self.episode,
                                 index,
                                 &p,
                                 &rt,
                                 &qf,
                                 cfg,
-                                &occ,
-                            ));
+                                &mut occ,
+                            );
+                            occ.extend(warped);
                         }
                     }
                 }
@@ -691,7 +692,7 @@ impl Matcher {
             let rt = speed::Retimer {
                 raw: self.whitener.as_ref().map(|w| (clip, w)),
             };
-            let warped = speed::detect(&self.episode, index, &p, &rt, &qf, cfg, &occ);
+            let warped = speed::detect(&self.episode, index, &p, &rt, &qf, cfg, &mut occ);
             if std::env::var_os("ARCHIVIST_MATCHER_DEBUG").is_some() {
                 eprintln!(
                     "{label}: {:.1} s clip, whole-clip pass {:.3} s, warped pass {:.3} s",

@@ -47,6 +47,14 @@ const PASS1_PIECES: usize = 24;
 const R2: usize = 24;
 /// Whole-clip NCC hits at least this confident are not re-verified as warped copies.
 const SURE_NCC: f32 = 0.6;
+/// A weak whole-clip hit is re-timed by the warped detector when its measurement of the
+/// same event at a speed at least this far from 1 scores higher (see [`detect`]).
+const RETIME_MIN_SPEED_DEV: f32 = 0.01;
+/// ... by at least this much (NCC).
+const RETIME_MARGIN: f32 = 0.03;
+/// ... for clips at least this long (s): shorter ones are mostly tonal stings, whose
+/// warped fits also line up with similar stings played at another speed.
+const RETIME_MIN_CLIP_S: f64 = 2.0;
 /// Per-piece NCC above which a piece counts as matching.
 const PIECE_MATCH: f32 = 0.3;
 
@@ -97,7 +105,7 @@ pub(crate) fn detect<S: Samples + ?Sized>(
     rt: &Retimer<'_>,
     qf: &Features,
     cfg: &MatchConfig,
-    found: &[Occurrence],
+    found: &mut [Occurrence],
 ) -> Vec<Occurrence> {
     let nf = qf.frames;
     let segs: Vec<usize> = if nf <= SEG + SEG / 2 {
@@ -205,8 +213,66 @@ pub(crate) fn detect<S: Samples + ?Sized>(
         chosen.push(c);
     }
     let mut out: Vec<Occurrence> = Vec::new();
+    let mut retimed: Vec<(usize, Occurrence)> = Vec::new();
+    let anchor = |o: &Occurrence| o.offset_s - o.clip_start_s / f64::from(o.speed.max(0.01));
     for c in chosen {
-        if let Some(o) = verify(episode, clip, rt, &c, cfg) {
+        // A weak whole-clip hit here may be a speed-changed copy measured at the wrong
+        // speed and lag (its NCC just clears the threshold at a compromise lag). The
+        // event is already established, so the warped measurement needs no acceptance
+        // threshold of its own to re-time it: only to be at a clearly different speed,
+        // to start where that hit starts, and to score higher than it did.
+        let start_s = c.t0 * frame_s;
+        let weak = found
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| {
+                clip_s >= RETIME_MIN_CLIP_S
+                    && o.confidence < SURE_NCC
+                    && (anchor(o) - start_s).abs() < 0.5 * clip_s
+            })
+            .max_by(|a, b| {
+                a.1.confidence
+                    .total_cmp(&b.1.confidence)
+                    .then(b.0.cmp(&a.0))
+            })
+            .map(|(i, o)| (i, anchor(o), o.confidence));
+        let normal_run = cfg.min_partial_s.min(0.8 * clip_s);
+        let (accept, min_run) = match weak {
+            Some((_, _, conf)) => (cfg.warped_threshold.min(conf + RETIME_MARGIN), 0.0),
+            None => (cfg.warped_threshold, normal_run),
+        };
+        let Some(o) = verify(episode, clip, rt, &c, cfg, accept, min_run) else {
+            continue;
+        };
+        let run = o.clip_end_s - o.clip_start_s;
+        let verified = if o.confidence >= cfg.warped_threshold && run >= normal_run {
+            Some(o)
+        } else {
+            if let Some((i, at, conf)) = weak {
+                let a = anchor(&o);
+                if o.confidence >= conf + RETIME_MARGIN
+                    && (o.speed - 1.0).abs() >= RETIME_MIN_SPEED_DEV
+                    && (a - at).abs() < 0.25 * clip_s
+                {
+                    // The weak hit, re-timed in place: the whole clip from the warped
+                    // anchor at the warped speed. Its extent and confidence stay the
+                    // whole-clip hit's (the warped run may be a short stretch of it), so
+                    // the cross-clip check judges it as before.
+                    retimed.push((
+                        i,
+                        Occurrence {
+                            offset_s: round_ms(a),
+                            clip_start_s: 0.0,
+                            clip_end_s: round_ms(clip_s),
+                            confidence: conf,
+                            ..o
+                        },
+                    ));
+                }
+            }
+            None
+        };
+        if let Some(o) = verified {
             let start = o.offset_s - o.clip_start_s / o.speed as f64;
             let clash = out
                 .iter()
@@ -218,6 +284,9 @@ pub(crate) fn detect<S: Samples + ?Sized>(
                 out.push(o);
             }
         }
+    }
+    for (i, o) in retimed {
+        found[i] = o;
     }
     out
 }
@@ -562,12 +631,16 @@ fn pass1_score<S: Samples + ?Sized>(
     }
 }
 
+/// Verifies a candidate; `accept` is the lowest piecewise score accepted and
+/// `min_run_s` the shortest matching run of the clip.
 fn verify<S: Samples + ?Sized>(
     episode: &S,
     clip: &PreparedClip,
     rt: &Retimer<'_>,
     c: &Cand,
     cfg: &MatchConfig,
+    accept: f32,
+    min_run_s: f64,
 ) -> Option<Occurrence> {
     // Speed hypothesis: a short clip (one segment) has no speed estimate and
     // an uncertain start: the 1% grid is ranked by a wide pass-1 search
@@ -628,8 +701,7 @@ fn verify<S: Samples + ?Sized>(
     let v = best?;
     let rate = ANALYSIS_RATE as f64;
     let dur = (v.run.1 - v.run.0) as f64 / rate;
-    let clip_s = clip.len() as f64 / rate;
-    if v.score < cfg.warped_threshold || dur < cfg.min_partial_s.min(0.8 * clip_s) {
+    if v.score < accept || dur < min_run_s {
         return None;
     }
     let speed = 1.0 / v.slope;
