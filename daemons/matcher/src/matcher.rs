@@ -205,6 +205,18 @@ fn verify_radius(len: usize) -> usize {
     }
 }
 
+/// Local CFAR check ([`Matcher::stand_out_locally`]): half-width of the surrounding
+/// stretch (s).
+const LOCAL_RADIUS_S: f64 = 10.0;
+/// ... how far a hit must stand out from the largest |NCC| of the clip around it. In
+/// the benchmark corpus the true hits of clips under 3 s stood out by 1.52 or more and
+/// the clip-free false positives (a tonal sting over music) by 1.09-1.21.
+const LOCAL_CFAR_RATIO: f32 = 1.35;
+/// ... hits at or above this NCC are not checked.
+const LOCAL_CFAR_SURE: f32 = 0.6;
+/// ... clips this long or longer (s) are not checked.
+const LOCAL_CFAR_MAX_CLIP_S: f64 = 3.0;
+
 /// Episode section length (samples) for the null-distribution estimate.
 const SECTION: usize = 30 * ANALYSIS_RATE as usize;
 
@@ -459,6 +471,47 @@ impl Matcher {
         res
     }
 
+    /// Local CFAR check of a short clip's weak whole-clip hits: a hit must stand out from
+    /// the clip's own NCC over the surrounding [`LOCAL_RADIUS_S`] seconds (its other hits
+    /// left out) by [`LOCAL_CFAR_RATIO`]. A short tonal sting matched against music
+    /// with the same notes correlates with that music all along (the hit is just the
+    /// highest of many similar values); a real copy stands out from whatever plays
+    /// around it. Confident hits and clips of 3 s or more are not checked.
+    fn stand_out_locally(&self, clip: &PreparedClip, hits: Vec<ncc::Peak>) -> Vec<ncc::Peak> {
+        let l = clip.len();
+        if l as f64 >= LOCAL_CFAR_MAX_CLIP_S * ANALYSIS_RATE as f64 {
+            return hits;
+        }
+        let radius = (LOCAL_RADIUS_S * ANALYSIS_RATE as f64) as usize;
+        let keep: Vec<bool> = hits
+            .iter()
+            .map(|h| {
+                if h.ncc >= LOCAL_CFAR_SURE {
+                    return true;
+                }
+                let Some((lo, curve)) =
+                    ncc::local_curve(&self.episode, clip, h.pos.round() as i64, radius)
+                else {
+                    return true;
+                };
+                let background = curve
+                    .iter()
+                    .enumerate()
+                    .filter(|(t, _)| {
+                        let at = (lo + t) as f64;
+                        hits.iter().all(|o| (at - o.pos).abs() > l as f64)
+                    })
+                    .map(|(_, v)| v.abs())
+                    .fold(0.0f32, f32::max);
+                h.ncc >= LOCAL_CFAR_RATIO * background
+            })
+            .collect();
+        hits.into_iter()
+            .zip(keep)
+            .filter_map(|(h, k)| k.then_some(h))
+            .collect()
+    }
+
     /// Default mode: coarse-to-fine whitened NCC for whole clips, then the
     /// extent check and the warped detector.
     fn find_all_full<L: AsRef<str> + Sync, S: AsRef<[f32]> + Sync>(
@@ -533,6 +586,7 @@ impl Matcher {
                     .filter(|k| k.ncc >= thr)
                     .collect();
                 let hits = ncc::nms(hits, p.len(), cfg.min_separation, cfg.max_occurrences);
+                let hits = self.stand_out_locally(&p, hits);
                 let mut occ: Vec<Occurrence> = hits
                     .into_iter()
                     .filter_map(|k| refine_extent(&self.episode, &p, k.pos, k.ncc, cfg))

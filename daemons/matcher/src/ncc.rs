@@ -355,14 +355,14 @@ pub(crate) fn nms(
     kept
 }
 
-/// NCC of `clip` against `episode` for start positions in
-/// `[center - radius, center + radius]`; returns the best peak (sub-sample).
-pub(crate) fn local_ncc<S: Samples + ?Sized>(
+/// The NCC curve of `clip` for starts `[center - radius, center + radius]` (clamped to
+/// the episode), with the first start.
+pub(crate) fn local_curve<S: Samples + ?Sized>(
     episode: &S,
     clip: &PreparedClip,
     center: i64,
     radius: usize,
-) -> Option<Peak> {
+) -> Option<(usize, Vec<f32>)> {
     let l = clip.len();
     if l == 0 || l > episode.len() {
         return None;
@@ -399,16 +399,30 @@ pub(crate) fn local_ncc<S: Samples + ?Sized>(
         pre.push(acc);
     }
     let min_e = MIN_WINDOW_POWER * l as f64;
-    let ncc: Vec<f32> = (0..nlags)
-        .map(|t| {
-            let e = pre[t + l] - pre[t];
-            if e > min_e && clip.norm > 0.0 {
-                (y[t] as f64 / (clip.norm * e.sqrt())) as f32
-            } else {
-                0.0
-            }
-        })
-        .collect();
+    Some((
+        lo,
+        (0..nlags)
+            .map(|t| {
+                let e = pre[t + l] - pre[t];
+                if e > min_e && clip.norm > 0.0 {
+                    (y[t] as f64 / (clip.norm * e.sqrt())) as f32
+                } else {
+                    0.0
+                }
+            })
+            .collect(),
+    ))
+}
+
+/// NCC of `clip` against `episode` for start positions in
+/// `[center - radius, center + radius]`; returns the best peak (sub-sample).
+pub(crate) fn local_ncc<S: Samples + ?Sized>(
+    episode: &S,
+    clip: &PreparedClip,
+    center: i64,
+    radius: usize,
+) -> Option<Peak> {
+    let (lo, ncc) = local_curve(episode, clip, center, radius)?;
     let (bt, bv, d) = crate::dsp::parabolic_peak(&ncc);
     Some(Peak {
         pos: (lo + bt) as f64 + d,

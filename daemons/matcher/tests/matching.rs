@@ -299,3 +299,50 @@ fn clips_that_resemble_each_other_are_not_reported_for_each_other() {
     let alone = m.find(&clips[0].1, "a").expect("a alone");
     assert_eq!(alone.occurrences.len(), 2, "{alone:?}");
 }
+
+/// A short tonal sting and a stretch of sustained notes that it shares (the kind of
+/// music behind the benchmark's clip-free false positives): the local check that drops
+/// weak hits which do not stand out from the clip's NCC around them must keep the real
+/// copy, and nothing is reported in the notes.
+#[test]
+fn a_sting_copy_is_kept_and_notes_it_shares_are_not_reported() {
+    let rate = archivist_matcher::ANALYSIS_RATE as f64;
+    let tone = |t: f64| {
+        (2.0 * std::f64::consts::PI * 440.0 * t).sin()
+            + 0.7 * (2.0 * std::f64::consts::PI * 660.0 * t).sin()
+            + 0.5 * (2.0 * std::f64::consts::PI * 880.0 * t).sin()
+    };
+    // The sting: the three notes with an attack and a decay, 0.9 s.
+    let sting: Vec<f32> = (0..(0.9 * rate) as usize)
+        .map(|i| {
+            let t = i as f64 / rate;
+            (tone(t) * (1.0 - (-t * 60.0).exp()) * (-t * 2.5).exp() * 0.3) as f32
+        })
+        .collect();
+    // 40 s: sustained notes with noise for 15 s, then speech with the sting at 30 s.
+    let mut s = Scenario::new(9, 40.0, BedKind::Speech);
+    let _ = s.add_clip("unused", ClipKind::Sting, 1.0);
+    let mut episode = s.render().episode;
+    let mut noise = 12345u64;
+    for (i, v) in episode.iter_mut().enumerate().take((15.0 * rate) as usize) {
+        noise = noise
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let n = ((noise >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 0.6;
+        *v = (0.25 * tone(i as f64 / rate) + n) as f32;
+    }
+    let at = (30.0 * rate) as usize;
+    for (k, v) in sting.iter().enumerate() {
+        episode[at + k] += v * 2.0;
+    }
+    let m = Matcher::new(&episode, MatchConfig::default());
+    let found = m.find(&sting, "sting").expect("valid clip");
+    let offsets: Vec<f64> = found.occurrences.iter().map(|o| o.offset_s).collect();
+    assert_eq!(
+        offsets.len(),
+        1,
+        "only the real copy: {:?}",
+        found.occurrences
+    );
+    assert!((offsets[0] - 30.0).abs() < 0.005, "{offsets:?}");
+}
