@@ -174,10 +174,10 @@ pub fn generate(
     let mut manifest = String::from("# Sample catalog written by `archivist sample`.\nepisodes:\n");
     for (e, episode) in truth.episodes.iter().enumerate() {
         manifest.push_str(&format!(
-            "  - url: {}\n    title: {}\n    air_date: 2026-01-{:02}\n    priority: {}\n",
+            "  - url: {}\n    title: {}\n    air_date: {}\n    priority: {}\n",
             episode.url,
             episode.title,
-            e + 1,
+            sample_air_date(e),
             e % 2
         ));
     }
@@ -221,4 +221,40 @@ async fn generate_command(args: SampleArgs) -> Result<ExitCode> {
         dir.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The air date of sample episode `index`: one a day from 2026-01-01 (a real date for any
+/// number of episodes; the catalog refuses impossible ones such as 2026-01-40).
+fn sample_air_date(index: usize) -> String {
+    let first =
+        time::Date::from_calendar_date(2026, time::Month::January, 1).unwrap_or(time::Date::MIN);
+    let day = first
+        .checked_add(time::Duration::days(index as i64))
+        .unwrap_or(first);
+    format!(
+        "{:04}-{:02}-{:02}",
+        day.year(),
+        u8::from(day.month()),
+        day.day()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample_air_date;
+
+    #[test]
+    fn sample_air_dates_are_real_days_one_apart() {
+        assert_eq!(sample_air_date(0), "2026-01-01");
+        assert_eq!(sample_air_date(30), "2026-01-31");
+        assert_eq!(sample_air_date(39), "2026-02-09");
+        assert_eq!(sample_air_date(365), "2027-01-01");
+        for i in 0..800 {
+            assert!(
+                archivist_catalog::item::check_air_date(&sample_air_date(i)).is_ok(),
+                "{}",
+                sample_air_date(i)
+            );
+        }
+    }
 }
