@@ -41,6 +41,15 @@ pub struct Occurrence {
     pub detector: Detector,
 }
 
+impl Occurrence {
+    /// Where the clip's start falls in the episode (s): the offset of the matched part
+    /// less the part's start, at the occurrence's speed. Two detections of one event share
+    /// it, whichever part of the clip each matched.
+    pub(crate) fn anchor_s(&self) -> f64 {
+        self.offset_s - self.clip_start_s / f64::from(self.speed.max(0.01))
+    }
+}
+
 /// All occurrences of one clip.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClipResult {
@@ -388,7 +397,7 @@ impl Matcher {
         for (ci, r) in res.iter().enumerate() {
             if let Ok(r) = r {
                 for (oi, o) in r.occurrences.iter().enumerate() {
-                    let start = o.offset_s - o.clip_start_s / f64::from(o.speed);
+                    let start = o.anchor_s();
                     let end = start + r.clip_duration_s / f64::from(o.speed.max(0.01));
                     all.push((ci, oi, start, end, o.confidence, o.speed.max(0.01)));
                 }
@@ -894,7 +903,6 @@ fn whole(pos: f64, ncc: f32, dur: f64) -> Occurrence {
 /// whose whole-clip anchors (where the clip's start falls in the episode) are closer than
 /// `min_separation` x the clip's duration are one event, and the more confident is kept.
 fn merge_same_events(mut occ: Vec<Occurrence>, dur: f64, min_separation: f64) -> Vec<Occurrence> {
-    let anchor = |o: &Occurrence| o.offset_s - o.clip_start_s / f64::from(o.speed.max(0.01));
     // A warped detection at unchanged speed of an event the whole-clip NCC
     // also found is that event measured piecewise (its mean piece NCC is
     // higher than the whole-clip NCC, its extent shorter under noise): the
@@ -911,7 +919,7 @@ fn merge_same_events(mut occ: Vec<Occurrence>, dur: f64, min_separation: f64) ->
     for o in occ {
         if kept
             .iter()
-            .all(|k| (anchor(k) - anchor(&o)).abs() >= min_separation * dur)
+            .all(|k| (k.anchor_s() - o.anchor_s()).abs() >= min_separation * dur)
         {
             kept.push(o);
         }

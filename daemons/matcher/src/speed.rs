@@ -214,7 +214,6 @@ pub(crate) fn detect<S: Samples + ?Sized>(
     }
     let mut out: Vec<Occurrence> = Vec::new();
     let mut retimed: Vec<(usize, Occurrence)> = Vec::new();
-    let anchor = |o: &Occurrence| o.offset_s - o.clip_start_s / f64::from(o.speed.max(0.01));
     for c in chosen {
         // A weak whole-clip hit here may be a speed-changed copy measured at the wrong
         // speed and lag (its NCC just clears the threshold at a compromise lag). The
@@ -228,14 +227,14 @@ pub(crate) fn detect<S: Samples + ?Sized>(
             .filter(|(_, o)| {
                 clip_s >= RETIME_MIN_CLIP_S
                     && o.confidence < SURE_NCC
-                    && (anchor(o) - start_s).abs() < 0.5 * clip_s
+                    && (o.anchor_s() - start_s).abs() < 0.5 * clip_s
             })
             .max_by(|a, b| {
                 a.1.confidence
                     .total_cmp(&b.1.confidence)
                     .then(b.0.cmp(&a.0))
             })
-            .map(|(i, o)| (i, anchor(o), o.confidence));
+            .map(|(i, o)| (i, o.anchor_s(), o.confidence));
         let normal_run = cfg.min_partial_s.min(0.8 * clip_s);
         let (accept, min_run) = match weak {
             Some((_, _, conf)) => (cfg.warped_threshold.min(conf + RETIME_MARGIN), 0.0),
@@ -249,7 +248,7 @@ pub(crate) fn detect<S: Samples + ?Sized>(
             Some(o)
         } else {
             if let Some((i, at, conf)) = weak {
-                let a = anchor(&o);
+                let a = o.anchor_s();
                 if o.confidence >= conf + RETIME_MARGIN
                     && (o.speed - 1.0).abs() >= RETIME_MIN_SPEED_DEV
                     && (a - at).abs() < 0.25 * clip_s
@@ -273,13 +272,11 @@ pub(crate) fn detect<S: Samples + ?Sized>(
             None
         };
         if let Some(o) = verified {
-            let start = o.offset_s - o.clip_start_s / o.speed as f64;
+            let start = o.anchor_s();
             let clash = out
                 .iter()
                 .chain(found.iter().filter(|o| o.confidence >= SURE_NCC))
-                .any(|p| {
-                    ((p.offset_s - p.clip_start_s / p.speed as f64) - start).abs() < 0.5 * clip_s
-                });
+                .any(|p| (p.anchor_s() - start).abs() < 0.5 * clip_s);
             if !clash {
                 out.push(o);
             }
