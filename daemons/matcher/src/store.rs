@@ -39,15 +39,15 @@ impl Samples for [f32] {
 
 impl Samples for Vec<f32> {
     fn len(&self) -> usize {
-        <[f32]>::len(self)
+        self.as_slice().len()
     }
 
     fn segment(&self, lo: usize, hi: usize) -> Cow<'_, [f32]> {
-        Cow::Borrowed(&self[lo..hi])
+        self.as_slice().segment(lo, hi)
     }
 
     fn copy_into(&self, lo: usize, out: &mut [f32]) {
-        out.copy_from_slice(&self[lo..lo + out.len()]);
+        self.as_slice().copy_into(lo, out)
     }
 }
 
