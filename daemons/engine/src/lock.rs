@@ -47,13 +47,7 @@ impl JobLock {
     ) -> Result<Option<JobLock>> {
         let job = id;
         let path = path.to_string();
-        let record = LockRecord {
-            schema: SCHEMA_VERSION,
-            owner: owner.to_string(),
-            session: session.id(),
-            since: crate::clock::local_now(),
-        };
-        let data = store::encode(&path, &record)?;
+        let data = lock_data(session, &path, owner)?;
         let options = session.create_options(zk::CreateMode::Ephemeral);
         match session.client().create(&path, &data, &options).await {
             Ok((stat, _)) => Ok(Some(JobLock {
@@ -83,13 +77,7 @@ impl JobLock {
         read_path: &str,
     ) -> Result<Option<(JobLock, Result<Option<(Vec<u8>, zk::Stat)>>)>> {
         let path = paths::job_lock(job);
-        let record = LockRecord {
-            schema: SCHEMA_VERSION,
-            owner: owner.to_string(),
-            session: session.id(),
-            since: crate::clock::local_now(),
-        };
-        let data = store::encode(&path, &record)?;
+        let data = lock_data(session, &path, owner)?;
         let options = session.create_options(zk::CreateMode::Ephemeral);
         // zookeeper-client sends each request when its future is made: create, then get.
         let created = session.client().create(&path, &data, &options);
@@ -163,6 +151,17 @@ impl JobLock {
             Err(e) => Err(EngineError::zk("delete", &self.path, e)),
         }
     }
+}
+
+/// The data of a lock node at `path`: who took it, on which session, when.
+fn lock_data(session: &Session, path: &str, owner: &str) -> Result<Vec<u8>> {
+    let record = LockRecord {
+        schema: SCHEMA_VERSION,
+        owner: owner.to_string(),
+        session: session.id(),
+        since: crate::clock::local_now(),
+    };
+    store::encode(path, &record)
 }
 
 /// Who holds a job's lock, if anyone.
