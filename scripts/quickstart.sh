@@ -28,7 +28,7 @@ done
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 qs=$repo/.local/quickstart
-bin=$repo/target/release/archivist
+bin=${CARGO_TARGET_DIR:-$repo/target}/release/archivist
 
 say "Installing missing packages (Debian) and building archivist (release)"
 bash scripts/deps.sh

@@ -14,7 +14,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 local_dir=${ARCHIVIST_LOCAL:-$repo/.local}
 dir=$local_dir/topology
-bin=${ARCHIVIST_BIN:-$repo/target/release/archivist}
+bin=${ARCHIVIST_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/archivist}
 metrics_base=${TOPOLOGY_METRICS_BASE:-19460}
 export ARCHIVIST_CHROOT=${ARCHIVIST_CHROOT:-/archivist-topology}
 
