@@ -1,5 +1,6 @@
 //! Catalog tests against a real ZooKeeper (archivist-testkit), one chroot per test.
 
+mod corpus;
 mod daemon;
 mod feeds;
 mod local;
