@@ -212,13 +212,19 @@ pub fn parse_document(
     body: &FeedBody,
     priority: Option<i64>,
 ) -> Result<ParsedFeed, CatalogError> {
-    let shown_url = identity::redact_credentials(feed_url);
-    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        parse_unguarded(feed_url, body, priority)
-    }));
-    match caught {
+    guarded(feed_url, || parse_unguarded(feed_url, body, priority))
+}
+
+/// Runs `parse`, turning a panic inside it into this feed's
+/// [`CatalogError::MalformedFeed`]: a parser bug costs one feed, never the process.
+fn guarded<T>(
+    feed_url: &str,
+    parse: impl FnOnce() -> Result<T, CatalogError>,
+) -> Result<T, CatalogError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(parse)) {
         Ok(parsed) => parsed,
         Err(panic) => {
+            let shown_url = identity::redact_credentials(feed_url);
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
@@ -245,6 +251,11 @@ fn feed_rs_parse(text: &str, base: Option<&str>) -> Result<feed_rs::model::Feed,
     parser.parse(text.as_bytes()).map_err(|e| e.to_string())
 }
 
+/// The base given to relative URLs when a feed has none (no http(s) URL it came from,
+/// no channel link): `.invalid` is reserved (RFC 6761), so no real URL starts with it,
+/// and an enclosure that does is named as relative instead of silently dropped.
+const NO_BASE: &str = "http://no-base.invalid/";
+
 fn is_http(url: &str) -> bool {
     let lower = url.trim_start().to_ascii_lowercase();
     lower.starts_with("http://") || lower.starts_with("https://")
@@ -256,7 +267,7 @@ fn channel_link(feed: &feed_rs::model::Feed) -> Option<String> {
         .iter()
         .filter(|l| l.rel.as_deref().is_none_or(|r| r == "alternate"))
         .map(|l| l.href.trim().to_string())
-        .find(|h| is_http(h))
+        .find(|h| is_http(h) && !h.starts_with(NO_BASE))
 }
 
 fn parse_unguarded(
@@ -273,18 +284,21 @@ fn parse_unguarded(
     let text = xml_prep::prepare(&decoded.text);
     // Relative URLs: xml:base (feed-rs applies it), else the URL the document came from,
     // else the feed's own link.
+    // With none of them, the sentinel base keeps relative URLs visible, to be named.
     let base = body.final_url.as_deref().filter(|u| is_http(u));
-    let mut feed = feed_rs_parse(&text, base).map_err(&malformed)?;
-    if base.is_none() {
-        if let Some(link) = channel_link(&feed) {
-            feed = feed_rs_parse(&text, Some(&link)).map_err(&malformed)?;
-        }
-    }
+    let mut feed = feed_rs_parse(&text, Some(base.unwrap_or(NO_BASE))).map_err(&malformed)?;
+    let base = match base {
+        Some(b) => Some(b.to_string()),
+        None => match channel_link(&feed) {
+            Some(link) => {
+                feed = feed_rs_parse(&text, Some(&link)).map_err(&malformed)?;
+                Some(link)
+            }
+            None => None,
+        },
+    };
     let json = feed.feed_type == feed_rs::model::FeedType::JSON;
-    let base_url = base
-        .map(str::to_string)
-        .or_else(|| channel_link(&feed))
-        .and_then(|b| url::Url::parse(&b).ok());
+    let base_url = url::Url::parse(base.as_deref().unwrap_or(NO_BASE)).ok();
     let mut items = Vec::new();
     let mut skipped = Vec::new();
     let mut seen = HashSet::new();
@@ -449,6 +463,11 @@ fn entry_item(
             types.join(", ")
         )));
     };
+    if let Some(relative) = url.strip_prefix(NO_BASE) {
+        return Err(problem(format!(
+            "enclosure URL {relative:?} is relative and the feed gives no base to resolve it against"
+        )));
+    }
     // A feed is someone else's document: it may only point at the web, never at this
     // machine's files or other schemes.
     if !is_http(&url) {
@@ -590,6 +609,53 @@ mod tests {
             parsed.skipped[0].item.contains("Slides") && parsed.skipped[0].item.contains("g-2")
         );
         assert!(parsed.skipped[0].reason.contains("not audio"));
+    }
+
+    #[test]
+    fn a_panic_in_the_parser_is_this_feed_s_error() {
+        let err = guarded::<ParsedFeed>("http://u:s3cret@h/feed.xml", || {
+            panic!("set_encoding() called after prefix buffer was drained")
+        })
+        .unwrap_err();
+        assert!(matches!(err, CatalogError::MalformedFeed { .. }));
+        let text = err.to_string();
+        assert!(
+            text.contains("parser failed") && text.contains("set_encoding"),
+            "{text}"
+        );
+        assert!(text.contains("http://***@h/feed.xml"), "{text}");
+    }
+
+    #[test]
+    fn relative_enclosures_fall_back_to_the_channel_link() {
+        let feed = r#"<rss><channel><title>S</title><link>http://show.example/pod/</link>
+<item><title>One</title><guid>1</guid><enclosure url="media/1.mp3" type="audio/mpeg"/></item>
+<item><title>Two</title><guid>2</guid><enclosure url="//cdn.example/2.mp3" type="audio/mpeg"/></item>
+</channel></rss>"#;
+        let parsed = parse_document("http://h/feed.xml", &FeedBody::bytes(feed), None).unwrap();
+        let urls: Vec<&str> = parsed.items.iter().map(|i| i.media_url.as_str()).collect();
+        assert_eq!(
+            urls,
+            [
+                "http://show.example/pod/media/1.mp3",
+                "http://cdn.example/2.mp3"
+            ]
+        );
+        // No base at all: left out with the reason.
+        let bare = feed.replace("<link>http://show.example/pod/</link>", "");
+        let parsed = parse_document("http://h/feed.xml", &FeedBody::bytes(bare), None).unwrap();
+        assert_eq!(
+            parsed.items.len(),
+            1,
+            "the scheme-relative URL still resolves"
+        );
+        assert!(
+            parsed.skipped[0]
+                .reason
+                .contains("\"media/1.mp3\" is relative"),
+            "{:?}",
+            parsed.skipped
+        );
     }
 
     #[test]
