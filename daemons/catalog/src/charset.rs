@@ -189,12 +189,17 @@ fn choose(body: &[u8], http_charset: Option<&str>) -> (Charset, Source, usize) {
     if let Some((charset, len)) = bom(body) {
         return (charset, Source::Bom, len);
     }
-    if let Some(charset) = http_charset.and_then(Charset::for_label) {
-        return (charset, Source::Http, 0);
-    }
     // A wide document shows its byte order in its first `<`; a declaration read from it
-    // could only repeat that.
-    if let Some(wide) = wide_pattern(body) {
+    // could only repeat that, and an ASCII-compatible HTTP charset for it is false (read
+    // so, it would be NUL-interleaved noise).
+    let wide = wide_pattern(body);
+    if let Some(charset) = http_charset.and_then(Charset::for_label) {
+        match wide {
+            Some(w) if charset.ascii_compatible() => return (w, Source::Sniffed, 0),
+            _ => return (charset, Source::Http, 0),
+        }
+    }
+    if let Some(wide) = wide {
         return (wide, Source::Sniffed, 0);
     }
     // A declaration of a wide encoding read from ASCII bytes is false (the declaration

@@ -2,8 +2,9 @@
 //! does not read, so its parsers see a document they know. Each rewrite is narrow and
 //! keeps the document's meaning:
 //!
-//! - the XML declaration is dropped: the text is already UTF-8 ([`crate::charset`]), and
-//!   a declaration saying `utf-16` would make the XML reader decode UTF-8 as UTF-16;
+//! - XML declarations and NUL characters are dropped: the text is already UTF-8
+//!   ([`crate::charset`]), and a declaration saying `utf-16`, or NULs making UTF-8 look
+//!   like UTF-16, would make the XML reader decode it again, wrongly (or panic);
 //! - the root `<rss>` gets `version="2.0"` whatever it said (or when it said nothing):
 //!   RSS 2.0 is a superset of 0.90-0.94 and 2.0x, and `feed-rs` refuses other versions
 //!   and ignores 0.92's enclosures under its 0.9x parser;
@@ -25,29 +26,46 @@ const RSS10_NS: &str = "http://purl.org/rss/1.0/";
 const ATOM03_NS: &str = "http://purl.org/atom/ns#";
 const ATOM10_NS: &str = "http://www.w3.org/2005/Atom";
 
-/// Rewrites an XML feed (see the module docs). Text that is not XML is returned as it
-/// is (apart from a leading BOM), for the JSON Feed parser or a clear parse error.
+/// Rewrites an XML feed (see the module docs). JSON is returned as it is (apart from a
+/// leading BOM), for the JSON Feed parser.
 pub fn prepare(text: &str) -> String {
     let text = text.trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n']);
-    if !text.starts_with('<') {
+    // JSON Feed; anything else may be XML to feed-rs (it looks for the first `<`), so it
+    // gets the whole treatment, declarations dropped included.
+    if text.starts_with('{') {
         return text.to_string();
     }
-    let text = drop_declaration(text);
-    let text = match root_span(text) {
-        Some((start, end, local, tag)) => rewrite_root(text, start, end, &local, &tag),
-        None => text.to_string(),
+    let text = xml_text_only(text);
+    let text = match root_span(&text) {
+        Some((start, end, local, tag)) => rewrite_root(&text, start, end, &local, &tag),
+        None => text,
     };
     html_entities_to_numeric(&text)
 }
 
-fn drop_declaration(text: &str) -> &str {
-    if !text.starts_with("<?xml") {
-        return text;
+/// The text without what would make the XML reader pick another decoder: NUL
+/// characters (never allowed in XML; with them, UTF-8 text can look like UTF-16 to the
+/// reader's byte sniffing) and every XML declaration (the one at the start is answered
+/// by [`crate::charset`]; one further on is malformed, and naming a wide encoding it
+/// would switch the reader's decoder mid-document, which panicked).
+fn xml_text_only(text: &str) -> String {
+    let text = text.replace('\0', "");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("<?xml") {
+        let after = &rest[at + 5..];
+        out.push_str(&rest[..at]);
+        if after.is_empty() || after.starts_with([' ', '\t', '\r', '\n', '?']) {
+            let end = after.find("?>").map(|i| i + 2).unwrap_or(after.len());
+            rest = &after[end..];
+        } else {
+            out.push_str("<?xml");
+            rest = after;
+        }
     }
-    match text.find("?>") {
-        Some(end) => text[end + 2..].trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n']),
-        None => text,
-    }
+    out.push_str(rest);
+    out.trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n'])
+        .to_string()
 }
 
 /// The byte span of the root element's start tag, its local name, and its text.
@@ -115,21 +133,13 @@ fn rss_tag(tag: &str) -> Option<String> {
 const XML_ENTITIES: [&str; 5] = ["amp", "lt", "gt", "quot", "apos"];
 
 /// Copies `text`, turning HTML named entity references outside CDATA sections,
-/// comments and processing instructions into numeric references, and dropping XML
-/// declarations.
+/// comments and processing instructions into numeric references.
 fn html_entities_to_numeric(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find(['<', '&']) {
         out.push_str(&rest[..at]);
         rest = &rest[at..];
-        // An XML declaration past the start is malformed, and one naming a wide
-        // encoding would switch the XML reader's decoder mid-document: dropped.
-        if rest.starts_with("<?xml") && rest[5..].starts_with([' ', '\t', '\r', '\n', '?']) {
-            let end = rest.find("?>").map(|i| i + 2).unwrap_or(rest.len());
-            rest = &rest[end..];
-            continue;
-        }
         let literal = [("<![CDATA[", "]]>"), ("<!--", "-->"), ("<?", "?>")]
             .into_iter()
             .find(|(open, _)| rest.starts_with(open));
@@ -216,6 +226,14 @@ mod tests {
         );
         let out = prepare(&format!("<rdf:RDF xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\" xmlns=\"{RSS090_NS}\"></rdf:RDF>"));
         assert!(out.contains(RSS10_NS), "{out}");
+    }
+
+    #[test]
+    fn declarations_and_nuls_never_reach_the_xml_reader() {
+        let out = prepare("\u{feff}\0<\0?xml version='1.0'?><rss><a b=\"<![CDATA[\"/><?xml version=\"1.0\" encoding=\"utf-16\"?>]]><?xml-stylesheet href=\"s\"?></rss>");
+        assert!(!out.contains('\0') && !out.contains("<?xml "), "{out}");
+        assert!(out.starts_with("<rss version=\"2.0\">"), "{out}");
+        assert!(out.contains("<?xml-stylesheet"), "{out}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod corpus;
 mod daemon;
 mod feeds;
+mod fuzz;
 mod local;
 mod manifests;
 mod scale;
