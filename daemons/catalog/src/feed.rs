@@ -286,7 +286,18 @@ fn parse_unguarded(
     // else the feed's own link.
     // With none of them, the sentinel base keeps relative URLs visible, to be named.
     let base = body.final_url.as_deref().filter(|u| is_http(u));
-    let mut feed = feed_rs_parse(&text, Some(base.unwrap_or(NO_BASE))).map_err(&malformed)?;
+    let mut feed = feed_rs_parse(&text, Some(base.unwrap_or(NO_BASE))).map_err(|reason| {
+        match xml_prep::root_name(&text) {
+            // The show's web page given instead of its feed is the common mistake.
+            Some(root) if !["rss", "RDF", "feed", "entry"].contains(&root.as_str()) => {
+                malformed(format!(
+                    "the document is <{root}>, not a feed (rss, RDF or Atom feed): is this the \
+                     show's web page rather than its feed? ({reason})"
+                ))
+            }
+            _ => malformed(reason),
+        }
+    })?;
     let base = match base {
         Some(b) => Some(b.to_string()),
         None => match channel_link(&feed) {
@@ -656,6 +667,15 @@ mod tests {
             "{:?}",
             parsed.skipped
         );
+    }
+
+    #[test]
+    fn a_web_page_is_named_as_not_a_feed() {
+        let page = b"<!DOCTYPE html><html><head><title>My show</title></head><body></body></html>";
+        let err = parse_feed("http://h/show", page, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("<html>, not a feed"), "{err}");
     }
 
     #[test]

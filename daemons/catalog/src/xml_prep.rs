@@ -68,6 +68,11 @@ fn xml_text_only(text: &str) -> String {
         .to_string()
 }
 
+/// The local name of the root element of prepared XML text (`rss`, `feed`, `html`...).
+pub fn root_name(text: &str) -> Option<String> {
+    root_span(text).map(|(_, _, local, _)| local)
+}
+
 /// The byte span of the root element's start tag, its local name, and its text.
 fn root_span(text: &str) -> Option<(usize, usize, String, String)> {
     let mut reader = Reader::from_str(text);
@@ -234,6 +239,18 @@ mod tests {
         assert!(!out.contains('\0') && !out.contains("<?xml "), "{out}");
         assert!(out.starts_with("<rss version=\"2.0\">"), "{out}");
         assert!(out.contains("<?xml-stylesheet"), "{out}");
+    }
+
+    #[test]
+    fn the_root_is_named() {
+        assert_eq!(
+            root_name(&prepare("<!doctype html><html><body/></html>")).as_deref(),
+            Some("html")
+        );
+        assert_eq!(
+            root_name(&prepare("<?xml version='1.0'?><rss/>")).as_deref(),
+            Some("rss")
+        );
     }
 
     #[test]
