@@ -19,9 +19,20 @@ pub fn emit<T: Serialize>(
             serde_json::to_string_pretty(value).context("encoding JSON")?
         ),
         OutputFormat::Yaml => print!("{}", serde_yaml::to_string(value).context("encoding YAML")?),
-        OutputFormat::Table => print!("{}", table(value)),
+        OutputFormat::Table => print!("{}", terminal_safe(&table(value))),
     }
     Ok(())
+}
+
+/// The last guard of human output: every control character but the line breaks the
+/// renderer put there becomes an escape, so no text from the tree (a title in a heading
+/// line, a reason) can send an escape sequence to the terminal. Cells are already
+/// [`printable`], which also escapes their newlines.
+pub fn terminal_safe(text: &str) -> String {
+    text.split('\n')
+        .map(printable)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A table with a header row. Every cell goes through [`printable`]: titles, URLs and
@@ -112,6 +123,14 @@ mod tests {
         );
         assert_eq!(printable("plain Café ☕"), "plain Café ☕");
         assert_eq!(printable("http://u:s3cret@h/a.mp3"), "http://***@h/a.mp3");
+    }
+
+    #[test]
+    fn free_text_keeps_its_lines_and_loses_its_escapes() {
+        assert_eq!(
+            terminal_safe("Title: A\x1b[31m\u{7}\nnext line\n"),
+            "Title: A\\x1b[31m\\x07\nnext line\n"
+        );
     }
 
     #[test]
