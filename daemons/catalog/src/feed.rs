@@ -438,7 +438,8 @@ fn entry_item(
     if all.is_empty() {
         return Err(problem(
             if entry.media.iter().any(|m| !m.content.is_empty()) {
-                "enclosure URL is relative and there is no base to resolve it against".to_string()
+                // feed-rs keeps an enclosure whose URL does not parse, without the URL.
+                "enclosure URL is not a valid URL".to_string()
             } else {
                 "no media enclosure".to_string()
             },
