@@ -417,6 +417,19 @@ fn enclosures(
     out
 }
 
+/// Is this declared media type one that tells nothing about the content?
+fn says_nothing(media_type: &str) -> bool {
+    let essence = media_type.split(';').next().unwrap_or("").trim();
+    essence.is_empty()
+        || [
+            "application/octet-stream",
+            "binary/octet-stream",
+            "application/x-unknown",
+        ]
+        .iter()
+        .any(|t| essence.eq_ignore_ascii_case(t))
+}
+
 fn entry_item(
     feed_url: &str,
     n: usize,
@@ -448,9 +461,11 @@ fn entry_item(
     let typed: Vec<(String, Option<String>)> = all
         .into_iter()
         .map(|e| {
+            // Many hosts declare every file `application/octet-stream`: a type that says
+            // nothing gives way to the extension's.
             let media_type = e
                 .media_type
-                .filter(|t| !t.trim().is_empty())
+                .filter(|t| !says_nothing(t))
                 .or_else(|| identity::guess_media_type(&e.url).map(str::to_string));
             (e.url, media_type)
         })
@@ -665,6 +680,22 @@ mod tests {
             parsed.skipped[0]
                 .reason
                 .contains("\"media/1.mp3\" is relative"),
+            "{:?}",
+            parsed.skipped
+        );
+    }
+
+    #[test]
+    fn an_octet_stream_type_gives_way_to_the_extension() {
+        let feed = r#"<rss version="2.0"><channel><title>S</title>
+<item><title>One</title><guid>1</guid><enclosure url="http://h/1.mp3" type="application/octet-stream"/></item>
+<item><title>Two</title><guid>2</guid><enclosure url="http://h/2.bin" type="application/octet-stream"/></item>
+</channel></rss>"#;
+        let parsed = parse_feed("http://h/feed.xml", feed.as_bytes(), None).unwrap();
+        assert_eq!(parsed.items.len(), 1);
+        assert_eq!(parsed.items[0].media_type.as_deref(), Some("audio/mpeg"));
+        assert!(
+            parsed.skipped[0].reason.contains("not audio"),
             "{:?}",
             parsed.skipped
         );
