@@ -66,6 +66,14 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
         archivist_engine::tree::init(&session, concat!("archivist ", env!("CARGO_PKG_VERSION")))
             .await?;
     }
+    // Configuration errors stop the command before anything starts: a restart would
+    // not fix them (run-time failures are restarted, see keep_running).
+    if args.curator && file.curator.feeds.is_empty() {
+        bail!("--curator needs feeds: set curator.feeds in the configuration");
+    }
+    for feed in &file.curator.feeds {
+        archivist_catalog::feed::feed_urls(feed).context("curator.feeds")?;
+    }
     let shutdown = crate::shutdown::on_signal();
     let mut roles = JoinSet::new();
     if want(args.planner) {
