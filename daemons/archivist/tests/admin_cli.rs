@@ -437,3 +437,41 @@ async fn batch_commands_submit_list_refuse_and_show_in_status() {
     assert_eq!(show["batches_held"], true);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Titles come from feeds and manifests: an ANSI escape or a newline in one must not
+/// drive the terminal or draw a fake row in `status --episodes` and `results`. Tables
+/// show control characters as escapes; the stored text (and JSON) keeps them as given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_titles_are_shown_escaped_in_tables_and_kept_as_stored() {
+    let (config, s) = archivist_testkit::fresh_tree("cli-hostile-titles").await;
+    let title = "Evil\x1b[2J\x1b[31m red\nfake | row";
+    let e1 = fixtures::episode(&s, 1, title).await;
+    fixtures::clip(&s, 1, "Jingle\x1b]0;pwned\x07").await;
+    fixtures::research(&s, &e1, "j0000000009", &[1], &[(1, 42.0, 0.95)]).await;
+    for args in [
+        vec!["status", "--episodes"],
+        vec!["results", "--episode", e1.as_str()],
+        vec!["results", "--clip", "c000001"],
+    ] {
+        let out = archivist(&config, &args).await;
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !stdout.contains(['\x1b', '\x07', '\r']),
+            "{args:?}: a control character reached the terminal: {stdout:?}"
+        );
+        assert!(
+            stdout.contains("Evil\\x1b[2J\\x1b[31m red\\nfake | row")
+                || stdout.contains("Jingle\\x1b]0;pwned\\x07"),
+            "{args:?}: {stdout}"
+        );
+        assert!(
+            !stdout
+                .lines()
+                .any(|l| l.contains("fake | row") && !l.contains("\\n")),
+            "{args:?}: a fake row: {stdout}"
+        );
+    }
+    let rows = json(&config, &["results", "--episode", &e1], 0).await;
+    assert_eq!(rows["rows"][0]["clip_title"], "Jingle\x1b]0;pwned\x07");
+}

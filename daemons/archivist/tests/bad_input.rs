@@ -238,3 +238,65 @@ fn every_test_named_in_docs_bad_input_exists() {
         "named in docs/bad-input.md but not found: {missing:?}"
     );
 }
+
+/// A UTF-16 feed declaring `encoding="utf-16"` made the XML parser panic, which took the
+/// curator and, under `run --all`, every other daemon down about 2 s after start. Now
+/// it is read like any feed; the daemons keep running, and a good feed polled after it
+/// registers too.
+#[test]
+fn a_feed_that_crashed_the_parser_is_read_and_run_all_keeps_every_daemon() {
+    let env = Env::fresh("bad-input-feed-crash");
+    let dir = support::scratch("feed-crash");
+    let feeds = dir.join("feeds");
+    std::fs::create_dir_all(&feeds).expect("feeds dir");
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalog/tests/feeds");
+    for name in ["utf-16be-declared-utf-16.xml", "rss-version-2.01.xml"] {
+        std::fs::copy(corpus.join(name), feeds.join(name)).expect("copy feed");
+    }
+    let (_files, base) = support::serve_files(&env, &feeds, &[]);
+    let config = fast_config(&dir);
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&format!(
+        "curator:\n  interval: 1\n  feeds:\n    - {base}/utf-16be-declared-utf-16.xml\n    - {base}/rss-version-2.01.xml\n"
+    ));
+    std::fs::write(&config, text).expect("config");
+    let log = dir.join("daemons.log");
+    let mut daemons = env.spawn(
+        &["--config", config.to_str().unwrap(), "run", "--all"],
+        &log,
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut episodes = 0;
+    while episodes < 3 && Instant::now() < deadline && daemons.is_running() {
+        std::thread::sleep(Duration::from_millis(500));
+        let out = env.run(&["-o", "json", "status"]);
+        if let Ok(status) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+            episodes = status["catalog"]["episodes"].as_u64().unwrap_or(0);
+        }
+    }
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        episodes,
+        3,
+        "episodes of both feeds registered; log:\n{}",
+        log_text()
+    );
+    // Several more polls of both feeds: every daemon still up.
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        daemons.is_running(),
+        "run --all exited; log:\n{}",
+        log_text()
+    );
+    let out = env.ok(&["-o", "json", "status"]);
+    let status: serde_json::Value = serde_json::from_str(&out).expect("status JSON");
+    let daemons_up = status.to_string();
+    for role in ["planner", "researcher", "recorder", "curator"] {
+        assert!(
+            daemons_up.contains(role),
+            "{role} not registered: {daemons_up}"
+        );
+    }
+    assert!(daemons.stop(Duration::from_secs(30)), "stops on SIGTERM");
+}

@@ -58,10 +58,10 @@ impl FeedPoller {
         session: &Session,
         feed_url: &str,
     ) -> Result<PollOutcome, CatalogError> {
-        let feed_url = identity::normalize_url(feed_url)?;
+        let (fetch_url, feed_url) = feed::feed_urls(feed_url)?;
         let fetched = feed::fetch(
             &self.client,
-            &feed_url,
+            &fetch_url,
             self.validators.get(&feed_url),
             &self.settings.fetch,
         )
@@ -78,7 +78,7 @@ impl FeedPoller {
         let report = feed::curate_document(
             session,
             &feed_url,
-            &body,
+            body,
             self.settings.priority,
             &self.settings.curate,
         )
@@ -110,7 +110,7 @@ impl FeedPoller {
                     failed += 1;
                     metrics::counter!("archivist_catalog_feed_polls_total", "result" => "failed")
                         .increment(1);
-                    tracing::warn!(feed = %feed_url, error = %e, "feed poll failed; trying again next interval");
+                    tracing::warn!(feed = %identity::redact_credentials(feed_url), error = %e, "feed poll failed; trying again next interval");
                 }
             }
         }
@@ -168,7 +168,7 @@ pub async fn run(
         ));
     }
     for feed_url in &settings.feeds {
-        identity::normalize_url(feed_url)?;
+        feed::feed_urls(feed_url)?;
     }
     let poller = Arc::new(Mutex::new(FeedPoller::new(settings)?));
     let name = identity.name.clone();

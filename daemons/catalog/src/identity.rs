@@ -21,18 +21,19 @@ const ALIAS_HEX: usize = 32;
 /// # Errors
 /// [`CatalogError::BadInput`] when the text is not a URL of one of those schemes.
 pub fn normalize_url(input: &str) -> Result<String, CatalogError> {
+    let shown = redact_credentials(input);
     let mut url = Url::parse(input.trim())
-        .map_err(|e| CatalogError::bad_input(input, format!("not a URL: {e}")))?;
+        .map_err(|e| CatalogError::bad_input(&shown, format!("not a URL: {e}")))?;
     match url.scheme() {
         "http" | "https" => {
             if url.host_str().map(str::is_empty).unwrap_or(true) {
-                return Err(CatalogError::bad_input(input, "URL has no host"));
+                return Err(CatalogError::bad_input(&shown, "URL has no host"));
             }
         }
         "file" => {}
         other => {
             return Err(CatalogError::bad_input(
-                input,
+                &shown,
                 format!("unsupported scheme {other:?} (use http, https, file or a path)"),
             ))
         }
@@ -42,6 +43,51 @@ pub fn normalize_url(input: &str) -> Result<String, CatalogError> {
         url.set_query(None);
     }
     Ok(url.to_string())
+}
+
+/// Does this URL carry a user name or a password (`http://user:pass@host/...`)?
+/// Such a URL is never stored: the catalog is readable by every role and its URLs are
+/// printed by `jobs show` (`docs/catalog.md`, "Credentials").
+pub fn has_credentials(url: &str) -> bool {
+    Url::parse(url.trim())
+        .map(|u| !u.username().is_empty() || u.password().is_some())
+        .unwrap_or(false)
+}
+
+/// The URL without its user name and password: the identity of a feed whose URL in the
+/// configuration carries credentials (they are sent when fetching, never stored).
+pub fn without_credentials(url: &str) -> String {
+    match Url::parse(url.trim()) {
+        Ok(mut u) if u.has_host() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Text for messages and logs: every `scheme://user:pass@` in it becomes
+/// `scheme://***@`, so a credential never reaches an operator's screen or a log.
+pub fn redact_credentials(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let authority_end = tail
+            .find(['/', '?', '#', ' ', '"', '\'', '\n'])
+            .unwrap_or(tail.len());
+        match tail[..authority_end].rfind('@') {
+            Some(userinfo_end) => {
+                out.push_str("***");
+                rest = &tail[userinfo_end..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn hash_prefix(text: &str) -> String {
@@ -126,6 +172,22 @@ mod tests {
         let err = normalize_url("ftp://x/y.mp3").unwrap_err();
         assert!(err.to_string().contains("ftp://x/y.mp3"), "{err}");
         assert!(normalize_url("not a url").is_err());
+    }
+
+    #[test]
+    fn credentials_are_found_removed_and_redacted() {
+        assert!(has_credentials("http://user:secret@h/a.mp3"));
+        assert!(has_credentials("https://user@h/a.mp3"));
+        assert!(!has_credentials("https://h/a.mp3?token=x@y"));
+        assert_eq!(without_credentials("http://u:p@h/feed"), "http://h/feed");
+        let text = "GET http://u:s3cret@h/a.mp3 and https://x@y/z then ftp://h/a@b";
+        let shown = redact_credentials(text);
+        assert_eq!(
+            shown,
+            "GET http://***@h/a.mp3 and https://***@y/z then ftp://h/a@b"
+        );
+        let err = normalize_url("gopher://u:s3cret@h/a").unwrap_err();
+        assert!(!err.to_string().contains("s3cret"), "{err}");
     }
 
     #[test]

@@ -11,6 +11,14 @@ use crate::identity;
 pub const MAX_TITLE_CHARS: usize = 300;
 /// Longest description stored, in characters (keeps record nodes a few KB).
 pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
+/// Longest media URL accepted, in bytes. Longer is refused, not cut: a cut URL would
+/// point somewhere else.
+pub const MAX_URL_BYTES: usize = 2_048;
+/// Longest feed GUID accepted, in bytes. Longer is refused, not cut: a cut GUID could
+/// name another item.
+pub const MAX_GUID_BYTES: usize = 1_024;
+/// Longest media type accepted, in bytes (RFC 6838 names are at most 127 + 1 + 127).
+pub const MAX_MEDIA_TYPE_BYTES: usize = 255;
 
 /// Episode or clip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -62,6 +70,9 @@ pub struct CatalogItem {
     pub priority: Option<i64>,
     /// Feed identity, for feed items.
     pub guid: Option<FeedGuid>,
+    /// Things about the item an operator should look at that do not stop it (a URL
+    /// that looks cut short); reported in [`crate::CurationReport::warnings`].
+    pub warnings: Vec<String>,
 }
 
 fn clip_chars(text: &str, max: usize) -> String {
@@ -85,6 +96,16 @@ impl CatalogItem {
         label: impl Into<String>,
     ) -> Result<CatalogItem, CatalogError> {
         let label = label.into();
+        if identity::has_credentials(media_url) {
+            return Err(CatalogError::bad_input(
+                label,
+                format!(
+                    "media URL {} carries credentials (user:password@); they are not stored, \
+                     since every role can read the catalog: give a URL without them",
+                    identity::redact_credentials(media_url.trim())
+                ),
+            ));
+        }
         let media_url = identity::normalize_url(media_url)?;
         let title = clip_chars(title, MAX_TITLE_CHARS);
         if title.is_empty() {
@@ -100,6 +121,7 @@ impl CatalogItem {
             air_date: None,
             priority: None,
             guid: None,
+            warnings: Vec::new(),
         })
     }
 
@@ -146,6 +168,42 @@ impl CatalogItem {
     /// Sets the feed identity. Defaults to none (identity by URL only).
     pub fn with_guid(mut self, guid: Option<FeedGuid>) -> Self {
         self.guid = guid.filter(|g| !g.guid.trim().is_empty());
+        self
+    }
+
+    /// Checks every field against the documented limits ([`MAX_URL_BYTES`],
+    /// [`MAX_GUID_BYTES`], [`MAX_MEDIA_TYPE_BYTES`]; titles and descriptions are cut when
+    /// set). An item over a limit is left out with this reason while the rest of its
+    /// batch is written: an oversized field must not make ZooKeeper refuse a whole multi.
+    ///
+    /// # Errors
+    /// Which field is too long, by how much.
+    pub fn check_limits(&self) -> Result<(), String> {
+        let over = |what: &str, len: usize, max: usize| {
+            format!("{what} is {len} bytes, over the limit of {max} bytes")
+        };
+        if self.media_url.len() > MAX_URL_BYTES {
+            return Err(over("media URL", self.media_url.len(), MAX_URL_BYTES));
+        }
+        if let Some(g) = &self.guid {
+            if g.guid.len() > MAX_GUID_BYTES {
+                return Err(over("GUID", g.guid.len(), MAX_GUID_BYTES));
+            }
+            if g.feed_url.len() > MAX_URL_BYTES {
+                return Err(over("feed URL", g.feed_url.len(), MAX_URL_BYTES));
+            }
+        }
+        if let Some(t) = &self.media_type {
+            if t.len() > MAX_MEDIA_TYPE_BYTES {
+                return Err(over("media type", t.len(), MAX_MEDIA_TYPE_BYTES));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a warning (see [`CatalogItem::warnings`]).
+    pub fn with_warning(mut self, warning: impl Into<String>) -> Self {
+        self.warnings.push(warning.into());
         self
     }
 
@@ -224,5 +282,37 @@ mod tests {
         assert_eq!(keys.len(), 2);
         assert!(keys[0].starts_with("guid-") && keys[1].starts_with("url-"));
         assert!(CatalogItem::new(Kind::Clip, "http://a/c.mp3", "  ", "t").is_err());
+    }
+
+    #[test]
+    fn credentials_are_refused_without_being_shown() {
+        let err = CatalogItem::new(
+            Kind::Episode,
+            "http://user:s3cret@h/e.mp3",
+            "E",
+            "feed item 1",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("credentials") && err.contains("feed item 1"),
+            "{err}"
+        );
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn oversized_fields_are_named() {
+        let item = CatalogItem::new(Kind::Episode, "http://a/e.mp3", "E", "t").unwrap();
+        assert!(item.check_limits().is_ok());
+        let big = item.clone().with_guid(Some(FeedGuid {
+            feed_url: "http://a/feed".into(),
+            guid: "g".repeat(600_000),
+        }));
+        let reason = big.check_limits().unwrap_err();
+        assert!(reason.contains("GUID is 600000 bytes"), "{reason}");
+        let long = format!("http://a/{}.mp3", "x".repeat(MAX_URL_BYTES));
+        let item = CatalogItem::new(Kind::Episode, &long, "E", "t").unwrap();
+        assert!(item.check_limits().unwrap_err().contains("media URL"));
     }
 }

@@ -11,10 +11,12 @@
 //! - [`item`]: what a curator wants registered; [`identity`]: URL normalization and
 //!   alias names.
 //! - [`upsert`]: the pipelined writes; [`merge`] builds and merges records; [`reprioritize`]: re-ordering pending work on priority changes.
-//! - [`manifest`], [`feed`], [`local`]: the sources.
+//! - [`manifest`], [`feed`], [`local`]: the sources; [`charset`] and `xml_prep` read
+//!   real-world feeds for `feed-rs`.
 //! - [`daemon`]: the curator daemon polling feeds.
 #![deny(missing_docs)]
 
+pub mod charset;
 pub mod daemon;
 pub mod error;
 pub mod feed;
@@ -29,6 +31,7 @@ pub mod reprioritize;
 mod resolve;
 pub mod settings;
 pub mod upsert;
+mod xml_prep;
 
 pub use daemon::{run, FeedPoller, PollOutcome};
 pub use error::{CatalogError, ItemProblem};

@@ -137,10 +137,21 @@ pub fn parse_entries(
         ("clips", Kind::Clip, clips),
     ] {
         let lines = entry_lines(text, section);
+        let cuts = comment_cuts(text);
         for (index, value) in values.into_iter().enumerate() {
             let label = entry_label(name, section, index, lines.get(index));
             match entry_item(kind, value, &label, base) {
-                Ok(item) => items.push(item),
+                Ok(mut item) => {
+                    if let Some(&first) = lines.get(index) {
+                        let next = lines.get(index + 1).copied().unwrap_or(usize::MAX);
+                        item.warnings.extend(
+                            cuts.iter()
+                                .filter(|c| c.line >= first && c.line < next)
+                                .map(CommentCut::warning),
+                        );
+                    }
+                    items.push(item)
+                }
                 Err(reason) => problems.push(ItemProblem::new(label, reason)),
             }
         }
@@ -168,11 +179,75 @@ fn entry_item(
         CatalogError::BadInput { reason, .. } => reason,
         other => other.to_string(),
     })?;
-    Ok(item
+    let media_type = entry.media_type.or(media.media_type);
+    let mut item = item
         .with_description(entry.description.as_deref())
-        .with_media_type(entry.media_type.or(media.media_type))
         .with_checked_air_date(entry.air_date)?
-        .with_priority(entry.priority))
+        .with_priority(entry.priority);
+    if media_type.is_none() {
+        let warning = format!(
+            "url {:?} has no audio file extension and no media_type: give media_type, or check \
+             the URL is whole (an unquoted \" #\" starts a YAML comment)",
+            item.media_url
+        );
+        item = item.with_warning(warning);
+    }
+    Ok(item.with_media_type(media_type))
+}
+
+/// A plain YAML value cut by what YAML reads as a comment: `url: http://h/ep #12.mp3` is
+/// `http://h/ep`. A comment whose `#` is followed by a space (`# required`) is taken as
+/// meant; one glued to its text (`#12.mp3`, `#5`) most likely belonged to the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CommentCut {
+    line: usize,
+    key: String,
+    value: String,
+    comment: String,
+}
+
+impl CommentCut {
+    fn warning(&self) -> String {
+        format!(
+            "line {}: `{}` reads as {:?} because \" {}\" is a YAML comment; if it belongs to the \
+             value, quote it ({}: \"{} {}\")",
+            self.line, self.key, self.value, self.comment, self.key, self.value, self.comment
+        )
+    }
+}
+
+/// Every `key: value #text` line (1-based) of a manifest (see [`CommentCut`]).
+fn comment_cuts(text: &str) -> Vec<CommentCut> {
+    let mut cuts = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let body = line.trim_start();
+        let body = body.strip_prefix("- ").unwrap_or(body).trim_start();
+        let Some((key, rest)) = body.split_once(": ") else {
+            continue;
+        };
+        let value = rest.trim_start();
+        if key.is_empty()
+            || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || value.starts_with(['"', '\'', '|', '>', '#', '[', '{'])
+        {
+            continue;
+        }
+        let Some(at) = value.find(" #") else { continue };
+        let comment = value[at + 1..].trim_end();
+        let glued = comment[1..]
+            .chars()
+            .next()
+            .is_some_and(|c| !c.is_whitespace() && c != '#');
+        if glued {
+            cuts.push(CommentCut {
+                line: i + 1,
+                key: key.to_string(),
+                value: value[..at].trim_end().to_string(),
+                comment: comment.to_string(),
+            });
+        }
+    }
+    cuts
 }
 
 /// Reads and checks a manifest file.
@@ -233,6 +308,43 @@ clips:
 - url: http://h/c1.wav
   title: Jingle
 ";
+
+    #[test]
+    fn values_cut_by_a_comment_and_untyped_urls_are_warned_about() {
+        let text = "\
+episodes:
+  - url: http://h/show/episode #12.mp3
+    title: Episode #12
+  - url: http://h/e2.mp3   # the second one
+    title: Two
+  - url: \"http://h/e3 #3.mp3\"
+    title: Three
+";
+        let items = parse_manifest(text, "m.yml", None).unwrap();
+        let w = &items[0].warnings;
+        assert_eq!(w.len(), 3, "{w:#?}");
+        assert!(w[0].contains("no audio file extension"), "{w:#?}");
+        assert!(
+            w[1].contains("line 2")
+                && w[1].contains("\"http://h/show/episode\"")
+                && w[1].contains("#12.mp3"),
+            "{w:#?}"
+        );
+        assert!(
+            w[2].contains("line 3") && w[2].contains("`title`"),
+            "{w:#?}"
+        );
+        assert!(
+            items[1].warnings.is_empty(),
+            "a spaced comment is meant: {:?}",
+            items[1].warnings
+        );
+        assert_eq!(
+            items[2].media_url,
+            "http://h/e3%20#3.mp3".replace("#3.mp3", ""),
+            "quoted: kept whole"
+        );
+    }
 
     #[test]
     fn good_manifest_gives_items_with_labels() {

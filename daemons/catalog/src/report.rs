@@ -41,6 +41,10 @@ pub struct CurationReport {
     pub items: Vec<ItemOutcome>,
     /// Items left out, with the reason (e.g. a non-audio enclosure).
     pub skipped: Vec<ItemProblem>,
+    /// Items registered with something to look at (e.g. a manifest URL that looks cut
+    /// by a YAML comment), with the warning.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<ItemProblem>,
     /// Pending jobs re-ordered because their episode's priority changed.
     pub reprioritized_jobs: usize,
     /// Rounds of read-and-write it took (more than 1: it raced other writers).
@@ -77,11 +81,12 @@ impl CurationReport {
     /// A one-line summary.
     pub fn summary(&self) -> String {
         format!(
-            "{} created, {} updated, {} unchanged (last_curated moved), {} skipped, {} pending job(s) re-ordered, {} ms",
+            "{} created, {} updated, {} unchanged (last_curated moved), {} skipped, {} warning(s), {} pending job(s) re-ordered, {} ms",
             self.created(),
             self.updated(),
             self.refreshed(),
             self.skipped.len(),
+            self.warnings.len(),
             self.reprioritized_jobs,
             self.elapsed_ms
         )

@@ -40,7 +40,7 @@ pub(crate) struct Create {
 pub(crate) enum Plan {
     Skip(ItemProblem),
     Update(Box<Update>),
-    Create(Create),
+    Create(Box<Create>),
 }
 
 fn target_kind(target: AliasTarget) -> Kind {
@@ -213,11 +213,11 @@ fn plan_item(
         }
     }
     let Some(id) = chosen else {
-        return Ok(Plan::Create(Create { item, stale }));
+        return Ok(Plan::Create(Box::new(Create { item, stale })));
     };
     let path = StoredRecord::path_of(item.kind, &id);
     let Some((bytes, stat)) = read_of(&id) else {
-        return Ok(Plan::Create(Create { item, stale }));
+        return Ok(Plan::Create(Box::new(Create { item, stale })));
     };
     let mut record = match StoredRecord::decode(item.kind, &path, bytes) {
         Ok(r) => r,

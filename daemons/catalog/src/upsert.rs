@@ -156,6 +156,22 @@ pub async fn curate(
     let now = clock::local_now();
     let bar = progress_bar(settings, items.len());
     let mut report = CurationReport::default();
+    for item in &items {
+        for warning in &item.warnings {
+            tracing::warn!(item = %item.label, %warning, "curated with a warning");
+            report
+                .warnings
+                .push(ItemProblem::new(&item.label, warning.clone()));
+        }
+    }
+    let (items, over_limits): (Vec<_>, Vec<_>) =
+        items.into_iter().partition(|i| i.check_limits().is_ok());
+    for item in over_limits {
+        let reason = item.check_limits().err().unwrap_or_default();
+        tracing::warn!(item = %item.label, %reason, "item left out");
+        report.skipped.push(ItemProblem::new(&item.label, reason));
+        bar.inc(1);
+    }
     let mut priority_changes = BTreeMap::new();
     let mut todo = items;
     let mut attempts = 0;
@@ -175,8 +191,8 @@ pub async fn curate(
             match plan {
                 Plan::Skip(problem) => round.skip(problem),
                 Plan::Update(u) => updates.push(*u),
-                Plan::Create(c) if c.item.kind == Kind::Episode => episodes.push(c),
-                Plan::Create(c) => clips.push(c),
+                Plan::Create(c) if c.item.kind == Kind::Episode => episodes.push(*c),
+                Plan::Create(c) => clips.push(*c),
             }
         }
         write_updates(session, updates, settings, &mut round).await?;

@@ -14,6 +14,7 @@ use archivist_engine::member::Identity;
 use clap::{Args, Subcommand};
 
 use crate::cli::{GlobalOpts, OutputFormat};
+use crate::cmd::admin::render::printable;
 use crate::context::{connect_initialised, zk_config};
 
 /// `archivist curate ...`
@@ -152,11 +153,14 @@ fn print_report(global: &GlobalOpts, report: &CurationReport) -> Result<()> {
                         }
                         archivist_catalog::Change::Refreshed => "unchanged".to_string(),
                     };
-                    println!("{:<9} {:<24} {}", item.id, change, item.label);
+                    println!("{:<9} {:<24} {}", item.id, change, printable(&item.label));
                 }
             }
             for problem in &report.skipped {
-                println!("skipped   {problem}");
+                println!("skipped   {}", printable(&problem.to_string()));
+            }
+            for warning in &report.warnings {
+                println!("warning   {}", printable(&warning.to_string()));
             }
             println!("{}", report.summary());
         }

@@ -154,3 +154,124 @@ async fn polling_uses_conditional_get_and_picks_up_new_items() {
     assert_eq!((third.created(), third.refreshed()), (1, 1));
     assert_eq!(episodes(&session).await.len(), 2);
 }
+
+/// A 600 KB GUID made ZooKeeper refuse the whole write, which was reported as
+/// "kept conflicting with other writers" and lost the ordinary item beside it. Now the
+/// oversized item is left out with the field and the limit named, and the rest registers.
+#[tokio::test]
+async fn an_oversized_field_leaves_out_its_item_and_the_rest_of_the_feed_registers() {
+    let (_config, session) = fresh_tree("catalog-feed-oversized").await;
+    let server = Server::start().await;
+    let huge_guid = "g".repeat(600_000);
+    let long_url = format!("http://media.example/{}.mp3", "u".repeat(3_000));
+    let feed = rss(&[
+        (
+            huge_guid.as_str(),
+            "Huge GUID",
+            "http://media.example/huge.mp3",
+            "audio/mpeg",
+        ),
+        ("g-long", "Long URL", long_url.as_str(), "audio/mpeg"),
+        (
+            "g-ok",
+            "Ordinary",
+            "http://media.example/ok.mp3",
+            "audio/mpeg",
+        ),
+    ]);
+    server.route("/feed.xml", "application/rss+xml", &feed, None);
+    let report = curate_feed(
+        &session,
+        &server.url("/feed.xml"),
+        None,
+        &CurateSettings::default(),
+        &fetch(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.created(), 1, "{:?}", report.summary());
+    assert!(id_by_url(&session, "http://media.example/ok.mp3")
+        .await
+        .is_some());
+    assert_eq!(episodes(&session).await.len(), 1);
+    assert_eq!(report.skipped.len(), 2, "{:?}", report.skipped);
+    let reasons: Vec<&str> = report.skipped.iter().map(|p| p.reason.as_str()).collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("GUID is 600000 bytes, over the limit of 1024")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("media URL is")),
+        "{reasons:?}"
+    );
+    let huge = report
+        .skipped
+        .iter()
+        .find(|p| p.item.contains("Huge GUID"))
+        .unwrap();
+    assert!(
+        huge.item.len() < 1_000,
+        "the label shows a cut GUID: {} bytes",
+        huge.item.len()
+    );
+}
+
+/// A feed whose URL in the configuration carries credentials is fetched with them, but
+/// they are stored nowhere: the GUID identity and every message use the URL without them.
+#[tokio::test]
+async fn feed_credentials_are_used_to_fetch_and_never_stored() {
+    let (_config, session) = fresh_tree("catalog-feed-credentials").await;
+    let server = Server::start().await;
+    let feed = rss(&[("g-1", "One", "http://media.example/c1.mp3", "audio/mpeg")]);
+    server.route("/feed.xml", "application/rss+xml", &feed, None);
+    let with_credentials = server
+        .url("/feed.xml")
+        .replace("http://", "http://user:s3cret@");
+    let report = curate_feed(
+        &session,
+        &with_credentials,
+        None,
+        &CurateSettings::default(),
+        &fetch(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.created(), 1);
+    let alias = archivist_catalog::identity::guid_alias(&server.url("/feed.xml"), "g-1");
+    assert!(
+        id_by_alias(&session, &alias).await.is_some(),
+        "identity without credentials"
+    );
+    let mut stack = vec!["/catalog".to_string()];
+    while let Some(path) = stack.pop() {
+        if let Some((bytes, _)) = archivist_engine::store::read_raw(&session, &path)
+            .await
+            .unwrap()
+        {
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains("s3cret"),
+                "{path}"
+            );
+        }
+        for child in archivist_engine::store::children(&session, &path)
+            .await
+            .unwrap_or_default()
+        {
+            stack.push(format!("{path}/{child}"));
+        }
+    }
+    let err = curate_feed(
+        &session,
+        &server
+            .url("/missing.xml")
+            .replace("http://", "http://user:s3cret@"),
+        None,
+        &CurateSettings::default(),
+        &fetch(),
+    )
+    .await
+    .unwrap_err();
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+}

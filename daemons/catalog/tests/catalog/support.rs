@@ -19,6 +19,29 @@ pub struct Route {
     pub content_type: String,
     pub body: Vec<u8>,
     pub etag: Option<String>,
+    /// Status line after `HTTP/1.1 ` (default `200 OK`).
+    pub status: String,
+    /// More headers (`content-encoding`, `location`...).
+    pub headers: Vec<(String, String)>,
+}
+
+impl Route {
+    /// A 200 answer with this type and body.
+    pub fn ok(content_type: &str, body: impl Into<Vec<u8>>) -> Route {
+        Route {
+            content_type: content_type.to_string(),
+            body: body.into(),
+            etag: None,
+            status: "200 OK".to_string(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &str, value: &str) -> Route {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
 }
 
 /// A request the server saw.
@@ -84,12 +107,16 @@ impl Server {
                         }
                         Some(r) => {
                             let mut head = format!(
-                                "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n",
+                                "HTTP/1.1 {}\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n",
+                                r.status,
                                 r.content_type,
                                 r.body.len()
                             );
                             if let Some(etag) = &r.etag {
                                 head.push_str(&format!("etag: {etag}\r\n"));
+                            }
+                            for (name, value) in &r.headers {
+                                head.push_str(&format!("{name}: {value}\r\n"));
                             }
                             head.push_str("\r\n");
                             let mut out = head.into_bytes();
@@ -112,14 +139,21 @@ impl Server {
     }
 
     pub fn route(&self, path: &str, content_type: &str, body: &str, etag: Option<&str>) {
-        self.routes.lock().unwrap().insert(
-            path.to_string(),
-            Route {
-                content_type: content_type.to_string(),
-                body: body.as_bytes().to_vec(),
-                etag: etag.map(str::to_string),
-            },
-        );
+        let mut route = Route::ok(content_type, body.as_bytes());
+        route.etag = etag.map(str::to_string);
+        self.serve(path, route);
+    }
+
+    /// Answers `path` with `route`.
+    pub fn serve(&self, path: &str, route: Route) {
+        self.routes.lock().unwrap().insert(path.to_string(), route);
+    }
+
+    /// Answers `path` with a 302 to `to` (a path on this server).
+    pub fn redirect(&self, path: &str, to: &str) {
+        let mut route = Route::ok("text/plain", Vec::new()).header("location", to);
+        route.status = "302 Found".to_string();
+        self.serve(path, route);
     }
 
     pub fn seen(&self, path: &str) -> Vec<Seen> {

@@ -19,21 +19,56 @@ pub fn emit<T: Serialize>(
             serde_json::to_string_pretty(value).context("encoding JSON")?
         ),
         OutputFormat::Yaml => print!("{}", serde_yaml::to_string(value).context("encoding YAML")?),
-        OutputFormat::Table => print!("{}", table(value)),
+        OutputFormat::Table => print!("{}", terminal_safe(&table(value))),
     }
     Ok(())
 }
 
-/// A table with a header row.
+/// The last guard of human output: every control character but the line breaks the
+/// renderer put there becomes an escape, so no text from the tree (a title in a heading
+/// line, a reason) can send an escape sequence to the terminal. Cells are already
+/// [`printable`], which also escapes their newlines.
+pub fn terminal_safe(text: &str) -> String {
+    text.split('\n')
+        .map(printable)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A table with a header row. Every cell goes through [`printable`]: titles, URLs and
+/// messages come from feeds, manifests and servers, and must not drive the terminal.
 pub fn table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header.to_vec());
+        .set_header(header.iter().map(|h| printable(h)).collect::<Vec<_>>());
     for row in rows {
-        t.add_row(row);
+        t.add_row(row.iter().map(|c| printable(c)).collect::<Vec<_>>());
     }
     format!("{t}\n")
+}
+
+/// Text made safe to show in a terminal, for every table: control characters (C0, DEL,
+/// C1: escape sequences, newlines that would draw a fake row, carriage returns, bells)
+/// and the bidirectional overrides that reorder what is shown become visible escapes
+/// (`\n`, `\x1b`, `\u{202e}`); credentials in URLs become `***`. The stored text is
+/// not touched: this is only how it is shown.
+pub fn printable(text: &str) -> String {
+    let text = archivist_catalog::identity::redact_credentials(text);
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Unix ms (ZooKeeper's clock) as RFC 3339.
@@ -71,6 +106,32 @@ pub fn percent(fraction: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tables_show_control_characters_as_escapes() {
+        let title = "Evil\x1b[2J\x1b[31mred\nfake | row\r\x07\u{9b}31m\u{202e}txt.exe";
+        let out = table(&["title"], [vec![title.to_string()]]);
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+        assert_eq!(
+            out.lines().count(),
+            5,
+            "one header, one row, three rules: {out}"
+        );
+        assert!(
+            out.contains("Evil\\x1b[2J\\x1b[31mred\\nfake | row\\r\\x07\\x9b31m\\u{202e}txt.exe"),
+            "{out}"
+        );
+        assert_eq!(printable("plain Café ☕"), "plain Café ☕");
+        assert_eq!(printable("http://u:s3cret@h/a.mp3"), "http://***@h/a.mp3");
+    }
+
+    #[test]
+    fn free_text_keeps_its_lines_and_loses_its_escapes() {
+        assert_eq!(
+            terminal_safe("Title: A\x1b[31m\u{7}\nnext line\n"),
+            "Title: A\\x1b[31m\\x07\nnext line\n"
+        );
+    }
 
     #[test]
     fn spans_are_short() {

@@ -10,7 +10,7 @@ use archivist_admin::AdminSettings;
 use clap::{Args, ValueEnum};
 
 use super::progress::Bar;
-use super::render::{emit, or_dash, table};
+use super::render::{emit, or_dash, printable, table};
 use crate::cli::GlobalOpts;
 
 /// Arguments of `results`.
@@ -68,7 +68,7 @@ fn render_episode(r: &EpisodeResults) -> String {
     let mut out = format!(
         "{} — {} ({}): {} clips researched, {} found\n",
         r.episode,
-        r.title,
+        printable(&r.title),
         r.duration_s
             .map(|d| format!("{d:.0} s"))
             .unwrap_or_else(|| "duration unknown".into()),
@@ -92,7 +92,10 @@ fn render_episode(r: &EpisodeResults) -> String {
 fn render_clip(r: &ClipResults) -> String {
     let mut out = format!(
         "{} — {}: researched in {} episodes, found in {}\n",
-        r.clip, r.title, r.episodes_researched, r.episodes_found
+        r.clip,
+        printable(&r.title),
+        r.episodes_researched,
+        r.episodes_found
     );
     out.push_str(&table(
         &["episode", "title", "occurrence", "job"],

@@ -11,7 +11,7 @@ use archivist_engine::schema::BatchState;
 use clap::Args;
 
 use super::progress::Bar;
-use super::render::{emit, or_dash, percent, span, table, when};
+use super::render::{emit, or_dash, percent, span, table, terminal_safe, when};
 use crate::cli::{GlobalOpts, OutputFormat};
 
 /// Arguments of `status`.
@@ -49,7 +49,7 @@ pub async fn run(global: &GlobalOpts, args: StatusArgs) -> Result<ExitCode> {
         )
         .await?;
         match global.output {
-            OutputFormat::Table => print!("\x1b[2J\x1b[H{}", render(&report)),
+            OutputFormat::Table => print!("\x1b[2J\x1b[H{}", terminal_safe(&render(&report))),
             // One document per refresh, so a script can read them as a stream.
             OutputFormat::Json => println!("{}", serde_json::to_string(&report)?),
             OutputFormat::Yaml => print!("---\n{}", serde_yaml::to_string(&report)?),

@@ -1,0 +1,263 @@
+//! A thin layer in front of `feed-rs`: rewrites the few things real feeds do that it
+//! does not read, so its parsers see a document they know. Each rewrite is narrow and
+//! keeps the document's meaning:
+//!
+//! - XML declarations and NUL characters are dropped: the text is already UTF-8
+//!   ([`crate::charset`]), and a declaration saying `utf-16`, or NULs making UTF-8 look
+//!   like UTF-16, would make the XML reader decode it again, wrongly (or panic);
+//! - the root `<rss>` gets `version="2.0"` whatever it said (or when it said nothing):
+//!   RSS 2.0 is a superset of 0.90-0.94 and 2.0x, and `feed-rs` refuses other versions
+//!   and ignores 0.92's enclosures under its 0.9x parser;
+//! - RSS 0.90 (RDF with Netscape's namespace) gets the RSS 1.0 namespace, whose
+//!   elements are the same;
+//! - Atom 0.3 gets the Atom 1.0 namespace, and its `issued` / `modified` dates become
+//!   `published` / `updated`;
+//! - HTML named entities (`&eacute;`, `&nbsp;`), which old feeds copied from HTML and
+//!   which XML does not define, become numeric character references (outside CDATA and
+//!   comments, where they are literal text).
+
+use std::fmt::Write;
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::Reader;
+
+const RSS090_NS: &str = "http://my.netscape.com/rdf/simple/0.9/";
+const RSS10_NS: &str = "http://purl.org/rss/1.0/";
+const ATOM03_NS: &str = "http://purl.org/atom/ns#";
+const ATOM10_NS: &str = "http://www.w3.org/2005/Atom";
+
+/// Rewrites an XML feed (see the module docs). JSON is returned as it is (apart from a
+/// leading BOM), for the JSON Feed parser.
+pub fn prepare(text: &str) -> String {
+    let text = text.trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n']);
+    // JSON Feed; anything else may be XML to feed-rs (it looks for the first `<`), so it
+    // gets the whole treatment, declarations dropped included.
+    if text.starts_with('{') {
+        return text.to_string();
+    }
+    let text = xml_text_only(text);
+    let text = match root_span(&text) {
+        Some((start, end, local, tag)) => rewrite_root(&text, start, end, &local, &tag),
+        None => text,
+    };
+    html_entities_to_numeric(&text)
+}
+
+/// The text without what would make the XML reader pick another decoder: NUL
+/// characters (never allowed in XML; with them, UTF-8 text can look like UTF-16 to the
+/// reader's byte sniffing) and every XML declaration (the one at the start is answered
+/// by [`crate::charset`]; one further on is malformed, and naming a wide encoding it
+/// would switch the reader's decoder mid-document, which panicked).
+fn xml_text_only(text: &str) -> String {
+    let text = text.replace('\0', "");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("<?xml") {
+        let after = &rest[at + 5..];
+        out.push_str(&rest[..at]);
+        if after.is_empty() || after.starts_with([' ', '\t', '\r', '\n', '?']) {
+            let end = after.find("?>").map(|i| i + 2).unwrap_or(after.len());
+            rest = &after[end..];
+        } else {
+            out.push_str("<?xml");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out.trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n'])
+        .to_string()
+}
+
+/// The local name of the root element of prepared XML text (`rss`, `feed`, `html`...).
+pub fn root_name(text: &str) -> Option<String> {
+    root_span(text).map(|(_, _, local, _)| local)
+}
+
+/// The byte span of the root element's start tag, its local name, and its text.
+fn root_span(text: &str) -> Option<(usize, usize, String, String)> {
+    let mut reader = Reader::from_str(text);
+    loop {
+        let before = usize::try_from(reader.buffer_position()).ok()?;
+        match reader.read_event().ok()? {
+            Event::Start(e) | Event::Empty(e) => {
+                let after = usize::try_from(reader.buffer_position()).ok()?;
+                let local = e.local_name().as_ref().to_string();
+                let tag = text.get(before..after)?.to_string();
+                return Some((before, after, local, tag));
+            }
+            Event::Eof => return None,
+            _ => {}
+        }
+    }
+}
+
+fn rewrite_root(text: &str, start: usize, end: usize, local: &str, tag: &str) -> String {
+    match local {
+        "rss" => {
+            let new_tag = rss_tag(tag).unwrap_or_else(|| tag.to_string());
+            format!("{}{new_tag}{}", &text[..start], &text[end..])
+        }
+        "RDF" if text.contains(RSS090_NS) => text.replace(RSS090_NS, RSS10_NS),
+        "feed" if tag.contains(ATOM03_NS) => text
+            .replace(ATOM03_NS, ATOM10_NS)
+            .replace("<issued>", "<published>")
+            .replace("</issued>", "</published>")
+            .replace("<modified>", "<updated>")
+            .replace("</modified>", "</updated>"),
+        _ => text.to_string(),
+    }
+}
+
+/// The root `<rss ...>` tag with `version="2.0"` and its other attributes as they were.
+fn rss_tag(tag: &str) -> Option<String> {
+    let empty = tag.ends_with("/>");
+    let inner = tag
+        .strip_prefix('<')?
+        .trim_end_matches('>')
+        .trim_end_matches('/');
+    let start = BytesStart::from_content(
+        inner,
+        inner.find(char::is_whitespace).unwrap_or(inner.len()),
+    );
+    let mut out = format!("<{}", start.name().as_ref());
+    for attr in start.attributes().with_checks(false) {
+        let attr = attr.ok()?;
+        let key = attr.key.as_ref().to_string();
+        if key == "version" {
+            continue;
+        }
+        let value = attr.value.to_string();
+        let quote = if value.contains('"') { '\'' } else { '"' };
+        let _ = write!(out, " {key}={quote}{value}{quote}");
+    }
+    out.push_str(" version=\"2.0\"");
+    out.push_str(if empty { "/>" } else { ">" });
+    Some(out)
+}
+
+const XML_ENTITIES: [&str; 5] = ["amp", "lt", "gt", "quot", "apos"];
+
+/// Copies `text`, turning HTML named entity references outside CDATA sections,
+/// comments and processing instructions into numeric references.
+fn html_entities_to_numeric(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(['<', '&']) {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let literal = [("<![CDATA[", "]]>"), ("<!--", "-->"), ("<?", "?>")]
+            .into_iter()
+            .find(|(open, _)| rest.starts_with(open));
+        if let Some((open, close)) = literal {
+            let end = rest[open.len()..]
+                .find(close)
+                .map(|i| open.len() + i + close.len())
+                .unwrap_or(rest.len());
+            out.push_str(&rest[..end]);
+            rest = &rest[end..];
+            continue;
+        }
+        if rest.starts_with('&') {
+            if let Some((len, chars)) = html_entity(rest) {
+                for c in chars.chars() {
+                    let _ = write!(out, "&#x{:X};", c as u32);
+                }
+                rest = &rest[len..];
+                continue;
+            }
+        }
+        // `<` of a tag or an `&` left as it is: copy one character.
+        out.push_str(&rest[..1]);
+        rest = &rest[1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `&name;` at the start of `text`, when `name` is an HTML entity XML does not define:
+/// its length and replacement characters.
+fn html_entity(text: &str) -> Option<(usize, &'static str)> {
+    let body = &text[1..];
+    let end = body.find(';').filter(|&e| e > 0 && e <= 32)?;
+    let name = &body[..end];
+    if !name.chars().all(|c| c.is_ascii_alphanumeric()) || XML_ENTITIES.contains(&name) {
+        return None;
+    }
+    let chars = quick_xml::escape::resolve_html5_entity(name)?;
+    Some((end + 2, chars))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rss_versions_become_2_0_and_other_attributes_stay() {
+        for root in [
+            "<rss>",
+            "<rss version=\"0.90\">",
+            "<rss version='0.94' xmlns:itunes=\"http://www.itunes.com/dtds/podcast-1.0.dtd\">",
+            "<rss version=\"2.01\" >",
+        ] {
+            let out = prepare(&format!(
+                "<?xml version=\"1.0\" encoding=\"utf-16\"?>\n{root}<channel/></rss>"
+            ));
+            assert!(out.starts_with("<rss"), "{out}");
+            assert!(out.contains("version=\"2.0\""), "{out}");
+            assert_eq!(out.matches("version=").count(), 1, "{out}");
+            if root.contains("itunes") {
+                assert!(out.contains("xmlns:itunes=\"http://www.itunes.com/dtds/podcast-1.0.dtd\""));
+            }
+        }
+    }
+
+    #[test]
+    fn html_entities_become_numeric_outside_cdata() {
+        let out = prepare("<rss><title>Caf&eacute; &amp; &nbsp;&hellip; &bogus;</title><d><![CDATA[&eacute;]]></d><!-- &eacute; --></rss>");
+        assert!(
+            out.contains("Caf&#xE9; &amp; &#xA0;&#x2026; &bogus;"),
+            "{out}"
+        );
+        assert!(out.contains("<![CDATA[&eacute;]]>"));
+        assert!(out.contains("<!-- &eacute; -->"));
+    }
+
+    #[test]
+    fn atom_03_and_rss_090_get_current_namespaces() {
+        let out = prepare(&format!("<feed version=\"0.3\" xmlns=\"{ATOM03_NS}\"><entry><issued>2004-01-01T00:00:00Z</issued></entry></feed>"));
+        assert!(
+            out.contains(ATOM10_NS) && out.contains("<published>2004"),
+            "{out}"
+        );
+        let out = prepare(&format!("<rdf:RDF xmlns:rdf=\"http://www.w3.org/1999/02/22-rdf-syntax-ns#\" xmlns=\"{RSS090_NS}\"></rdf:RDF>"));
+        assert!(out.contains(RSS10_NS), "{out}");
+    }
+
+    #[test]
+    fn declarations_and_nuls_never_reach_the_xml_reader() {
+        let out = prepare("\u{feff}\0<\0?xml version='1.0'?><rss><a b=\"<![CDATA[\"/><?xml version=\"1.0\" encoding=\"utf-16\"?>]]><?xml-stylesheet href=\"s\"?></rss>");
+        assert!(!out.contains('\0') && !out.contains("<?xml "), "{out}");
+        assert!(out.starts_with("<rss version=\"2.0\">"), "{out}");
+        assert!(out.contains("<?xml-stylesheet"), "{out}");
+    }
+
+    #[test]
+    fn the_root_is_named() {
+        assert_eq!(
+            root_name(&prepare("<!doctype html><html><body/></html>")).as_deref(),
+            Some("html")
+        );
+        assert_eq!(
+            root_name(&prepare("<?xml version='1.0'?><rss/>")).as_deref(),
+            Some("rss")
+        );
+    }
+
+    #[test]
+    fn json_is_left_alone() {
+        assert_eq!(
+            prepare("\u{feff}{\"a\": \"&eacute;\"}"),
+            "{\"a\": \"&eacute;\"}"
+        );
+    }
+}
