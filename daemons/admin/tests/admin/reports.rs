@@ -196,7 +196,7 @@ async fn results_by_episode_and_clip_and_the_export() {
         .unwrap();
     assert_eq!((none.episodes_researched, none.episodes_found), (1, 0));
 
-    let rows = results::export(&s, &settings, &Silent).await.unwrap();
+    let rows = results::export(&s, &settings, &Silent).await.unwrap().rows;
     assert_eq!(rows.len(), 4);
     let csv = results::to_csv(&rows);
     assert_eq!(csv.lines().count(), 5);
