@@ -531,7 +531,7 @@ fn check_counters(ix: &Index<'_>, faults: &mut Vec<Fault>) {
         };
         let names = ix.nodes.iter().filter_map(|n| {
             let (dir, name) = n.path.rsplit_once('/')?;
-            c.dirs.contains(&dir).then_some(name)
+            (dir == c.records_dir()).then_some(name)
         });
         let max = counter::max_number(&c, names);
         if let Some(behind) = counter::behind(node.stat.version, max) {

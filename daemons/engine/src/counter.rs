@@ -34,6 +34,13 @@ pub struct Counter {
 }
 
 impl Counter {
+    /// The directory of the records the counter numbers (`/jobs`, ...): a counter behind
+    /// one of those is what `fsck` reports. The other directories only keep allocation
+    /// from reusing a stale lease's or report's id.
+    pub fn records_dir(&self) -> &'static str {
+        self.dirs[0]
+    }
+
     /// The id number a child name carries (`j0000000042` and `j0000000042-c000001`: 42).
     pub fn number_of(&self, name: &str) -> Option<u64> {
         let digits: String = name
@@ -58,10 +65,10 @@ pub const BATCHES: Counter = Counter {
     dirs: &[paths::BATCHES],
     prefix: 'b',
 };
-/// Episodes: `/catalog/episodes/{episode}` (and research records named after them).
+/// Episodes: `/catalog/episodes/{episode}`.
 pub const EPISODES: Counter = Counter {
     path: paths::EPISODE_COUNTER,
-    dirs: &[paths::EPISODES, paths::RESEARCH],
+    dirs: &[paths::EPISODES],
     prefix: 'e',
 };
 /// Clips: `/catalog/clips/{clip}`.

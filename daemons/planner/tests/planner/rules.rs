@@ -53,7 +53,10 @@ async fn a_job_counter_behind_the_ids_in_use_is_moved_past_them_not_spun_on() {
     .unwrap();
     assert!(!round.created.is_empty(), "{round:?}");
     let taken: Vec<&str> = first.created.iter().map(|j| j.id.as_str()).collect();
-    assert!(round.created.iter().all(|j| !taken.contains(&j.id.as_str())));
+    assert!(round
+        .created
+        .iter()
+        .all(|j| !taken.contains(&j.id.as_str())));
     assert_eq!(round.created[0].id, paths::job_id(n + 1));
     let counter = store::exists(&session, paths::JOB_COUNTER)
         .await
