@@ -4,13 +4,17 @@
 //! name its priority and curation give; no queue entry without its job; no lock on a
 //! job that no daemon should be working on (ephemeral owners are always live sessions,
 //! so a stale lock is one on a failed, held or finished job); leases reference existing
-//! jobs and are not overdue by more than the reaper's interval; research records match
-//! the catalog; node sizes are under the limits; every node's data parses.
+//! jobs, last a positive time and are not overdue by more than the reaper's interval; no
+//! id counter is behind the ids of the records it numbers; research records match the
+//! catalog; node sizes are under the limits; every node's data parses. Without `repair`
+//! nothing is written (the read-only role can run it): ZooKeeper's time is then the
+//! newest time seen on the tree, a lower bound.
 //!
 //! Repaired (each by its own compare-and-set write, re-checked first): orphan queue
 //! entries and undecodable entry names are deleted; a job missing from its queue, or in
 //! the wrong or several queues, keeps (or gets) the entry matching its status; leases of
-//! missing jobs are deleted. Everything else is reported for an operator.
+//! missing jobs are deleted; a counter behind its ids is moved past them. Everything else
+//! is reported for an operator.
 
 use std::collections::{BTreeMap, BTreeSet};
 
