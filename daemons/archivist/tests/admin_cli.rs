@@ -500,7 +500,7 @@ async fn a_closed_pipe_ends_an_admin_command_quietly() {
 /// codes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_that_are_not_a_terminal_have_no_colour_codes() {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_archivist"))
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_archivist"))
         // Nothing listens on port 9 of loopback: the planner keeps trying to connect.
         .args(["--zk", "127.0.0.1:9", "planner"])
         .env("RUST_LOG", "info")
@@ -519,14 +519,17 @@ async fn logs_that_are_not_a_terminal_have_no_colour_codes() {
         .status()
         .expect("kill");
     assert!(killed.success());
-    let out = tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        child.wait_with_output(),
-    )
-    .await
-    .expect("SIGTERM stops the daemon")
-    .expect("wait");
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("SIGTERM stops the daemon")
+        .expect("wait");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("INFO") || stderr.contains("ERROR"), "{stderr}");
-    assert!(!stderr.contains('\u{1b}'), "colour codes in a log file: {stderr:?}");
+    assert!(
+        stderr.contains("INFO") || stderr.contains("ERROR"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in a log file: {stderr:?}"
+    );
 }

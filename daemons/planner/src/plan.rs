@@ -77,7 +77,11 @@ pub async fn count_pending(session: &Session) -> Result<u64, EngineError> {
 fn is_wake(node: &Node, deleted: bool) -> bool {
     match node {
         Node::Researcher | Node::Episode(_) | Node::Clip(_) => true,
-        Node::QueueEntry(state, _) => *state == JobState::Pending,
+        // A blocking job going away (an operator deleted a failed, held or cancelled
+        // job) frees its pairs: plan them now rather than at the next tick.
+        Node::QueueEntry(state, _) => {
+            *state == JobState::Pending || (deleted && load::BLOCKING_STATES.contains(state))
+        }
         Node::Lease(_) | Node::Research(_) => deleted,
         Node::Other => false,
     }

@@ -129,7 +129,7 @@ async fn a_fresh_lease_from_an_operator_starts_a_fresh_wait_for_the_planner_too(
     // The reaper's rule is the same one: after the fresh wait it does expire.
     tokio::time::sleep(ttl + Duration::from_millis(300)).await;
     let report = planner.round(&CancellationToken::new()).await.unwrap();
-    assert_eq!(report.expired, [job.id.clone()]);
+    assert_eq!(report.expired, std::slice::from_ref(&job.id));
 }
 
 #[tokio::test]
