@@ -65,7 +65,7 @@ fn render(r: &StatusReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Archivist at {} — {} (ZooKeeper clock)\n",
+        "Archivist at {} — {} (ZooKeeper clock, as the daemons last stamped it)\n",
         r.chroot,
         when(r.now_ms)
     );
