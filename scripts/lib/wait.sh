@@ -7,13 +7,15 @@
 # fails at once (showing the log's tail) if the process exited, and gives up after
 # ARCHIVIST_WAIT_S seconds (default 120) with a message naming what it waited for.
 
-wait_deadline_s=${ARCHIVIST_WAIT_S:-120}
+# The deadline in seconds, read at each call (so `ARCHIVIST_WAIT_S=300 some_wait ...`
+# works after sourcing).
+wait_deadline_s() { echo "${ARCHIVIST_WAIT_S:-120}"; }
 
 # wait_fail PID LOG WHAT: says why the wait failed, with the end of the log.
 wait_fail() {
     local pid=$1 log=$2 what=$3
     if kill -0 "$pid" 2>/dev/null; then
-        echo "gave up after ${wait_deadline_s}s waiting for $what (pid $pid still running; set ARCHIVIST_WAIT_S to wait longer); log $log:" >&2
+        echo "gave up after $(wait_deadline_s)s waiting for $what (pid $pid still running; set ARCHIVIST_WAIT_S to wait longer); log $log:" >&2
     else
         echo "the process exited before $what (pid $pid); log $log:" >&2
     fi
@@ -24,7 +26,7 @@ wait_fail() {
 # wait_for_log_value PID LOG SED_SCRIPT WHAT: prints the first non-empty output of
 # `sed -n SED_SCRIPT LOG` once the process has written it (the log may not exist yet).
 wait_for_log_value() {
-    local pid=$1 log=$2 script=$3 what=$4 value deadline=$((SECONDS + wait_deadline_s))
+    local pid=$1 log=$2 script=$3 what=$4 value deadline=$((SECONDS + $(wait_deadline_s)))
     while :; do
         if [[ -f $log ]]; then
             value=$(sed -n "$script" "$log" 2>/dev/null | head -n 1) || value=
@@ -41,7 +43,7 @@ wait_for_log_value() {
 
 # wait_for_http PID LOG URL WHAT: waits until URL answers 2xx (e.g. a daemon's /readyz).
 wait_for_http() {
-    local pid=$1 log=$2 url=$3 what=$4 deadline=$((SECONDS + wait_deadline_s))
+    local pid=$1 log=$2 url=$3 what=$4 deadline=$((SECONDS + $(wait_deadline_s)))
     while :; do
         curl -fsS --max-time 5 "$url" >/dev/null 2>&1 && return 0
         kill -0 "$pid" 2>/dev/null || { wait_fail "$pid" "$log" "$what"; return 1; }

@@ -34,7 +34,8 @@ fi
 desc="a slow process is given up on after ARCHIVIST_WAIT_S, saying what was awaited"
 sleep 30 &
 slow=$!
-if ARCHIVIST_WAIT_S=1 bash -c "source '$repo/scripts/lib/wait.sh'; wait_for_log_value $slow '$tmp/none.log' p 'the thing'" 2>"$tmp/err2"; then
+# Set after sourcing, as a caller would for one wait.
+if ARCHIVIST_WAIT_S=1 wait_for_log_value "$slow" "$tmp/none.log" p "the thing" 2>"$tmp/err2"; then
     check false
 else
     check grep -q "gave up after 1s waiting for the thing" "$tmp/err2"
