@@ -226,3 +226,58 @@ async fn an_unreadable_research_record_leaves_its_episode_out_of_planning() {
         "{report:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_round_backs_off_says_why_is_not_ready_and_stops_on_shutdown() {
+    let (config, session) = archivist_testkit::fresh_tree("rules-backoff").await;
+    put_episode(&session, 1, 3, BASE_MS, false).await;
+    put_clip(&session, 1, 0, BASE_MS, false).await;
+    // A queue entry left for j0000000001 without its job: creating that job fails, and
+    // no counter move can help (no job, lease or report uses the id), so every round
+    // fails. The planner must back off and say so, not spin.
+    let entry = archivist_engine::schema::queue_key::QueueEntry::new(3, BASE_MS, paths::job_id(1));
+    write(
+        &session,
+        &paths::queue_entry(JobState::Pending, &entry.name()),
+        b"",
+    )
+    .await;
+    register_researcher(&session, "r1", 4).await;
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn({
+        let shutdown = shutdown.clone();
+        let settings = settings().with_tick(Duration::from_secs(5));
+        async move {
+            archivist_planner::run(
+                &config,
+                settings,
+                archivist_engine::member::Identity::named("planner", "p-backoff"),
+                shutdown,
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let why = archivist_engine::health::report()
+        .get("planner")
+        .cloned()
+        .flatten()
+        .expect("the failing planner is not ready, with a reason");
+    assert!(archivist_engine::health::report().contains_key("planner"));
+    assert!(!archivist_engine::health::is_ready());
+    assert!(why.contains("planning round(s) failed in a row"), "{why}");
+    // 200 ms doubling: at most 5 rounds in 3 s (the old loop made thousands of requests
+    // a second).
+    let failures: u32 = why
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u32::MAX);
+    assert!((1..=5).contains(&failures), "{why}");
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("shutdown stops the planner")
+        .unwrap()
+        .unwrap();
+}
