@@ -7,6 +7,7 @@ need=()
 command -v sox >/dev/null || need+=(sox)
 command -v lame >/dev/null || need+=(lame)
 command -v espeak-ng >/dev/null || need+=(espeak-ng)
+command -v curl >/dev/null || need+=(curl)  # scripts wait for /readyz with it
 if [[ ${#need[@]} -gt 0 ]]; then
     echo "deps.sh: installing ${need[*]} from Debian's packages" >&2
     sudo=""

@@ -13,6 +13,8 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+# shellcheck source=lib/wait.sh
+source "$repo/scripts/lib/wait.sh"
 
 keep=0 episodes=3 minutes=4 seed=7
 while [[ $# -gt 0 ]]; do
@@ -72,13 +74,10 @@ trap cleanup EXIT
 
 say "Serving sample media on loopback"
 "$bin" serve-files "$qs/media" --addr 127.0.0.1:0 >"$qs/files.log" 2>&1 &
-echo $! >"$qs/files.pid"
-for _ in $(seq 1 50); do
-    base=$(sed -n 's|^serving .* at \(http://[^ ]*\)$|\1|p' "$qs/files.log")
-    [[ -n $base ]] && break
-    sleep 0.1
-done
-[[ -n ${base:-} ]] || { echo "the file server did not start; see $qs/files.log" >&2; exit 1; }
+files_pid=$!
+echo $files_pid >"$qs/files.pid"
+# The log may not exist yet on a busy machine: wait for the line, not for a fixed time.
+base=$(wait_for_log_value "$files_pid" "$qs/files.log" 's|^serving .* at \(http://[^ ]*\)$|\1|p' "the file server's address")
 echo "media at $base"
 
 say "Generating $episodes sample episodes of $minutes minutes with known clips"
@@ -105,7 +104,11 @@ EOF
 
 say "Running every daemon (planner, researcher, recorder, reaper) in one process"
 "$bin" --config "$qs/archivist.yml" --metrics-addr 127.0.0.1:0 run --all >"$qs/daemons.log" 2>&1 &
-echo $! >"$qs/daemons.pid"
+daemons_pid=$!
+echo $daemons_pid >"$qs/daemons.pid"
+metrics=$(wait_for_log_value "$daemons_pid" "$qs/daemons.log" 's|.*serving /metrics, /healthz and /readyz.*bound=\([0-9.:]*\).*|\1|p' "the daemons' metrics address")
+wait_for_http "$daemons_pid" "$qs/daemons.log" "http://$metrics/readyz" "every daemon to be ready (/readyz)"
+echo "daemons ready (metrics at http://$metrics/metrics)"
 
 say "Waiting until every (episode, clip) pair is recorded"
 status=0

@@ -13,6 +13,7 @@ export ARCHIVIST_TEST_ZK=${ARCHIVIST_TEST_ZK:-127.0.0.1:2181}
 ZK_PORT=${ARCHIVIST_TEST_ZK##*:} bash scripts/zk.sh start >/dev/null
 
 if [[ $# -eq 0 ]]; then
+    bash scripts/tests/wait_test.sh
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --quiet -- -D warnings
     cargo test --workspace

@@ -12,6 +12,8 @@
 # ZK_ENSEMBLE_BASE (see scripts/zk.sh).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/wait.sh
+source "$repo/scripts/lib/wait.sh"
 local_dir=${ARCHIVIST_LOCAL:-$repo/.local}
 dir=$local_dir/topology
 bin=${ARCHIVIST_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/archivist}
@@ -62,6 +64,15 @@ XML
         echo "$name pid $! metrics http://127.0.0.1:$((metrics_base + i))/metrics"
         i=$((i + 1))
     done
+    # Started is not ready: wait for each (its /readyz, or the feed file being served).
+    i=0
+    for name in "${daemons[@]}"; do
+        local url="http://127.0.0.1:$((metrics_base + i))/readyz"
+        [[ $name == feed-server ]] && url="http://127.0.0.1:$feed_port/podcast.xml"
+        wait_for_http "$(cat "$dir/$name/pid")" "$dir/$name/log" "$url" "$name to be ready ($url)"
+        i=$((i + 1))
+    done
+    echo "every daemon is ready" >&2
     echo "$connect$ARCHIVIST_CHROOT"
 }
 

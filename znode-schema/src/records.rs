@@ -406,6 +406,10 @@ pub struct JobRecord {
     /// Pending admin request for the daemon that holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<JobRequest>,
+    /// The operator's reason for `request` (`--reason`); the holder writes it as the
+    /// job's message when it obeys, so a reason given to a busy job is not lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_reason: Option<String>,
     /// Progress, forward only.
     #[serde(default)]
     pub progress: JobProgress,
@@ -932,6 +936,7 @@ mod tests {
             batch: None,
             holder: None,
             request: None,
+            request_reason: None,
             progress: JobProgress::default(),
             created: OffsetDateTime::UNIX_EPOCH,
             updated: OffsetDateTime::UNIX_EPOCH,

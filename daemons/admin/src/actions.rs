@@ -7,11 +7,11 @@
 //! `request` at the version seen instead; the holder acts on it within seconds.
 
 use archivist_engine::lock::{self, JobLock};
-use archivist_engine::ops::{self, Mode, Op};
-use archivist_engine::schema::records::{JobRecord, JobRequest, LeaseRecord};
-use archivist_engine::schema::{paths, JobState, SCHEMA_VERSION};
+use archivist_engine::ops::{self, Op};
+use archivist_engine::schema::records::{JobRecord, JobRequest};
+use archivist_engine::schema::{paths, JobState};
 use archivist_engine::transition::{machine, LockAction, Transition};
-use archivist_engine::{jobs, store, Session};
+use archivist_engine::{jobs, lease, store, Session};
 use serde::Serialize;
 
 use crate::error::{AdminError, Result};
@@ -206,39 +206,20 @@ async fn commit_locked(
 
 /// Operations deleting the job's lease if there is one (version-checked).
 async fn delete_lease_ops(session: &Session, job: &str) -> Result<Vec<Op>> {
-    let path = paths::lease(job);
-    Ok(match store::exists(session, &path).await? {
-        Some(stat) => vec![Op::Delete {
-            path,
-            version: Some(stat.version),
-        }],
-        None => Vec::new(),
-    })
+    Ok(lease::revoke_ops(session, job).await?)
 }
 
-/// Operations replacing any stale lease by a fresh, unclaimed one for the job.
+/// Operations replacing any stale lease by a fresh, unclaimed one for the job (a fresh
+/// lease starts a fresh wait: the planner and the reaper count the work-item TTL from
+/// the later of the job's and its lease's creation, [`lease::waiting_since`]).
 async fn fresh_lease_ops(
     session: &Session,
     settings: &AdminSettings,
     job: &JobRecord,
 ) -> Result<Vec<Op>> {
-    let path = paths::lease(&job.id);
-    let mut ops = delete_lease_ops(session, &job.id).await?;
-    let lease = LeaseRecord {
-        schema: SCHEMA_VERSION,
-        job: job.id.clone(),
-        episode: job.episode.clone(),
-        clips: job.clips.clone(),
-        duration_ms: settings.lease_duration_ms(),
-        holder: None,
-        extensions: 0,
-    };
-    ops.push(Op::Create {
-        data: store::encode(&path, &lease)?,
-        path,
-        mode: Mode::Persistent,
-    });
-    Ok(ops)
+    lease::validate_duration(settings.lease_duration_ms())
+        .map_err(|e| AdminError::Invalid(format!("--lease-duration-s: {e}")))?;
+    Ok(lease::renew_ops(session, job, settings.lease_duration_ms()).await?)
 }
 
 /// Writes `request` on a job a researcher holds, at the version seen.
@@ -247,10 +228,12 @@ async fn write_request(
     settings: &AdminSettings,
     seen: &Seen,
     request: JobRequest,
+    reason: Option<&str>,
 ) -> Result<()> {
     let path = paths::job(&seen.job.id);
     let mut next = seen.job.clone();
     next.request = Some(request);
+    next.request_reason = reason.map(str::to_string);
     next.updated = archivist_engine::clock::local_now();
     next.push_event(archivist_engine::schema::records::JobEvent {
         at: next.updated,
@@ -306,6 +289,7 @@ pub async fn retry_seen(
             j.message = None;
             j.holder = None;
             j.request = None;
+            j.request_reason = None;
         })
         .event(&settings.actor, "retry", &format!("resumed at {to}"))
         .with_ops(lease);
@@ -370,6 +354,7 @@ async fn stop(
                 .edit(|j| {
                     j.message = Some(message.clone());
                     j.request = None;
+                    j.request_reason = None;
                     j.holder = None;
                 })
                 .event(&settings.actor, action.as_str(), "ok")
@@ -380,7 +365,10 @@ async fn stop(
                 action,
                 Some(target),
                 Outcome::Done,
-                format!("{status} -> {target}, lease revoked"),
+                format!(
+                    "{status} -> {target}, lease revoked; {}",
+                    after_stop(target, &seen.job.id)
+                ),
             ))
         }
         None if matches!(
@@ -397,20 +385,35 @@ async fn stop(
                     format!("{} already requested", action.as_str()),
                 ));
             }
-            write_request(session, settings, seen, request).await?;
+            write_request(session, settings, seen, request, reason).await?;
             let owner = lock_owner(session, &seen.job.id).await;
             Ok(report(
                 seen,
                 action,
                 Some(status),
                 Outcome::Requested,
-                format!("locked by {owner}: request written, the holder moves it to {target}"),
+                format!(
+                    "locked by {owner}: request written, the holder moves it to {target} within seconds; {}",
+                    after_stop(target, &seen.job.id)
+                ),
             ))
         }
         None => {
             let owner = lock_owner(session, &seen.job.id).await;
             Err(refused(seen, format!("it is locked by {owner}")))
         }
+    }
+}
+
+/// What happens to a stopped job's pairs, in words for the operator.
+fn after_stop(target: JobState, job: &str) -> String {
+    match target {
+        JobState::Held => format!(
+            "its pairs are not planned until `archivist release --job {job}` (or `delete {job}`)"
+        ),
+        _ => format!(
+            "its pairs are not planned again until `archivist delete {job}`; to stop an episode or clip for good, `hold --episode` / `hold --clip`"
+        ),
     }
 }
 
@@ -436,7 +439,8 @@ pub async fn hold_seen(
 }
 
 /// `cancel J`: pending, failed and held jobs move to cancelled and lose their lease; a
-/// job a researcher holds gets `request: cancel`.
+/// job a researcher holds gets `request: cancel`. A cancelled job keeps its pairs out of
+/// planning until it is deleted (the reaper keeps cancelled jobs).
 pub async fn cancel(
     session: &Session,
     settings: &AdminSettings,
@@ -478,6 +482,7 @@ pub async fn release_seen(
             let path = paths::job(&seen.job.id);
             let mut next = seen.job.clone();
             next.request = None;
+            next.request_reason = None;
             next.updated = archivist_engine::clock::local_now();
             ops::commit(
                 session,
@@ -515,6 +520,7 @@ pub async fn release_seen(
         .edit(|j| {
             j.message = None;
             j.request = None;
+            j.request_reason = None;
             j.holder = None;
         })
         .event(&settings.actor, "release", "ok")
@@ -532,8 +538,9 @@ pub async fn release_seen(
     ))
 }
 
-/// `delete J`: a failed or held job is removed with its queue entry and lease, in one
-/// multi at the version seen. Research and reports stay.
+/// `delete J`: a failed, held or cancelled job is removed with its queue entry and lease,
+/// in one multi at the version seen. Research and reports stay; the job's unrecorded
+/// pairs become plannable again.
 pub async fn delete(session: &Session, settings: &AdminSettings, id: &str) -> Result<ActionReport> {
     delete_seen(session, settings, &look(session, id).await?).await
 }
@@ -545,8 +552,14 @@ pub async fn delete_seen(
     seen: &Seen,
 ) -> Result<ActionReport> {
     let status = seen.job.status;
-    if !matches!(status, JobState::Failed | JobState::Held) {
-        return Err(refused(seen, "only failed or held jobs are deleted"));
+    if !matches!(
+        status,
+        JobState::Failed | JobState::Held | JobState::Cancelled
+    ) {
+        return Err(refused(
+            seen,
+            "only failed, held or cancelled jobs are deleted (cancel or hold it first)",
+        ));
     }
     let Some(lock) = lock_seen(session, settings, seen).await? else {
         let owner = lock_owner(session, &seen.job.id).await;
@@ -581,7 +594,7 @@ pub async fn delete_seen(
         Action::Delete,
         None,
         Outcome::Done,
-        "job, queue entry and lease deleted".into(),
+        "job, queue entry and lease deleted; the planner plans its unrecorded pairs again within seconds (to stop that, `hold --episode` / `hold --clip`)".into(),
     ))
 }
 

@@ -1,6 +1,7 @@
 //! Holds on catalog records (the planner plans nothing for a held episode or clip) and
 //! pauses of a state's queue (Merritt's queue hold: consumers claim nothing new).
 
+use archivist_engine::consumer::PAUSABLE_STATES;
 use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::records::{
     CatalogFields, ClipRecord, EpisodeRecord, PauseRecord, Record,
@@ -130,13 +131,25 @@ pub struct PauseReport {
 }
 
 /// `pause STATE`: creates `/control/pause/{state}`; consumers of the state's queue claim
-/// nothing new until `resume`. Jobs in flight finish.
+/// nothing new until `resume`. Jobs in flight finish. Only states a daemon claims from
+/// can be paused ([`PAUSABLE_STATES`]); any other is refused, since its pause would stop
+/// nothing.
 pub async fn pause(
     session: &Session,
     settings: &AdminSettings,
     state: JobState,
     reason: &str,
 ) -> Result<PauseReport> {
+    if !PAUSABLE_STATES.contains(&state) {
+        return Err(AdminError::Invalid(format!(
+            "cannot pause {state}: no daemon claims jobs from that queue, so a pause would stop nothing; pause pending to stop new research, or reported to stop recording{}",
+            match state {
+                JobState::Leased | JobState::Researching =>
+                    " (jobs in leased or researching are held by a researcher: hold or cancel them one by one)",
+                _ => "",
+            }
+        )));
+    }
     let path = paths::pause(state);
     let record = PauseRecord {
         schema: SCHEMA_VERSION,

@@ -4,13 +4,17 @@
 //! name its priority and curation give; no queue entry without its job; no lock on a
 //! job that no daemon should be working on (ephemeral owners are always live sessions,
 //! so a stale lock is one on a failed, held or finished job); leases reference existing
-//! jobs and are not overdue by more than the reaper's interval; research records match
-//! the catalog; node sizes are under the limits; every node's data parses.
+//! jobs, last a positive time and are not overdue by more than the reaper's interval; no
+//! id counter is behind the ids of the records it numbers; research records match the
+//! catalog; node sizes are under the limits; every node's data parses. Without `repair`
+//! nothing is written (the read-only role can run it): ZooKeeper's time is then the
+//! newest time seen on the tree, a lower bound.
 //!
 //! Repaired (each by its own compare-and-set write, re-checked first): orphan queue
 //! entries and undecodable entry names are deleted; a job missing from its queue, or in
 //! the wrong or several queues, keeps (or gets) the entry matching its status; leases of
-//! missing jobs are deleted. Everything else is reported for an operator.
+//! missing jobs are deleted; a counter behind its ids is moved past them. Everything else
+//! is reported for an operator.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,7 +25,7 @@ use archivist_engine::schema::records::{
 };
 use archivist_engine::schema::{paths, JobState};
 use archivist_engine::transition::machine;
-use archivist_engine::{clock, store, EngineError, Session};
+use archivist_engine::{clock, counter, lease, store, EngineError, Session};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -67,6 +71,10 @@ pub enum FaultKind {
     PendingWithoutLease,
     /// A research record whose content contradicts its node or the catalog.
     ResearchMismatch,
+    /// A lease whose duration is not positive (expired when written).
+    LeaseInvalid,
+    /// An id counter behind the ids in use: the next id it gives is taken.
+    CounterBehind,
 }
 
 /// How bad a fault is.
@@ -87,6 +95,8 @@ enum Plan {
         version: Option<i32>,
         unless: Option<String>,
     },
+    /// Move an id counter past the ids in use (`archivist_engine::counter::catch_up`).
+    CatchUp { counter: &'static str },
     /// Put a job in the queue of its status only, at the job's version.
     Requeue {
         job: String,
@@ -186,6 +196,7 @@ fn parts(path: &str) -> Vec<&str> {
 }
 
 struct Index<'a> {
+    nodes: &'a [RawNode],
     jobs: BTreeMap<&'a str, (&'a RawNode, Option<JobRecord>)>,
     locks: Vec<(&'a str, &'a RawNode)>,
     entries: Vec<(JobState, &'a str, &'a RawNode)>,
@@ -197,6 +208,7 @@ struct Index<'a> {
 
 fn index(nodes: &[RawNode]) -> Index<'_> {
     let mut ix = Index {
+        nodes,
         jobs: BTreeMap::new(),
         locks: Vec::new(),
         entries: Vec::new(),
@@ -464,7 +476,18 @@ fn check_leases(ix: &Index<'_>, settings: &AdminSettings, now_ms: i64, faults: &
         let Ok(lease) = records::decode::<LeaseRecord>(&node.path, &node.data) else {
             continue;
         };
-        let overdue = now_ms - node.stat.mtime_ms.saturating_add(lease.duration_ms);
+        if let Err(e) = lease::validate_duration(lease.duration_ms) {
+            faults.push(
+                Fault::new(
+                    FaultKind::LeaseInvalid,
+                    Severity::Error,
+                    &node.path,
+                    format!("{e}; it was expired when written (the reaper revokes it)"),
+                )
+                .job(id),
+            );
+        }
+        let overdue = now_ms - lease::expires_at(node.stat.mtime_ms, lease.duration_ms);
         if overdue > settings.reaper_interval_ms() {
             faults.push(
                 Fault::new(FaultKind::LeaseOverdue, Severity::Error, &node.path, format!("expired {} s ago, more than the reaper's interval of {} s: is a reaper running?", overdue / 1000, settings.reaper_interval_s))
@@ -501,6 +524,38 @@ fn check_leases(ix: &Index<'_>, settings: &AdminSettings, now_ms: i64, faults: &
     for (id, (node, job)) in &ix.jobs {
         if job.as_ref().is_some_and(|j| j.status == JobState::Pending) && !leased.contains(id) {
             faults.push(Fault::new(FaultKind::PendingWithoutLease, Severity::Warning, &node.path, "pending without a lease: no researcher can claim it; the reaper expires it after the work-item TTL").job(id));
+        }
+    }
+}
+
+fn check_counters(ix: &Index<'_>, faults: &mut Vec<Fault>) {
+    for c in counter::ALL {
+        let Some(node) = ix.nodes.iter().find(|n| n.path == c.path) else {
+            continue;
+        };
+        let names = ix.nodes.iter().filter_map(|n| {
+            let (dir, name) = n.path.rsplit_once('/')?;
+            (dir == c.records_dir()).then_some(name)
+        });
+        let max = counter::max_number(&c, names);
+        if let Some(behind) = counter::behind(node.stat.version, max) {
+            faults.push(
+                Fault::new(
+                    FaultKind::CounterBehind,
+                    Severity::Error,
+                    c.path,
+                    format!(
+                        "at version {} (next id {}), but ids up to {} are in use: new ids would collide",
+                        behind.version,
+                        i64::from(behind.version) + 1,
+                        behind.max_in_use
+                    ),
+                )
+                .plan(
+                    format!("move it to version {}", behind.max_in_use),
+                    Plan::CatchUp { counter: c.path },
+                ),
+            );
         }
     }
 }
@@ -574,14 +629,29 @@ pub async fn fsck(
     repair: bool,
     progress: &dyn Progress,
 ) -> Result<FsckReport> {
-    let now_ms = clock::zk_now_ms(session).await?;
+    // Without --repair fsck writes nothing, so the read-only role can run it: ZooKeeper's
+    // time is then the newest of `/clock`'s stamp and every node read (a lower bound,
+    // so a lease it calls overdue is overdue).
+    let clock = if repair {
+        Some(clock::zk_now_ms(session).await?)
+    } else {
+        None
+    };
     let nodes = tree::walk(session, settings, "/", progress).await?;
+    let now_ms = clock.unwrap_or_else(|| {
+        nodes
+            .iter()
+            .map(|n| n.stat.mtime_ms.max(n.stat.ctime_ms))
+            .max()
+            .unwrap_or(0)
+    });
     let mut faults = Vec::new();
     check_nodes(&nodes, settings, &mut faults);
     let ix = index(&nodes);
     check_queues(&ix, &mut faults);
     check_locks(&ix, &mut faults);
     check_leases(&ix, settings, now_ms, &mut faults);
+    check_counters(&ix, &mut faults);
     check_research(&ix, &mut faults);
     faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
     if repair {
@@ -615,6 +685,16 @@ pub async fn fsck(
 
 async fn apply(session: &Session, plan: &Plan) -> std::result::Result<(), String> {
     match plan {
+        Plan::CatchUp { counter: path } => {
+            let c = counter::ALL
+                .into_iter()
+                .find(|c| c.path == *path)
+                .ok_or_else(|| format!("{path} is not a counter"))?;
+            counter::catch_up(session, &c)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
         Plan::Delete {
             path,
             version,

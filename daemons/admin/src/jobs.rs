@@ -163,7 +163,7 @@ impl LeaseView {
     /// Judges a lease node against ZooKeeper's `now`.
     pub fn of(node: &Loaded<LeaseRecord>, now_ms: i64) -> LeaseView {
         let duration = node.ok().map(|r| r.duration_ms).unwrap_or(0);
-        let expires_ms = node.stat.mtime_ms.saturating_add(duration);
+        let expires_ms = archivist_engine::lease::expires_at(node.stat.mtime_ms, duration);
         LeaseView {
             job: node.name.clone(),
             record: node.ok().cloned(),
@@ -247,7 +247,8 @@ pub async fn show(session: &Session, settings: &AdminSettings, id: &str) -> Resu
             path,
         });
     };
-    let now_ms = clock::zk_now_ms(session).await?;
+    // Read-only: see `clock::observed_ms`.
+    let now_ms = clock::observed_ms(session).await?;
     let entry = job.queue_entry().name();
     let queue_paths: Vec<String> = JobState::ALL
         .iter()

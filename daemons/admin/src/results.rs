@@ -246,13 +246,23 @@ pub async fn clip_results(
     })
 }
 
+/// What `export` read: the rows, and the research records it could not read (never
+/// left out silently: the CLI names them and exits non-zero).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Export {
+    /// Every row.
+    pub rows: Vec<ResultRow>,
+    /// Research records that do not decode, whose episodes have no rows.
+    pub unreadable: Vec<crate::status::Unreadable>,
+}
+
 /// `export`: every researched (episode, clip) pair, one row per occurrence plus
 /// not-found rows, ordered by episode, clip and offset.
 pub async fn export(
     session: &Session,
     settings: &AdminSettings,
     progress: &dyn Progress,
-) -> Result<Vec<ResultRow>> {
+) -> Result<Export> {
     let episodes =
         scan::load_dir::<EpisodeRecord>(session, paths::EPISODES, settings, progress).await?;
     let clips = scan::load_dir::<ClipRecord>(session, paths::CLIPS, settings, progress).await?;
@@ -268,7 +278,10 @@ pub async fn export(
             .unwrap_or("");
         rows.extend(rows_of(record, title, &clip_titles, None));
     }
-    Ok(rows)
+    Ok(Export {
+        rows,
+        unreadable: crate::status::Unreadable::of(&research),
+    })
 }
 
 /// CSV of export rows (RFC 4180 quoting), with a header line.

@@ -119,9 +119,36 @@ pub struct ResearchProgress {
     pub found_pairs: u64,
     /// Episodes with a research record.
     pub episodes_with_research: usize,
+    /// Research records that do not decode, with why: not counted above (what they
+    /// hold is unknown), and left out of planning until repaired (`fsck` lists them).
+    pub unreadable: Vec<Unreadable>,
     /// Per episode, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_episode: Option<Vec<EpisodeProgress>>,
+}
+
+/// A record that exists but does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unreadable {
+    /// Its path.
+    pub path: String,
+    /// Why it does not decode.
+    pub error: String,
+}
+
+impl Unreadable {
+    /// Every node of a scan whose record did not decode.
+    pub fn of<T>(loaded: &[scan::Loaded<T>]) -> Vec<Unreadable> {
+        loaded
+            .iter()
+            .filter_map(|n| {
+                n.record.as_ref().err().map(|e| Unreadable {
+                    path: n.path.clone(),
+                    error: e.to_string(),
+                })
+            })
+            .collect()
+    }
 }
 
 /// The job that has waited longest in `pending`.
@@ -170,7 +197,8 @@ pub struct BatchesStatus {
 pub struct StatusReport {
     /// The tree's chroot.
     pub chroot: String,
-    /// ZooKeeper's clock when read, unix ms.
+    /// ZooKeeper's clock as the daemons last stamped it on `/clock` (read without
+    /// writing; a lower bound, seconds behind at most while a planner or reaper runs).
     pub now_ms: i64,
     /// Live researchers.
     pub researchers: Vec<ResearcherLoad>,
@@ -205,7 +233,9 @@ pub async fn status(
     per_episode: bool,
     progress: &dyn Progress,
 ) -> Result<StatusReport> {
-    let now_ms = clock::zk_now_ms(session).await?;
+    // Read-only: ZooKeeper's clock as daemons last stamped it (no write, so the
+    // read-only role can run `status`).
+    let now_ms = clock::observed_ms(session).await?;
     let mut jobs = BTreeMap::new();
     for state in JobState::ALL {
         jobs.insert(state, queue::len(session, state).await?);
@@ -411,6 +441,7 @@ pub async fn research_progress(
         fraction: fraction(researched_pairs, total_pairs),
         found_pairs,
         episodes_with_research: by_episode.len(),
+        unreadable: Unreadable::of(&research),
         per_episode,
     })
 }

@@ -18,11 +18,21 @@ pub fn init(global: &GlobalOpts, daemon: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+        ))
         .with_writer(std::io::stderr);
     let _ = match global.log_format {
         LogFormat::Human => builder.fmt_fields(LatestFields::default()).try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+/// Colour codes only on a terminal, and never when `NO_COLOR` is set
+/// (<https://no-color.org>): a log file or a log collector gets plain text.
+fn colour(stderr_is_terminal: bool, no_color: bool) -> bool {
+    stderr_is_terminal && !no_color
 }
 
 /// Human field formatting where a span field recorded again replaces its old value.
@@ -87,6 +97,13 @@ impl<'writer> FormatFields<'writer> for LatestFields {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(colour(true, false));
+        assert!(!colour(false, false));
+        assert!(!colour(true, true));
+    }
 
     #[test]
     fn a_recorded_field_replaces_its_old_value() {

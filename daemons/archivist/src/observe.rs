@@ -30,8 +30,9 @@ pub fn router(handle: PrometheusHandle) -> Router {
                 let roles = archivist_engine::health::report();
                 let body: String = roles
                     .iter()
-                    .map(|(role, ready)| {
-                        format!("{role}: {}\n", if *ready { "ready" } else { "not ready" })
+                    .map(|(role, why)| match why {
+                        None => format!("{role}: ready\n"),
+                        Some(why) => format!("{role}: not ready: {why}\n"),
                     })
                     .collect();
                 if archivist_engine::health::is_ready() {

@@ -475,3 +475,99 @@ async fn hostile_titles_are_shown_escaped_in_tables_and_kept_as_stored() {
     let rows = json(&config, &["results", "--episode", &e1], 0).await;
     assert_eq!(rows["rows"][0]["clip_title"], "Jingle\x1b]0;pwned\x07");
 }
+
+/// Issue 17, defects 5 and 7: `-o json export` writes JSON (it wrote CSV), and an
+/// unreadable research record is named and fails the export instead of leaving its
+/// episode out in silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_follows_the_output_format_and_names_unreadable_research() {
+    let (config, s) = archivist_testkit::fresh_tree("cli-export-json").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    let e2 = fixtures::episode(&s, 2, "Two").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::research(&s, &e1, "j0000000001", &[1], &[(1, 2.5, 0.9)]).await;
+    let rows = json(&config, &["export"], 0).await;
+    assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+    assert_eq!(rows[0]["episode"], e1.as_str());
+
+    fixtures::raw(
+        &s,
+        &paths::research(&e2),
+        b"schema: 1\nepisode: e0000002\nruns: []\nfound:\n  c000001: [{at: x}]\n",
+    )
+    .await;
+    let out = archivist(&config, &["--output", "json", "export"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let rows: Value = serde_json::from_slice(&out.stdout).expect("still JSON");
+    assert_eq!(rows.as_array().map(Vec::len), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("export is incomplete") && stderr.contains(&paths::research(&e2)),
+        "{}",
+        text(&out)
+    );
+}
+
+/// Issue 17, defect 7: `archivist tree / | head` must not panic when the reader goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_pipe_ends_an_admin_command_quietly() {
+    let (config, s) = archivist_testkit::fresh_tree("cli-pipe").await;
+    for n in 1..=20 {
+        fixtures::episode(&s, n, "An episode with a long enough title").await;
+    }
+    let (hosts, chroot) = config.hosts_and_chroot();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_archivist"))
+        .args(["--zk", &hosts, "--chroot", &chroot, "tree", "/"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run archivist");
+    // The reader goes away before the command writes (it connects first).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
+}
+
+/// Issue 17, defect 7: human logs written to a file (not a terminal) carry no colour
+/// codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_that_are_not_a_terminal_have_no_colour_codes() {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_archivist"))
+        // Nothing listens on port 9 of loopback: the planner keeps trying to connect.
+        .args(["--zk", "127.0.0.1:9", "planner"])
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run archivist");
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    // SIGTERM: the daemon logs that it is shutting down, then exits.
+    let pid = child.id().expect("running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("SIGTERM stops the daemon")
+        .expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("INFO") || stderr.contains("ERROR"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes in a log file: {stderr:?}"
+    );
+}

@@ -216,6 +216,7 @@ mod tests {
             batch: None,
             holder: None,
             request: None,
+            request_reason: None,
             progress: JobProgress::default(),
             created: OffsetDateTime::UNIX_EPOCH,
             updated: OffsetDateTime::UNIX_EPOCH,

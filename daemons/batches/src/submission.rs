@@ -291,12 +291,13 @@ pub async fn submit(
                 tracing::info!(batch = %id, by, "batch submitted");
                 return Ok(record);
             }
-            Err(EngineError::Precondition { op, .. })
-                if op.contains(paths::BATCH_COUNTER) || op.contains(&path) =>
+            Err(e)
+                if e.failed_path() == Some(paths::BATCH_COUNTER)
+                    || e.failed_path() == Some(path.as_str()) =>
             {
                 tokio::task::yield_now().await;
             }
-            Err(EngineError::Precondition { op, source }) if op.contains(paths::BATCHES) => {
+            Err(EngineError::Precondition { op, source, .. }) if op.contains(paths::BATCHES) => {
                 return Err(EngineError::NotInitialised {
                     chroot: format!("{} ({op}: {source})", session.chroot()),
                     missing: paths::BATCHES.to_string(),

@@ -119,7 +119,7 @@ impl BatchChange {
         let ops = self.ops()?;
         match ops::commit(session, &ops).await {
             Ok(_) => {}
-            Err(EngineError::Precondition { op, source }) => {
+            Err(EngineError::Precondition { op, source, .. }) => {
                 return Err(BatchError::Moved {
                     batch: self.current.id.clone(),
                     detail: format!("{op}: {source}"),

@@ -20,6 +20,22 @@ pub async fn zk_now_ms(session: &Session) -> Result<i64> {
     Ok(stat.mtime)
 }
 
+/// ZooKeeper's time as a read-only session can know it, without writing anything: the
+/// `mtime` of `/clock`, which every daemon's [`zk_now_ms`] stamps (the planner each
+/// round, the reaper each sweep), so it trails the server's time by at most the time
+/// since a daemon last read the clock. It is a lower bound: a lease that is expired by it
+/// is expired; callers that show it say it is an estimate. Read-only commands (`status`,
+/// `jobs show`, `fsck` without `--repair`) use it, so the read-only role can run them.
+pub async fn observed_ms(session: &Session) -> Result<i64> {
+    let stat = crate::store::exists(session, paths::CLOCK)
+        .await?
+        .ok_or_else(|| EngineError::NotInitialised {
+            chroot: session.chroot().to_string(),
+            missing: paths::CLOCK.to_string(),
+        })?;
+    Ok(stat.mtime)
+}
+
 /// Converts unix milliseconds to a timestamp (UTC).
 pub fn to_datetime(ms: i64) -> time::OffsetDateTime {
     time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)

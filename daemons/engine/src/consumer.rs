@@ -497,6 +497,13 @@ impl PauseFlag {
     }
 }
 
+/// The states whose queue a daemon claims from, the only ones a pause can stop:
+/// researchers claim from `pending`, recorders from `reported`. Jobs reach `leased` and
+/// `researching` from a researcher that already holds them, so nothing waits in those
+/// queues to be claimed, and terminal, failed and held jobs are claimed by nobody.
+/// `archivist pause` refuses every other state (it would say "paused" and stop nothing).
+pub const PAUSABLE_STATES: [JobState; 2] = [JobState::Pending, JobState::Reported];
+
 /// Is the state paused by an operator?
 pub async fn is_paused(session: &Session, state: JobState) -> Result<bool> {
     Ok(store::exists(session, &paths::pause(state))

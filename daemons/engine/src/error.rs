@@ -44,8 +44,13 @@ pub enum EngineError {
     /// A multi's precondition did not hold (version moved, node gone or already there).
     #[error("precondition failed: {op} ({source}); the tree changed meanwhile")]
     Precondition {
-        /// Which operation of the multi failed, described.
+        /// Which operation of the multi failed, described (for people).
         op: String,
+        /// Its position in the multi (0-based), so callers can tell which of their
+        /// operations failed without matching the description.
+        index: usize,
+        /// The exact path that operation touched.
+        path: String,
         /// Client error (BadVersion, NoNode, NodeExists, NotEmpty).
         source: zookeeper_client::Error,
     },
@@ -130,6 +135,15 @@ impl EngineError {
                     | zookeeper_client::Error::NoHosts
             ),
             _ => false,
+        }
+    }
+
+    /// The path of the multi operation whose precondition failed, if that is the error.
+    /// Callers compare it with the paths they built, never a description.
+    pub fn failed_path(&self) -> Option<&str> {
+        match self {
+            EngineError::Precondition { path, .. } => Some(path),
+            _ => None,
         }
     }
 

@@ -1,44 +1,109 @@
 //! Process readiness, for `/readyz`.
 //!
-//! A daemon is ready while the session it registered with is alive. Registration
-//! ([`crate::member::register`]) records the role with its session's `lost` token; a lost
-//! session makes the role not ready until it registers again on a new session. One
-//! process may run several roles (`archivist run --all`): it is ready when every role
-//! that registered is.
+//! A daemon is ready while the session it registered with is alive and its work makes
+//! progress. Registration ([`crate::member::register`]) records the role with its
+//! session's `lost` token; a lost session makes the role not ready until it registers
+//! again on a new session. A role whose loop keeps failing (every round errs, so it backs
+//! off) reports [`trouble`] with the reason, and is not ready until a round succeeds
+//! again ([`recovered`]): `/readyz` never claims health while a loop spins. One process
+//! may run several roles (`archivist run --all`): it is ready when every role that
+//! registered is.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
-fn roles() -> &'static Mutex<BTreeMap<String, CancellationToken>> {
-    static ROLES: OnceLock<Mutex<BTreeMap<String, CancellationToken>>> = OnceLock::new();
+#[derive(Debug, Default)]
+struct Role {
+    lost: CancellationToken,
+    trouble: Option<String>,
+}
+
+fn roles() -> &'static Mutex<BTreeMap<String, Role>> {
+    static ROLES: OnceLock<Mutex<BTreeMap<String, Role>>> = OnceLock::new();
     ROLES.get_or_init(Mutex::default)
 }
 
 /// Records that `role` registered on a session whose loss `lost` signals.
 pub fn registered(role: &str, lost: CancellationToken) {
     if let Ok(mut map) = roles().lock() {
-        map.insert(role.to_string(), lost);
+        map.insert(
+            role.to_string(),
+            Role {
+                lost,
+                trouble: None,
+            },
+        );
     }
 }
 
-/// Is every registered role's session alive (and at least one registered)?
+/// Records that `role`'s loop is failing and backing off, and why (shown by `/readyz`).
+pub fn trouble(role: &str, why: impl Into<String>) {
+    if let Ok(mut map) = roles().lock() {
+        if let Some(r) = map.get_mut(role) {
+            r.trouble = Some(why.into());
+        }
+    }
+}
+
+/// Records that `role`'s loop made progress again.
+pub fn recovered(role: &str) {
+    if let Ok(mut map) = roles().lock() {
+        if let Some(r) = map.get_mut(role) {
+            r.trouble = None;
+        }
+    }
+}
+
+/// Is every registered role's session alive and its loop untroubled (and at least one
+/// role registered)?
 pub fn is_ready() -> bool {
     roles()
         .lock()
-        .map(|map| !map.is_empty() && map.values().all(|lost| !lost.is_cancelled()))
+        .map(|map| {
+            !map.is_empty()
+                && map
+                    .values()
+                    .all(|r| !r.lost.is_cancelled() && r.trouble.is_none())
+        })
         .unwrap_or(false)
 }
 
-/// Each registered role and whether its session is alive.
-pub fn report() -> BTreeMap<String, bool> {
+/// Each registered role and `None` when it is ready, or why it is not.
+pub fn report() -> BTreeMap<String, Option<String>> {
     roles()
         .lock()
         .map(|m| {
             m.iter()
-                .map(|(k, v)| (k.clone(), !v.is_cancelled()))
+                .map(|(k, r)| {
+                    let why = if r.lost.is_cancelled() {
+                        Some("ZooKeeper session lost; reconnecting".to_string())
+                    } else {
+                        r.trouble.clone()
+                    };
+                    (k.clone(), why)
+                })
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_troubled_role_is_not_ready_until_it_recovers() {
+        registered("health-test", CancellationToken::new());
+        assert!(report()["health-test"].is_none());
+        trouble("health-test", "every round fails: boom");
+        assert!(!is_ready());
+        assert_eq!(
+            report()["health-test"].as_deref(),
+            Some("every round fails: boom")
+        );
+        recovered("health-test");
+        assert!(report()["health-test"].is_none());
+    }
 }

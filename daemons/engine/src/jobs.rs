@@ -41,7 +41,9 @@ pub async fn read_optional(session: &Session, id: &str) -> Result<Option<(JobRec
 
 /// Creates a job in the start state's queue, together with `extra(job_id)` operations
 /// (the planner's lease), as one multi. The id comes from `/counters/jobs`, whose version
-/// check in the same multi makes ids unique; a lost race is retried.
+/// check in the same multi makes ids unique; a lost race is retried. An id whose nodes
+/// exist already (the counter fell behind) is skipped by moving the counter past the ids
+/// in use ([`crate::counter::catch_up`]), so every pass makes progress.
 pub async fn create(
     session: &Session,
     new: &NewJob,
@@ -72,6 +74,7 @@ pub async fn create(
             batch: new.batch.clone(),
             holder: None,
             request: None,
+            request_reason: None,
             progress: JobProgress::default(),
             created: now,
             updated: now,
@@ -103,11 +106,35 @@ pub async fn create(
         batch.extend(extra(&id));
         match ops::commit(session, &batch).await {
             Ok(_) => return Ok(job),
-            Err(EngineError::Precondition { op, .. })
-                if op.contains(paths::JOB_COUNTER) || op.contains(&job_path) =>
-            {
+            // Another writer took this id first: it made progress; take the next one.
+            Err(e) if e.failed_path() == Some(paths::JOB_COUNTER) => {
                 tokio::task::yield_now().await;
-                continue;
+            }
+            // A node this id names exists although the counter had not given the id out:
+            // the counter is behind the ids in use. Move it past them (progress), say so.
+            Err(EngineError::Precondition {
+                index,
+                path,
+                source: zookeeper_client::Error::NodeExists,
+                ..
+            }) if index > 0 => {
+                let moved = crate::counter::catch_up(session, &crate::counter::JOBS).await?;
+                tracing::warn!(
+                    job = %id,
+                    episode = %new.episode,
+                    state = %JobState::Pending,
+                    counter = paths::JOB_COUNTER,
+                    exists = %path,
+                    moved = ?moved,
+                    "job counter was behind the ids in use; moved it past them"
+                );
+                if moved.is_none() {
+                    // Nothing to skip yet the id's node exists: refuse rather than spin.
+                    return Err(EngineError::Config(format!(
+                        "{path} exists but {} is not behind the ids in use; run `archivist fsck`",
+                        paths::JOB_COUNTER
+                    )));
+                }
             }
             Err(e) => return Err(e),
         }

@@ -15,11 +15,15 @@
 //! - [`leader`]: leader election for roles where one acts at a time.
 //! - [`consumer`]: the loop that claims jobs from a state's queue and runs a step.
 //! - [`clock`]: ZooKeeper's own time, for leases.
+//! - [`lease`]: the lease-and-TTL recipe (create, claim, extend, revoke, expire, and the
+//!   expiry formulas) every daemon and admin command uses.
+//! - [`counter`]: id counters, and moving one past the ids in use.
 #![deny(missing_docs)]
 
 pub mod clock;
 pub mod config;
 pub mod consumer;
+pub mod counter;
 pub mod daemon;
 pub mod durations;
 pub mod error;
@@ -27,6 +31,7 @@ pub mod group;
 pub mod health;
 pub mod jobs;
 pub mod leader;
+pub mod lease;
 pub mod lock;
 pub mod logs;
 pub mod member;

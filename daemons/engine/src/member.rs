@@ -74,26 +74,49 @@ pub async fn register(
     };
     let data = store::encode(&path, &record)?;
     let options = session.create_options(zk::CreateMode::Ephemeral);
-    match session.client().create(&path, &data, &options).await {
-        Ok(_) => {
-            crate::health::registered(&identity.role, session.lost());
-            Ok(path)
-        }
-        Err(zk::Error::NodeExists) => {
-            // Left by this name's previous session, which has not timed out yet: wait for
-            // it to go rather than take over a node another session owns.
-            let stat = store::exists(session, &path).await?;
-            if stat.map(|s| s.ephemeral_owner) == Some(session.id_number()) {
+    let mut told = false;
+    loop {
+        match session.client().create(&path, &data, &options).await {
+            Ok(_) => {
                 crate::health::registered(&identity.role, session.lost());
+                if told {
+                    tracing::info!(daemon = %identity.name, %path, "the previous session's registration went; registered");
+                }
                 return Ok(path);
             }
-            Err(EngineError::Zk {
-                op: "register",
-                path,
-                source: zk::Error::NodeExists,
-            })
+            Err(zk::Error::NodeExists) => {}
+            Err(e) => return Err(EngineError::zk("create", &path, e)),
         }
-        Err(e) => Err(EngineError::zk("create", &path, e)),
+        // Left by this name's previous session (a restart under the same `--name`),
+        // which has not timed out yet: wait for ZooKeeper to remove it rather than take
+        // over a node another session owns. One line, then quiet: a watch wakes us
+        // when it goes (no retry loop, no error every backoff).
+        let (stat, watcher) = session
+            .client()
+            .check_and_watch_stat(&path)
+            .await
+            .map_err(|e| EngineError::zk("exists", &path, e))?;
+        let Some(stat) = stat else { continue };
+        if stat.ephemeral_owner == session.id_number() {
+            crate::health::registered(&identity.role, session.lost());
+            return Ok(path);
+        }
+        if !told {
+            tracing::info!(
+                daemon = %identity.name,
+                %path,
+                owner = %format_args!("{:#x}", stat.ephemeral_owner),
+                "this name is still registered by a previous session; waiting for it to expire (at most its session timeout)"
+            );
+            told = true;
+        }
+        let lost = session.lost();
+        tokio::select! {
+            _ = watcher.changed() => {}
+            _ = lost.cancelled() => {
+                return Err(EngineError::SessionLost("while waiting to register".into()))
+            }
+        }
     }
 }
 

@@ -147,7 +147,10 @@ pub fn send<'a>(
             })));
         }
     }
-    let described: Vec<String> = ops.iter().map(Op::describe).collect();
+    let described: Vec<(String, String)> = ops
+        .iter()
+        .map(|op| (op.describe(), op.path().to_string()))
+        .collect();
     let sent = multi.commit();
     Box::pin(async move { sent.await.map_err(|err| classify(err, &described)) })
 }
@@ -156,15 +159,20 @@ fn is_lost(err: &zk::Error) -> bool {
     matches!(err, zk::Error::SessionExpired | zk::Error::ClientClosed)
 }
 
-fn classify(err: zk::MultiWriteError, described: &[String]) -> EngineError {
+fn classify(err: zk::MultiWriteError, described: &[(String, String)]) -> EngineError {
     match err {
         zk::MultiWriteError::OperationFailed { index, source } => {
-            let op = described
+            let (op, path) = described
                 .get(index)
                 .cloned()
-                .unwrap_or_else(|| format!("operation {index}"));
+                .unwrap_or_else(|| (format!("operation {index}"), String::new()));
             if is_precondition(&source) {
-                EngineError::Precondition { op, source }
+                EngineError::Precondition {
+                    op,
+                    index,
+                    path,
+                    source,
+                }
             } else if is_lost(&source) {
                 EngineError::SessionLost(source.to_string())
             } else {

@@ -15,10 +15,14 @@ pub struct InitReport {
     pub created: Vec<String>,
     /// Whether `/meta` was written now (false: the tree already existed).
     pub new_tree: bool,
+    /// Counters that were behind the ids in use and were moved past them:
+    /// (counter, version before, version after). `init` never moves a counter back.
+    pub counters_moved: Vec<(String, i32, i32)>,
 }
 
-/// Creates every persistent directory and `/meta`. Idempotent: safe to run again and
-/// concurrently from several daemons.
+/// Creates every persistent directory and `/meta`, and moves any counter that is behind
+/// the ids in use past them (a counter re-created at version 0 must not hand out ids
+/// that exist). Idempotent: safe to run again and concurrently from several daemons.
 pub async fn init(session: &Session, created_by: &str) -> Result<InitReport> {
     let mut report = InitReport::default();
     let options = session.create_options(zk::CreateMode::Persistent);
@@ -41,6 +45,19 @@ pub async fn init(session: &Session, created_by: &str) -> Result<InitReport> {
         created_by: created_by.to_string(),
     };
     report.new_tree = store::create_if_absent(session, paths::META, &meta).await?;
+    for counter in crate::counter::ALL {
+        if let Some((from, to)) = crate::counter::catch_up(session, &counter).await? {
+            tracing::warn!(
+                counter = counter.path,
+                from,
+                to,
+                "counter was behind the ids in use; moved past them"
+            );
+            report
+                .counters_moved
+                .push((counter.path.to_string(), from, to));
+        }
+    }
     Ok(report)
 }
 

@@ -2,7 +2,10 @@
 //! wake (researchers, pending queue, catalog) and every tick, until shutdown. A lost
 //! session stops planning and starts over on a new session (rebuilding the index).
 
+use std::time::Duration;
+
 use archivist_engine::daemon::supervise;
+use archivist_engine::health;
 use archivist_engine::leader::LeaderLatch;
 use archivist_engine::member::{self, Identity};
 use archivist_engine::schema::records::MemberRecord;
@@ -94,13 +97,21 @@ async fn lead(
     let tick = settings.tick;
     let mut planner = Planner::start(session, settings, &identity.name).await?;
     let lost = session.lost();
+    let mut failures = Failures::default();
     loop {
         if !latch.is_leader().await? {
             tracing::warn!(planner = %identity.name, "no longer the leader; starting over");
             return Ok(());
         }
-        match planner.round(shutdown).await {
+        // The round stops at shutdown even in the middle (a multi is atomic; a planner
+        // that leads next reloads its index from the tree).
+        let round = tokio::select! {
+            r = planner.round(shutdown) => r,
+            _ = shutdown.cancelled() => return Ok(()),
+        };
+        match round {
             Ok(report) => {
+                failures.succeeded(&identity.role);
                 if !report.created.is_empty() || !report.expired.is_empty() {
                     tracing::info!(
                         created = report.created.len(),
@@ -115,7 +126,15 @@ async fn lead(
             }
             Err(e) if e.is_session_lost() => return Err(e.into()),
             Err(e) => {
-                tracing::warn!(error = %e, "planning round failed; retrying on the next wake")
+                // Make progress or back off and say why: a failing round waits longer
+                // each time (not on the next wake, which may come at once), and the
+                // planner is not ready while rounds fail.
+                let pause = failures.failed(&identity.role, &e, tick);
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = lost.cancelled() => return Err(EngineError::SessionLost("while backing off".into()).into()),
+                }
             }
         }
         tokio::select! {
@@ -123,5 +142,62 @@ async fn lead(
             _ = shutdown.cancelled() => return Ok(()),
             _ = lost.cancelled() => return Err(EngineError::SessionLost("while idle".into()).into()),
         }
+    }
+}
+
+/// Consecutive failed rounds, and how long to back off after the next one.
+#[derive(Debug, Default)]
+struct Failures {
+    streak: u32,
+}
+
+impl Failures {
+    /// The first backoff after a failed round; it doubles up to the tick.
+    const FIRST: Duration = Duration::from_millis(200);
+
+    fn failed(&mut self, role: &str, error: &EngineError, tick: Duration) -> Duration {
+        self.streak = self.streak.saturating_add(1);
+        let pause = backoff(self.streak, tick);
+        tracing::warn!(error = %error, failures = self.streak, backoff_ms = pause.as_millis() as u64, "planning round failed; backing off");
+        metrics::counter!("archivist_planner_round_failures_total").increment(1);
+        health::trouble(
+            role,
+            format!("{} planning round(s) failed in a row: {error}", self.streak),
+        );
+        pause
+    }
+
+    fn succeeded(&mut self, role: &str) {
+        if self.streak > 0 {
+            tracing::info!(after = self.streak, "planning rounds succeed again");
+            health::recovered(role);
+        }
+        self.streak = 0;
+    }
+}
+
+/// The pause after the `streak`-th failed round in a row: 200 ms doubling, at most the
+/// tick (at least 200 ms).
+fn backoff(streak: u32, tick: Duration) -> Duration {
+    let doubled = Failures::FIRST.saturating_mul(1u32 << streak.saturating_sub(1).min(16));
+    doubled.min(tick.max(Failures::FIRST))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_rounds_back_off_longer_each_time_up_to_the_tick() {
+        let tick = Duration::from_secs(5);
+        assert_eq!(backoff(1, tick), Duration::from_millis(200));
+        assert_eq!(backoff(2, tick), Duration::from_millis(400));
+        assert_eq!(backoff(5, tick), Duration::from_millis(3_200));
+        assert_eq!(backoff(6, tick), tick);
+        assert_eq!(backoff(60, tick), tick);
+        assert_eq!(
+            backoff(3, Duration::from_millis(10)),
+            Duration::from_millis(200)
+        );
     }
 }

@@ -18,8 +18,16 @@ use archivist_engine::{store, EngineError, Session};
 use crate::index::{ClipInfo, EpisodeInfo, Index};
 
 /// Job states whose jobs keep their clips out of planning (besides leases): waiting,
-/// held by an operator, or failed and waiting for an operator.
-pub const BLOCKING_STATES: [JobState; 3] = [JobState::Pending, JobState::Held, JobState::Failed];
+/// held by an operator, failed and waiting for an operator, or cancelled by one. An
+/// operator's `cancel` means "stop this work and do not plan these pairs again"; the
+/// cancelled job stays (the reaper keeps it, like a failed one) until an operator
+/// deletes it, which lets the planner plan its unrecorded pairs again.
+pub const BLOCKING_STATES: [JobState; 4] = [
+    JobState::Pending,
+    JobState::Held,
+    JobState::Failed,
+    JobState::Cancelled,
+];
 
 /// Reads in flight at once while loading.
 const BATCH: usize = 1_000;
@@ -167,9 +175,20 @@ fn put_clip(index: &mut Index, path: &str, data: Option<&[u8]>) {
 
 fn put_research(index: &mut Index, path: &str, data: Option<&[u8]>) {
     let episode = name_of(path);
-    match data.and_then(|d| decode::<ResearchRecord>(path, d)) {
-        Some(r) => index.set_research(episode, r.runs.iter().flat_map(|run| run.clips.iter())),
-        None => index.remove_research(episode),
+    let Some(bytes) = data else {
+        index.remove_research(episode);
+        return;
+    };
+    match records::decode::<ResearchRecord>(path, bytes) {
+        Ok(r) => index.set_research(episode, r.runs.iter().flat_map(|run| run.clips.iter())),
+        Err(e) => {
+            // Unknown research is not "nothing researched": planning its pairs again
+            // would loop (the recorder cannot store into it either). Leave the episode
+            // out and say why; `fsck` and `status` report the record too.
+            tracing::error!(episode, path, error = %e, "unreadable research record: the episode is left out of planning until it is repaired (see `archivist fsck`)");
+            metrics::counter!("archivist_planner_unreadable_research_total").increment(1);
+            index.set_research_unreadable(episode);
+        }
     }
 }
 
@@ -180,7 +199,7 @@ fn put_lease(index: &mut Index, path: &str, found: Option<(&[u8], &zk::Stat)>) {
             job,
             &r.episode,
             clip_numbers(&r.clips),
-            stat.mtime.saturating_add(r.duration_ms),
+            archivist_engine::lease::expires_at(stat.mtime, r.duration_ms),
         ),
         None => index.remove_lease(job),
     }

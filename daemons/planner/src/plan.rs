@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use archivist_engine::clock::zk_now_ms;
 use archivist_engine::jobs::{self, NewJob};
-use archivist_engine::ops::{Mode, Op};
+use archivist_engine::ops::Op;
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{JobRecord, LeaseRecord};
-use archivist_engine::schema::{JobState, SCHEMA_VERSION};
-use archivist_engine::{member, queue, store, EngineError, Session};
+use archivist_engine::schema::records::JobRecord;
+use archivist_engine::schema::JobState;
+use archivist_engine::{lease, member, queue, EngineError, Session};
 use tokio_util::sync::CancellationToken;
 
 use crate::capacity::{self, Capacity};
@@ -77,7 +77,11 @@ pub async fn count_pending(session: &Session) -> Result<u64, EngineError> {
 fn is_wake(node: &Node, deleted: bool) -> bool {
     match node {
         Node::Researcher | Node::Episode(_) | Node::Clip(_) => true,
-        Node::QueueEntry(state, _) => *state == JobState::Pending,
+        // A blocking job going away (an operator deleted a failed, held or cancelled
+        // job) frees its pairs: plan them now rather than at the next tick.
+        Node::QueueEntry(state, _) => {
+            *state == JobState::Pending || (deleted && load::BLOCKING_STATES.contains(state))
+        }
         Node::Lease(_) | Node::Research(_) => deleted,
         Node::Other => false,
     }
@@ -265,29 +269,22 @@ impl Planner {
             batch: None,
         };
         let duration_ms = self.settings.lease_duration_ms();
-        let lease_record = |job: &str| LeaseRecord {
-            schema: SCHEMA_VERSION,
-            job: job.to_string(),
-            episode: pick.episode.clone(),
-            clips: pick.clips.clone(),
-            duration_ms,
-            holder: None,
-            extensions: 0,
-        };
-        // Same length as a real id: if this encodes, the real one does too.
-        let probe = paths::lease(&paths::job_id(0));
-        store::encode(&probe, &lease_record(&paths::job_id(0)))?;
+        // Built once with a placeholder id (same length as a real one): a lease that
+        // cannot be made refuses the job before anything is written.
+        let template =
+            lease::new_record(&paths::job_id(0), &pick.episode, &pick.clips, duration_ms)?;
+        lease::create_op(&template)?;
         let lease_op = |job: &str| {
-            let path = paths::lease(job);
-            match store::encode(&path, &lease_record(job)) {
-                Ok(data) => vec![Op::Create {
-                    path,
-                    data,
-                    mode: Mode::Persistent,
+            let mut record = template.clone();
+            record.job = job.to_string();
+            match lease::create_op(&record) {
+                Ok(op) => vec![op],
+                // Unreachable after the check above; fail the multi rather than create a
+                // job without its lease.
+                Err(_) => vec![Op::Check {
+                    path: paths::lease(job),
+                    version: -2,
                 }],
-                // Unreachable after the probe; fail the multi rather than create a job
-                // without its lease.
-                Err(_) => vec![Op::Check { path, version: -2 }],
             }
         };
         let job = match jobs::create(&self.session, &new, &self.by, lease_op).await {
@@ -298,7 +295,7 @@ impl Planner {
                 return Err(e);
             }
         };
-        let expires = self.now_ms().saturating_add(duration_ms);
+        let expires = lease::expires_at(self.now_ms(), duration_ms);
         self.index
             .upsert_lease(&job.id, &job.episode, pick.clip_numbers.clone(), expires);
         self.index.add_job(
@@ -327,11 +324,15 @@ impl Planner {
         shutdown: &CancellationToken,
     ) -> Result<RoundReport, EngineError> {
         metrics::counter!("archivist_planner_rounds_total").increment(1);
-        self.sync_clock().await?;
+        let now = self.sync_clock().await?;
         self.refresh().await?;
-        let expired =
-            expire::expire_waiting(&self.session, self.settings.work_item_ttl_ms(), &self.by)
-                .await?;
+        let expired = expire::expire_waiting_at(
+            &self.session,
+            self.settings.work_item_ttl_ms(),
+            now,
+            &self.by,
+        )
+        .await?;
         let mut created = Vec::new();
         let stop = loop {
             if shutdown.is_cancelled() {

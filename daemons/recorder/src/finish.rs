@@ -106,13 +106,10 @@ async fn fail(claimed: &Claimed, by: &str, reason: &str) -> Result<Finished, Eng
 
 /// The delete of `job`'s lease at its current version, if it has one.
 async fn lease_delete(session: &Session, job: &str) -> Result<Option<Op>, EngineError> {
-    let path = paths::lease(job);
-    Ok(zkstore::exists(session, &path)
+    Ok(archivist_engine::lease::revoke_ops(session, job)
         .await?
-        .map(|stat| Op::Delete {
-            path,
-            version: Some(stat.version),
-        }))
+        .into_iter()
+        .next())
 }
 
 /// Stores what is left of a claimed `reported` job and closes it. See the module docs.

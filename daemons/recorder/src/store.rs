@@ -14,7 +14,7 @@ use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{self, LeaseRecord, ReportRecord, ResearchRecord};
 use archivist_engine::schema::JobState;
-use archivist_engine::{clock, store, zk, EngineError, Session};
+use archivist_engine::{clock, lease, store, zk, EngineError, Session};
 use rand::Rng;
 
 use crate::archive::{self, Merge};
@@ -210,22 +210,17 @@ async fn lease_extension(
     let Some((bytes, stat)) = store::read_raw(session, &path).await? else {
         return Ok(None);
     };
-    let mut lease: LeaseRecord = match records::decode(&path, &bytes) {
+    let lease: LeaseRecord = match records::decode(&path, &bytes) {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!(job, episode = "unknown", state = "unknown", error = %e, "unreadable lease; not extending it");
             return Ok(None);
         }
     };
-    if lease.job != job || stat.mtime.saturating_add(lease.duration_ms) <= now_ms {
+    if lease.job != job || lease::is_expired(stat.mtime, lease.duration_ms, now_ms) {
         return Ok(None);
     }
-    lease.extensions = lease.extensions.saturating_add(1);
-    Ok(Some(Op::SetData {
-        data: store::encode(&path, &lease)?,
-        path,
-        version: Some(stat.version),
-    }))
+    Ok(Some(lease::extend_op(&lease, stat.version, None)?))
 }
 
 /// Runs a prepared multi. A precondition failure means another recorder, the reaper or

@@ -132,6 +132,7 @@ pub(crate) async fn serve(
         let refused = refused.clone();
         let free_slots = free_slots.clone();
         let backoff = settings.refused_backoff;
+        let me = identity.name.clone();
         let span = archivist_engine::logs::job_span(&claimed.job);
         tracker.spawn(async move {
             metrics::gauge!("archivist_researcher_jobs_active").increment(1.0);
@@ -155,6 +156,16 @@ pub(crate) async fn serve(
                 }
                 Err(e) if e.is_session_lost() => {
                     tracing::warn!("session lost during the job; its lock went with it");
+                }
+                // A record that does not decode (the episode's research record, the
+                // lease) will not decode on the next try either: fail the job with why,
+                // so an operator sees it, instead of retrying it unseen every backoff.
+                Err(e @ EngineError::Record(_)) => {
+                    let reason = format!("unreadable record: {e} (run `archivist fsck`)");
+                    tracing::error!(%reason, "job failed");
+                    if let Err(err) = consumer::fail_held_job(&session, lock, &me, &reason).await {
+                        tracing::warn!(error = %err, "could not record the failure");
+                    }
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "job could not be finished; releasing its lock");

@@ -286,7 +286,10 @@ async fn cancel_and_delete_follow_the_state_table() {
     let err = actions::delete(&s, &settings(), &pending.id)
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("only failed or held"), "{err}");
+    assert!(
+        err.to_string().contains("only failed, held or cancelled"),
+        "{err}"
+    );
     assert_eq!(
         queues_holding(&s, &pending.id).await,
         vec![JobState::Pending]

@@ -7,3 +7,4 @@ mod fixtures;
 mod actions;
 mod fsck;
 mod reports;
+mod rules;

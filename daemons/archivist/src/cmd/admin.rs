@@ -75,8 +75,11 @@ impl ActorOpts {
     /// The admin identity.
     pub fn actor(&self) -> String {
         self.actor.clone().unwrap_or_else(|| {
-            let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
-            format!("admin-{user}@{}", archivist_engine::member::hostname())
+            format!(
+                "admin-{}@{}",
+                user_name(),
+                archivist_engine::member::hostname()
+            )
         })
     }
 
@@ -84,6 +87,42 @@ impl ActorOpts {
     pub fn settings(&self) -> AdminSettings {
         AdminSettings::default().with_actor(self.actor())
     }
+}
+
+/// Who runs this process: `$USER`, else `$LOGNAME`, else the name `/etc/passwd` gives
+/// this process's user id, else `uid<N>` (cron jobs, containers and `env -i` have no
+/// `$USER`, and an actor of `admin-unknown` names nobody).
+fn user_name() -> String {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").ok().map(|m| m.uid());
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    resolve_user(
+        std::env::var("USER").ok(),
+        std::env::var("LOGNAME").ok(),
+        uid,
+        &passwd,
+    )
+}
+
+fn resolve_user(
+    user: Option<String>,
+    logname: Option<String>,
+    uid: Option<u32>,
+    passwd: &str,
+) -> String {
+    let named = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    named(user)
+        .or_else(|| named(logname))
+        .or_else(|| {
+            let uid = uid?.to_string();
+            passwd.lines().find_map(|line| {
+                let mut fields = line.split(':');
+                let name = fields.next()?;
+                (fields.nth(1)? == uid && !name.is_empty()).then(|| name.to_string())
+            })
+        })
+        .or_else(|| uid.map(|u| format!("uid{u}")))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Runs an admin command.
@@ -112,5 +151,29 @@ pub async fn run(global: &GlobalOpts, command: AdminCommand) -> Result<ExitCode>
             _ => Err(err),
         },
         ok => ok,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve_user;
+
+    #[test]
+    fn the_actor_names_a_user_even_without_user_set() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nops:x:1000:1000::/home/ops:/bin/sh\n";
+        assert_eq!(
+            resolve_user(Some("ann".into()), None, Some(0), passwd),
+            "ann"
+        );
+        assert_eq!(
+            resolve_user(None, Some("bob".into()), Some(0), passwd),
+            "bob"
+        );
+        assert_eq!(
+            resolve_user(Some("".into()), None, Some(1000), passwd),
+            "ops"
+        );
+        assert_eq!(resolve_user(None, None, Some(0), passwd), "root");
+        assert_eq!(resolve_user(None, None, Some(42), passwd), "uid42");
     }
 }

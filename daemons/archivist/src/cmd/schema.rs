@@ -47,6 +47,9 @@ pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
             report.created.len()
         );
     }
+    for (counter, from, to) in &report.counters_moved {
+        println!("{counter} was behind the ids in use: moved from {from} to {to}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

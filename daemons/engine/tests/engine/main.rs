@@ -6,5 +6,6 @@ mod concurrency;
 mod failures;
 mod group;
 mod order;
+mod rules;
 mod support;
 mod transitions;

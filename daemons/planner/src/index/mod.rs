@@ -94,6 +94,10 @@ struct EpisodeSlot {
     blocked: Bits,
     leases: Vec<String>,
     jobs: Vec<String>,
+    /// Its research record exists but does not decode: what was researched is unknown,
+    /// so nothing is planned for it (planning would repeat work the recorder cannot
+    /// store) until an operator repairs the record (`fsck` and `status` report it).
+    unreadable: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -213,6 +217,7 @@ impl Index {
     /// Replaces the researched clip numbers of an episode.
     pub fn set_research(&mut self, episode: &str, researched: impl IntoIterator<Item = u32>) {
         let slot = self.slot(episode);
+        self.episodes[slot].unreadable = false;
         let bits = &mut self.episodes[slot].researched;
         bits.clear_all();
         for n in researched {
@@ -226,8 +231,26 @@ impl Index {
     pub fn remove_research(&mut self, episode: &str) {
         if let Some(&slot) = self.slots.get(episode) {
             self.episodes[slot].researched = Bits::new();
+            self.episodes[slot].unreadable = false;
             self.count(slot);
         }
+    }
+
+    /// Notes that an episode's research record exists but does not decode: nothing is
+    /// planned for the episode until it is readable again (or deleted).
+    pub fn set_research_unreadable(&mut self, episode: &str) {
+        let slot = self.slot(episode);
+        self.episodes[slot].unreadable = true;
+        self.count(slot);
+    }
+
+    /// Episodes whose research record does not decode (left out of planning).
+    pub fn unreadable_research(&self) -> Vec<&str> {
+        self.episodes
+            .iter()
+            .filter(|e| e.unreadable)
+            .map(|e| e.id.as_str())
+            .collect()
     }
 
     /// Adds or updates a lease on `episode`'s `clips`, expiring at `expires_ms`
@@ -372,7 +395,11 @@ impl Index {
             return;
         }
         let entry = &mut self.episodes[slot];
-        entry.free = self.active.count_outside(&entry.researched, &entry.blocked);
+        entry.free = if entry.unreadable {
+            0
+        } else {
+            self.active.count_outside(&entry.researched, &entry.blocked)
+        };
         let Some(info) = entry.info.as_ref() else {
             return;
         };

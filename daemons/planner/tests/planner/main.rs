@@ -4,5 +4,6 @@ mod capacity;
 mod concurrency;
 mod expiry;
 mod kill;
+mod rules;
 mod selection;
 mod support;

@@ -77,12 +77,20 @@ pub async fn lead_and_sweep(
             tracing::info!(reaper = %identity.name, "leading the reaper election");
             loop {
                 match sweep(session, settings, &identity.name).await {
-                    Ok(report) if report != SweepReport::default() => {
-                        tracing::info!(?report, "reaper sweep");
+                    Ok(report) => {
+                        archivist_engine::health::recovered(&identity.role);
+                        if report != SweepReport::default() {
+                            tracing::info!(?report, "reaper sweep");
+                        }
                     }
-                    Ok(_) => {}
                     Err(e) if e.is_session_lost() => return Err(e),
-                    Err(e) => tracing::warn!(error = %e, "reaper sweep failed; next interval retries"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reaper sweep failed; next interval retries");
+                        archivist_engine::health::trouble(
+                            &identity.role,
+                            format!("the last sweep failed: {e}"),
+                        );
+                    }
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(settings.interval) => {}

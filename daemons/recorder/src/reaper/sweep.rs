@@ -8,10 +8,10 @@
 use archivist_engine::lock::JobLock;
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{self, JobRecord, LeaseRecord, ResearchRecord};
+use archivist_engine::schema::records::{JobRecord, ResearchRecord};
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Transition};
-use archivist_engine::{clock, jobs, queue, store, zk, EngineError, Session};
+use archivist_engine::{clock, jobs, lease, queue, store, EngineError, Session};
 
 use crate::settings::ReaperSettings;
 
@@ -21,8 +21,9 @@ pub const LEASE_EXPIRED: &str = "lease expired";
 /// Message of a job expired because the researcher holding it died (its lock went with
 /// its session).
 pub const HOLDER_LOST: &str = "researcher lost: its lock vanished with its session";
-/// Message of a job expired because it waited in `pending` past the work-item TTL.
-pub const TTL_PASSED: &str = "work-item TTL passed";
+/// Message of a job expired because it waited in `pending` past the work-item TTL (the
+/// engine's, shared with the planner).
+pub const TTL_PASSED: &str = lease::TTL_PASSED;
 
 /// What one sweep did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,23 +97,7 @@ fn tolerate(
     }
 }
 
-/// Reads a lease with its stat; an unreadable one is returned as `None` data.
-async fn read_lease(
-    session: &Session,
-    job: &str,
-) -> Result<Option<(Option<LeaseRecord>, zk::Stat)>, EngineError> {
-    let path = paths::lease(job);
-    Ok(store::read_raw(session, &path)
-        .await?
-        .map(|(bytes, stat)| (records::decode::<LeaseRecord>(&path, &bytes).ok(), stat)))
-}
-
-fn lease_delete(job: &str, version: i32) -> Op {
-    Op::Delete {
-        path: paths::lease(job),
-        version: Some(version),
-    }
-}
+use archivist_engine::lease::{read as read_lease, revoke_op as lease_delete};
 
 /// Takes `job`'s lock and re-reads it; `None` if it is locked or gone.
 async fn lock_and_read(
@@ -193,9 +178,8 @@ async fn expiry_message(session: &Session, job: &JobRecord) -> Result<String, En
     })
 }
 
-/// `pending` jobs whose work item is older than the TTL: expired, lease deleted. The age
-/// counts from the later of the job's and its lease's creation, so a job an operator
-/// retried (fresh lease) gets a fresh TTL.
+/// `pending` jobs that waited past the work-item TTL: expired, lease revoked, by the
+/// engine's one TTL step ([`lease::expire_waiting`]), the same the planner runs.
 async fn stale_work_items(
     session: &Session,
     settings: &ReaperSettings,
@@ -203,40 +187,8 @@ async fn stale_work_items(
     now: i64,
     report: &mut SweepReport,
 ) -> Result<(), EngineError> {
-    let (entries, _) = queue::list(session, JobState::Pending).await?;
-    for entry in entries {
-        let job = entry.job.clone();
-        let result = async {
-            let Some(job_stat) = store::exists(session, &paths::job(&job)).await? else {
-                return Ok(());
-            };
-            let lease = read_lease(session, &job).await?;
-            let born = lease
-                .as_ref()
-                .map_or(job_stat.ctime, |(_, s)| s.ctime.max(job_stat.ctime));
-            if born.saturating_add(settings.work_item_ttl_ms()) > now {
-                return Ok(());
-            }
-            let Some((lock, record, version)) = lock_and_read(session, &job, by).await? else {
-                return Ok(());
-            };
-            if record.status != JobState::Pending {
-                return lock.release(session).await;
-            }
-            let extra = lease.map(|(_, stat)| lease_delete(&job, stat.version));
-            if expire(session, lock, &record, version, TTL_PASSED, by, extra).await? {
-                report.ttl_jobs_expired.push(job.clone());
-            }
-            Ok(())
-        }
-        .await;
-        tolerate(
-            result,
-            "work-item TTL",
-            &entry.job,
-            JobState::Pending.as_str(),
-        )?;
-    }
+    report.ttl_jobs_expired =
+        lease::expire_waiting(session, settings.work_item_ttl_ms(), now, by, "reap").await?;
     Ok(())
 }
 
@@ -297,7 +249,7 @@ async fn expired_leases(
             let Some((Some(lease), stat)) = read_lease(session, &job).await? else {
                 return Ok(());
             };
-            if stat.mtime.saturating_add(lease.duration_ms) > now {
+            if !lease::is_expired(stat.mtime, lease.duration_ms, now) {
                 return Ok(());
             }
             let status = jobs::read_optional(session, &job)
@@ -336,15 +288,17 @@ async fn expired_leases(
     Ok(())
 }
 
-/// `recorded`, `expired` and `cancelled` jobs unchanged for the retention period: job node
-/// and queue entry deleted in one multi. Research stays; `failed` jobs are never touched.
+/// `recorded` and `expired` jobs unchanged for the retention period: job node and queue
+/// entry deleted in one multi. Research stays. `failed` and `cancelled` jobs are never
+/// touched: they keep their pairs out of planning until an operator retries or deletes
+/// them (a cancel must not be undone by the clock).
 async fn finished_jobs(
     session: &Session,
     settings: &ReaperSettings,
     now: i64,
     report: &mut SweepReport,
 ) -> Result<(), EngineError> {
-    for state in [JobState::Recorded, JobState::Expired, JobState::Cancelled] {
+    for state in [JobState::Recorded, JobState::Expired] {
         let (entries, _) = queue::list(session, state).await?;
         for entry in entries {
             let job = entry.job.clone();

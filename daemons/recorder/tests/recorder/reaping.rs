@@ -210,7 +210,7 @@ async fn waiting_work_items_past_their_ttl_expire_and_release_their_lease() {
 }
 
 #[tokio::test]
-async fn retention_removes_finished_jobs_keeps_failed_ones_and_all_research() {
+async fn retention_removes_finished_jobs_keeps_failed_and_cancelled_ones_and_all_research() {
     let (_config, session) = archivist_testkit::fresh_tree("retention").await;
     let recorded = job(&session, "e0000023", &[1], JobState::Recorded).await;
     let expired = job(&session, "e0000023", &[2], JobState::Expired).await;
@@ -237,25 +237,22 @@ async fn retention_removes_finished_jobs_keeps_failed_ones_and_all_research() {
     let short = fast_reaper().with_retention(Duration::from_millis(200));
     let mut swept = sweep(&session, &short, "reaper-test").await.unwrap();
     swept.jobs_deleted.sort();
-    let mut expected = vec![
-        recorded.id.clone(),
-        expired.id.clone(),
-        cancelled.id.clone(),
-    ];
+    let mut expected = vec![recorded.id.clone(), expired.id.clone()];
     expected.sort();
     assert_eq!(swept.jobs_deleted, expected);
-    for gone in [&recorded, &expired, &cancelled] {
+    for gone in [&recorded, &expired] {
         assert!(status(&session, gone).await.is_none());
         assert!(queues_holding(&session, &gone.id).await.is_empty());
     }
-    assert_eq!(
-        status(&session, &failed).await.map(|s| s.0),
-        Some(JobState::Failed)
-    );
-    assert_eq!(
-        queues_holding(&session, &failed.id).await,
-        vec![JobState::Failed]
-    );
+    // Failed and cancelled jobs stay until an operator deletes them: a cancelled job
+    // keeps its pairs out of planning, and the clock must not undo a cancel.
+    for (kept, state) in [
+        (&failed, JobState::Failed),
+        (&cancelled, JobState::Cancelled),
+    ] {
+        assert_eq!(status(&session, kept).await.map(|s| s.0), Some(state));
+        assert_eq!(queues_holding(&session, &kept.id).await, vec![state]);
+    }
     let (after, _) = research(&session, "e0000023").await.unwrap();
     assert_eq!(after, before, "research must outlive its jobs");
     assert!(store::exists(&session, &paths::research("e0000023"))

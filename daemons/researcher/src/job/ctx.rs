@@ -87,6 +87,8 @@ pub(crate) struct JobCtx {
     /// The researcher slot's progress gauge (`archivist_researcher_job_progress{slot}`).
     progress_gauge: Option<metrics::Gauge>,
     request: Mutex<Option<JobRequest>>,
+    /// The operator's reason given with the request, if any.
+    request_reason: Mutex<Option<String>>,
     /// Fires when an admin request (cancel, hold) arrives.
     pub stop: CancellationToken,
     /// When this researcher took the job (research seconds and realtime factor).
@@ -121,6 +123,7 @@ impl JobCtx {
                 lease,
             }),
             request: Mutex::new(None),
+            request_reason: Mutex::new(None),
             stop: CancellationToken::new(),
             started: std::time::Instant::now(),
         }
@@ -139,8 +142,16 @@ impl JobCtx {
         self.request.lock().ok().and_then(|r| *r)
     }
 
+    /// The operator's reason given with the request, if any.
+    pub fn request_reason(&self) -> Option<String> {
+        self.request_reason.lock().ok().and_then(|r| r.clone())
+    }
+
     fn note_request(&self, job: &JobRecord) {
         if let Some(req) = job.request {
+            if let Ok(mut r) = self.request_reason.lock() {
+                r.clone_from(&job.request_reason);
+            }
             if let Ok(mut r) = self.request.lock() {
                 if r.is_none() {
                     tracing::info!(job = %self.job_id, episode = %self.episode, state = %job.status, request = ?req, "admin request noticed");
@@ -219,7 +230,7 @@ impl JobCtx {
         };
         match ops::commit(&self.session, &[self.lock.check_op(), op]).await {
             Ok(_) => Ok(()),
-            Err(EngineError::Precondition { op, .. }) if op.contains(&path) => {
+            Err(e) if e.failed_path() == Some(path.as_str()) => {
                 tracing::info!(job = %self.job_id, episode = %self.episode, clip = %report.clip, "report already there");
                 Ok(())
             }
@@ -264,6 +275,7 @@ impl JobCtx {
                     }
                     if m.clear_request {
                         j.request = None;
+                        j.request_reason = None;
                     }
                 })
                 .event(&self.me, m.step, &m.result);
@@ -304,20 +316,18 @@ impl JobCtx {
                     }
                     return Ok(());
                 }
-                Err(EngineError::Precondition { op, source }) => {
-                    if op.contains(&lock_path) {
-                        return Err(EngineError::Precondition { op, source });
-                    } else if report_path
-                        .as_ref()
-                        .is_some_and(|p| op.contains(p.as_str()))
-                    {
+                Err(err @ EngineError::Precondition { .. }) => {
+                    let failed = err.failed_path().unwrap_or_default();
+                    if failed == lock_path {
+                        return Err(err);
+                    } else if report_path.as_ref().is_some_and(|p| p == failed) {
                         tracing::info!(job = %self.job_id, episode = %self.episode, "final report already there; moving without it");
                         with_report = false;
-                    } else if op.contains(&lease_path) {
+                    } else if failed == lease_path {
                         held.lease = store::read::<LeaseRecord>(&self.session, &lease_path)
                             .await?
                             .map(|(l, s)| (l, s.version));
-                    } else if op.contains(&job_path) {
+                    } else if failed == job_path {
                         let (job, version) = jobs::read(&self.session, &self.job_id).await?;
                         self.note_request(&job);
                         let from = held.job.status;
@@ -331,9 +341,9 @@ impl JobCtx {
                             });
                         }
                     } else {
-                        return Err(EngineError::Precondition { op, source });
+                        return Err(err);
                     }
-                    last_error = Some(op);
+                    last_error = Some(err.to_string());
                 }
                 Err(e) => return Err(e),
             }

@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use archivist_engine::consumer::Claimed;
-use archivist_engine::ops::Op;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{ClipRecord, JobRequest, LeaseRecord, ResearchRecord};
 use archivist_engine::schema::JobState;
@@ -140,11 +139,18 @@ impl Worker {
             lock.release(&session).await?;
             return Ok(Outcome::Refused(format!("{lease_path} is gone")));
         };
+        if let Err(e) = archivist_engine::lease::validate_duration(lease.duration_ms) {
+            // Expired when written: claiming it would research under no lease at all.
+            lock.release(&session).await?;
+            return Ok(Outcome::Refused(format!("{lease_path}: {e}")));
+        }
         let todo = self.clips_to_do(&session, &job).await?;
         let skipped = job.clips.len() - todo.len();
+        let claim_lease =
+            archivist_engine::lease::extend_op(&lease, lease_stat.version, Some(&self.me))?;
+        // What the claim writes (the heartbeat extends from it).
         lease.holder = Some(self.me.clone());
         lease.extensions += 1;
-        let lease_data = store::encode(&lease_path, &lease)?;
         let me = self.me.clone();
         let claim = Transition::new(&job, version, JobState::Leased)
             .lock(LockAction::Keep(lock.clone()))
@@ -162,11 +168,7 @@ impl Worker {
                     job.clips.len()
                 ),
             )
-            .with_ops([Op::SetData {
-                path: lease_path.clone(),
-                data: lease_data,
-                version: Some(lease_stat.version),
-            }])
+            .with_ops([claim_lease])
             .commit(&session)
             .await;
         let (job, version) = match claim {
@@ -242,7 +244,10 @@ impl Worker {
             JobRequest::Hold => (JobState::Held, "hold requested"),
         };
         let mut m = Move::release(to, word, "ok");
-        m.message = Some(format!("{word} by an operator"));
+        m.message = Some(
+            ctx.request_reason()
+                .unwrap_or_else(|| format!("{word} by an operator")),
+        );
         m.clear_holder = true;
         m.clear_request = true;
         m.lease = LeaseOp::Delete;

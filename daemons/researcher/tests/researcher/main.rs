@@ -5,3 +5,4 @@ mod flow;
 mod http;
 mod shutdown;
 mod support;
+mod unreadable;

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 
 use super::progress::Bar;
 use super::render::{emit, or_dash, printable, table};
-use crate::cli::GlobalOpts;
+use crate::cli::{GlobalOpts, OutputFormat};
 
 /// Arguments of `results`.
 #[derive(Debug, Args)]
@@ -32,14 +32,16 @@ pub enum ExportFormat {
     Csv,
     /// A JSON array of rows.
     Json,
+    /// A YAML list of rows.
+    Yaml,
 }
 
 /// Arguments of `export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Format of the export.
-    #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
-    pub format: ExportFormat,
+    /// Format of the export [default: the global `-o json|yaml` when given, else csv].
+    #[arg(long, value_enum)]
+    pub format: Option<ExportFormat>,
     /// Write to this file instead of stdout.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -128,10 +130,12 @@ pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
 /// Runs `export`.
 pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
     let session = crate::context::connect_initialised(global).await?;
-    let rows = results::export(&session, &AdminSettings::default(), &Bar::stderr()).await?;
-    let text = match args.format {
-        ExportFormat::Csv => results::to_csv(&rows),
-        ExportFormat::Json => serde_json::to_string_pretty(&rows)? + "\n",
+    let export = results::export(&session, &AdminSettings::default(), &Bar::stderr()).await?;
+    let rows = &export.rows;
+    let text = match format_of(args.format, global.output) {
+        ExportFormat::Csv => results::to_csv(rows),
+        ExportFormat::Json => serde_json::to_string_pretty(rows)? + "\n",
+        ExportFormat::Yaml => serde_yaml::to_string(rows)?,
     };
     match &args.out {
         Some(path) => {
@@ -144,5 +148,41 @@ pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
         }
         None => print!("{text}"),
     }
-    Ok(ExitCode::SUCCESS)
+    if export.unreadable.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "archivist: export is incomplete: {} research record(s) do not decode and have no rows (run `archivist fsck`):",
+        export.unreadable.len()
+    );
+    for u in &export.unreadable {
+        eprintln!("  {}: {}", u.path, u.error);
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// The export format: `--format` when given, else the global `-o json|yaml`, else CSV
+/// (the table format of an export is CSV).
+fn format_of(format: Option<ExportFormat>, output: OutputFormat) -> ExportFormat {
+    format.unwrap_or(match output {
+        OutputFormat::Json => ExportFormat::Json,
+        OutputFormat::Yaml => ExportFormat::Yaml,
+        OutputFormat::Table => ExportFormat::Csv,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_global_output_format_picks_the_export_format() {
+        assert_eq!(format_of(None, OutputFormat::Json), ExportFormat::Json);
+        assert_eq!(format_of(None, OutputFormat::Yaml), ExportFormat::Yaml);
+        assert_eq!(format_of(None, OutputFormat::Table), ExportFormat::Csv);
+        assert_eq!(
+            format_of(Some(ExportFormat::Csv), OutputFormat::Json),
+            ExportFormat::Csv
+        );
+    }
 }

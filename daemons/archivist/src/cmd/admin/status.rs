@@ -65,7 +65,7 @@ fn render(r: &StatusReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Archivist at {} — {} (ZooKeeper clock)\n",
+        "Archivist at {} — {} (ZooKeeper clock, as the daemons last stamped it)\n",
         r.chroot,
         when(r.now_ms)
     );
@@ -166,6 +166,16 @@ fn render(r: &StatusReport) -> String {
         p.found_pairs,
         p.episodes_with_research
     );
+    if !p.unreadable.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} research record(s) do not decode: not counted, and their episodes are not planned until repaired (run `archivist fsck`):",
+            p.unreadable.len()
+        );
+        for u in &p.unreadable {
+            let _ = writeln!(out, "    {}: {}", u.path, u.error);
+        }
+    }
     if let Some(per) = &p.per_episode {
         out.push_str(&table(
             &[

@@ -1,0 +1,207 @@
+//! The operations defects of issue 17 in the admin commands, each with a test that
+//! failed before: pause of a state nothing claims from (4), cancel/delete semantics said
+//! plainly (3), a reason kept on a busy job (7), a counter behind its ids and a lease
+//! that is expired when written flagged by fsck (1, 7), unreadable research surfaced by
+//! status and export (5), and the read-only role running status and fsck (6).
+
+use archivist_admin::actions::{self, Outcome};
+use archivist_admin::{control, fsck, results, status, AdminError, AdminSettings, Silent};
+use archivist_engine::config::Credentials;
+use archivist_engine::lock::JobLock;
+use archivist_engine::schema::paths;
+use archivist_engine::schema::JobState;
+use archivist_engine::{store, Session};
+
+use crate::fixtures::{self, drive, read};
+
+fn settings() -> AdminSettings {
+    AdminSettings::default().with_actor("ops-test")
+}
+
+#[tokio::test]
+async fn pause_is_refused_for_states_nothing_claims_from() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-pause").await;
+    for state in [
+        JobState::Leased,
+        JobState::Researching,
+        JobState::Failed,
+        JobState::Held,
+        JobState::Recorded,
+    ] {
+        let err = control::pause(&s, &settings(), state, "")
+            .await
+            .expect_err("a pause that stops nothing must be refused");
+        assert!(matches!(err, AdminError::Invalid(_)), "{err}");
+        assert!(err.to_string().contains("would stop nothing"), "{err}");
+        assert!(
+            !archivist_engine::consumer::is_paused(&s, state)
+                .await
+                .unwrap(),
+            "{state} shows as paused"
+        );
+    }
+    for state in [JobState::Pending, JobState::Reported] {
+        assert!(
+            control::pause(&s, &settings(), state, "")
+                .await
+                .unwrap()
+                .changed
+        );
+    }
+}
+
+#[tokio::test]
+async fn cancel_says_the_pairs_stay_unplanned_until_delete_which_is_allowed() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-cancel").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    let report = actions::cancel(&s, &settings(), &job.id, None)
+        .await
+        .unwrap();
+    assert_eq!(report.to, Some(JobState::Cancelled));
+    assert!(
+        report.detail.contains("not planned again until")
+            && report.detail.contains(&format!("delete {}", job.id)),
+        "{}",
+        report.detail
+    );
+    let deleted = actions::delete(&s, &settings(), &job.id).await.unwrap();
+    assert!(
+        deleted.detail.contains("plans its unrecorded pairs again"),
+        "{}",
+        deleted.detail
+    );
+    assert!(store::exists(&s, &paths::job(&job.id))
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn a_reason_given_to_a_busy_job_travels_with_the_request() {
+    let (config, s) = archivist_testkit::fresh_tree("rules-reason").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    drive(&s, &job.id, &[JobState::Leased], "").await;
+    let researcher = archivist_testkit::another_session(&config).await;
+    let _lock = JobLock::try_acquire(&researcher, &job.id, "r1")
+        .await
+        .unwrap()
+        .unwrap();
+    let report = actions::cancel(&s, &settings(), &job.id, Some("wrong feed"))
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Requested);
+    let (stored, _) = read(&s, &job.id).await;
+    assert_eq!(stored.request_reason.as_deref(), Some("wrong feed"));
+}
+
+#[tokio::test]
+async fn fsck_flags_a_counter_behind_its_ids_and_repairs_it() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-counter").await;
+    fixtures::job(&s, "e0000001", &["c000001"]).await;
+    fixtures::job(&s, "e0000002", &["c000001"]).await;
+    s.client().delete(paths::JOB_COUNTER, None).await.unwrap();
+    fixtures::raw(&s, paths::JOB_COUNTER, b"").await;
+    let report = fsck::fsck(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert!(!report.is_clean(), "{:#?}", report.faults);
+    let fault = report
+        .faults
+        .iter()
+        .find(|f| f.path == paths::JOB_COUNTER)
+        .expect("a fault on /counters/jobs");
+    assert!(fault.detail.contains("ids up to 2"), "{}", fault.detail);
+    let repaired = fsck::fsck(&s, &AdminSettings::default(), true, &Silent)
+        .await
+        .unwrap();
+    assert!(repaired.is_clean(), "{:#?}", repaired.faults);
+    let stat = store::exists(&s, paths::JOB_COUNTER)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stat.version, 2);
+}
+
+#[tokio::test]
+async fn a_lease_that_is_expired_when_written_is_flagged_and_refused() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-negative").await;
+    let job = fixtures::job_with_lease(&s, "e0000001", &["c000001"], -600_000).await;
+    let report = fsck::fsck(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    let fault = report
+        .faults
+        .iter()
+        .find(|f| f.path == paths::lease(&job.id) && f.detail.contains("positive"))
+        .unwrap_or_else(|| panic!("fsck is silent on a negative lease: {:#?}", report.faults));
+    assert_eq!(fault.kind, fsck::FaultKind::LeaseInvalid);
+    // retry/release refuse to write one.
+    let failed = fixtures::failed_job(&s, "e0000002", "x").await;
+    let err = actions::retry(
+        &s,
+        &settings().with_lease_duration(std::time::Duration::ZERO),
+        &failed.id,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("positive"), "{err}");
+    assert_eq!(read(&s, &failed.id).await.0.status, JobState::Failed);
+}
+
+const BAD_RESEARCH: &[u8] =
+    b"schema: 1\nepisode: e0000002\nruns: []\nfound:\n  c000001: [{at: not-a-number}]\n";
+
+#[tokio::test]
+async fn unreadable_research_is_named_by_status_and_export() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-unreadable").await;
+    let good = fixtures::episode(&s, 1, "One").await;
+    let bad = fixtures::episode(&s, 2, "Two").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::research(&s, &good, "j0000000042", &[1], &[(1, 3.0, 0.9)]).await;
+    fixtures::raw(&s, &paths::research(&bad), BAD_RESEARCH).await;
+    let progress = status::research_progress(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(
+        progress
+            .unreadable
+            .iter()
+            .map(|u| u.path.as_str())
+            .collect::<Vec<_>>(),
+        [paths::research(&bad)]
+    );
+    let export = results::export(&s, &AdminSettings::default(), &Silent)
+        .await
+        .unwrap();
+    assert!(export.rows.iter().all(|r| r.episode == good));
+    assert_eq!(export.unreadable.len(), 1);
+    assert_eq!(export.unreadable[0].path, paths::research(&bad));
+}
+
+#[tokio::test]
+async fn the_read_only_role_runs_status_and_fsck() {
+    let base = archivist_testkit::config("rules-reader");
+    let daemons = base
+        .clone()
+        .with_credentials(Credentials::parse("archivist:s3cret"))
+        .with_reader(Credentials::parse("ops:look"));
+    let s = Session::connect(&daemons).await.unwrap();
+    archivist_engine::tree::init(&s, "test").await.unwrap();
+    let e = fixtures::episode(&s, 1, "One").await;
+    fixtures::job(&s, &e, &["c000001"]).await;
+    // A daemon stamps the clock (the planner does every round).
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+
+    let reader = Session::connect(&base.with_credentials(Credentials::parse("ops:look")))
+        .await
+        .unwrap();
+    let report = status::status(&reader, &AdminSettings::default(), false, &Silent)
+        .await
+        .expect("status must not write");
+    assert_eq!(report.jobs.get(&JobState::Pending), Some(&1));
+    assert!(report.now_ms > 0);
+    let checked = fsck::fsck(&reader, &AdminSettings::default(), false, &Silent)
+        .await
+        .expect("fsck without --repair must not write");
+    assert!(checked.nodes > 0);
+}

@@ -1,0 +1,286 @@
+//! The lease-and-TTL recipe: the one place that says how a lease is made, claimed,
+//! extended, revoked and judged expired, and when a waiting work item has waited too
+//! long. The planner, researcher, recorder, reaper, admin actions and `fsck` all use it,
+//! so they cannot disagree (they did: the planner once expired a job by its own age
+//! while the reaper used the later of the job's and its lease's, and undid an
+//! operator's `retry` 30 ms after it printed "fresh lease").
+//!
+//! The rules (ZooKeeper's clock throughout, see [`crate::clock`]):
+//! - a lease `/leases/{job}` expires at its node's `mtime` plus `duration_ms`
+//!   ([`expires_at`]); every write of the node refreshes `mtime`, so claiming or
+//!   extending a lease is a version-checked write of it ([`extend_op`]);
+//! - a duration must be positive ([`validate_duration`]); `fsck` reports one that is not;
+//! - a waiting (`pending`) work item has waited since the later of its job's and its
+//!   lease's creation ([`waiting_since`]): an operator's `retry` or `release` makes a
+//!   fresh lease and with it a fresh wait; it expires when that plus the work-item TTL
+//!   has passed ([`work_item_expired`], [`expire_waiting`]).
+
+use znode_schema::paths;
+use znode_schema::records::{self, JobRecord, LeaseRecord};
+use znode_schema::{JobState, SCHEMA_VERSION};
+use zookeeper_client as zk;
+
+use crate::error::{EngineError, Result};
+use crate::lock::JobLock;
+use crate::ops::{Mode, Op};
+use crate::session::Session;
+use crate::store;
+use crate::transition::{LockAction, Transition};
+
+/// The message on a job expired because it waited in `pending` past the work-item TTL.
+pub const TTL_PASSED: &str = "work-item TTL passed";
+
+/// Refuses a lease duration that is not positive (a lease that is expired when made).
+pub fn validate_duration(duration_ms: i64) -> Result<()> {
+    if duration_ms > 0 {
+        Ok(())
+    } else {
+        Err(EngineError::Config(format!(
+            "lease duration {duration_ms} ms: a lease must last a positive time"
+        )))
+    }
+}
+
+/// When a lease expires: its node's `mtime` (the server's time of its last write) plus
+/// its duration, in unix ms.
+pub fn expires_at(mtime_ms: i64, duration_ms: i64) -> i64 {
+    mtime_ms.saturating_add(duration_ms)
+}
+
+/// Has a lease last written at `mtime_ms` for `duration_ms` expired at `now_ms`?
+pub fn is_expired(mtime_ms: i64, duration_ms: i64, now_ms: i64) -> bool {
+    expires_at(mtime_ms, duration_ms) <= now_ms
+}
+
+/// Since when a waiting work item has waited: the later of its job's and its lease's
+/// creation (an operator's `retry`/`release` replaces the lease, starting a new wait).
+pub fn waiting_since(job_ctime_ms: i64, lease_ctime_ms: Option<i64>) -> i64 {
+    lease_ctime_ms.map_or(job_ctime_ms, |l| l.max(job_ctime_ms))
+}
+
+/// Has a waiting work item passed the work-item TTL at `now_ms`?
+pub fn work_item_expired(
+    job_ctime_ms: i64,
+    lease_ctime_ms: Option<i64>,
+    ttl_ms: i64,
+    now_ms: i64,
+) -> bool {
+    waiting_since(job_ctime_ms, lease_ctime_ms).saturating_add(ttl_ms) <= now_ms
+}
+
+/// A new, unclaimed lease on a job's episode and clips.
+///
+/// # Errors
+/// [`EngineError::Config`] for a duration that is not positive.
+pub fn new_record(
+    job: &str,
+    episode: &str,
+    clips: &[String],
+    duration_ms: i64,
+) -> Result<LeaseRecord> {
+    validate_duration(duration_ms)?;
+    Ok(LeaseRecord {
+        schema: SCHEMA_VERSION,
+        job: job.to_string(),
+        episode: episode.to_string(),
+        clips: clips.to_vec(),
+        duration_ms,
+        holder: None,
+        extensions: 0,
+    })
+}
+
+/// The operation creating `/leases/{job}` with `lease` (part of the multi that creates
+/// or re-opens the job).
+pub fn create_op(lease: &LeaseRecord) -> Result<Op> {
+    let path = paths::lease(&lease.job);
+    Ok(Op::Create {
+        data: store::encode(&path, lease)?,
+        path,
+        mode: Mode::Persistent,
+    })
+}
+
+/// The operation claiming or extending a lease read at `version`: writing it refreshes
+/// its `mtime`, so it lasts another `duration_ms` from now. `holder` names the worker
+/// (`None` keeps the current holder).
+pub fn extend_op(lease: &LeaseRecord, version: i32, holder: Option<&str>) -> Result<Op> {
+    let path = paths::lease(&lease.job);
+    let mut next = lease.clone();
+    if let Some(holder) = holder {
+        next.holder = Some(holder.to_string());
+    }
+    next.extensions = next.extensions.saturating_add(1);
+    Ok(Op::SetData {
+        data: store::encode(&path, &next)?,
+        path,
+        version: Some(version),
+    })
+}
+
+/// The operation revoking (deleting) `job`'s lease at the version read.
+pub fn revoke_op(job: &str, version: i32) -> Op {
+    Op::Delete {
+        path: paths::lease(job),
+        version: Some(version),
+    }
+}
+
+/// Reads `job`'s lease with its stat; data that does not decode is returned as `None`
+/// (the node still counts: it can be revoked, and `fsck` reports it).
+pub async fn read(session: &Session, job: &str) -> Result<Option<(Option<LeaseRecord>, zk::Stat)>> {
+    let path = paths::lease(job);
+    Ok(store::read_raw(session, &path)
+        .await?
+        .map(|(bytes, stat)| (records::decode::<LeaseRecord>(&path, &bytes).ok(), stat)))
+}
+
+/// The operations revoking `job`'s lease if it has one (version-checked).
+pub async fn revoke_ops(session: &Session, job: &str) -> Result<Vec<Op>> {
+    Ok(store::exists(session, &paths::lease(job))
+        .await?
+        .map(|stat| revoke_op(job, stat.version))
+        .into_iter()
+        .collect())
+}
+
+/// The operations replacing any lease of `job` by a fresh, unclaimed one of
+/// `duration_ms` (admin `retry` and `release`): its new `ctime` starts a new wait.
+pub async fn renew_ops(session: &Session, job: &JobRecord, duration_ms: i64) -> Result<Vec<Op>> {
+    let fresh = new_record(&job.id, &job.episode, &job.clips, duration_ms)?;
+    let mut ops = revoke_ops(session, &job.id).await?;
+    ops.push(create_op(&fresh)?);
+    Ok(ops)
+}
+
+/// The one TTL step: moves every `pending` job that has waited past `ttl_ms`
+/// ([`work_item_expired`]) to `expired` ("work-item TTL passed"), revoking its lease, in
+/// one multi under the job's lock. The planner runs it before counting and the reaper
+/// on every sweep; the lock and version checks make them harmless together. A job
+/// locked by someone else, or that moved, is left for the next pass; other per-job
+/// errors are logged and skipped; a lost session stops the step. Returns the ids
+/// expired.
+pub async fn expire_waiting(
+    session: &Session,
+    ttl_ms: i64,
+    now_ms: i64,
+    by: &str,
+    step: &str,
+) -> Result<Vec<String>> {
+    let (entries, _) = crate::queue::list(session, JobState::Pending).await?;
+    let mut expired = Vec::new();
+    for chunk in entries.chunks(256) {
+        let jobs: Vec<_> = chunk
+            .iter()
+            .map(|e| session.client().check_stat(&paths::job(&e.job)))
+            .collect();
+        let leases: Vec<_> = chunk
+            .iter()
+            .map(|e| session.client().check_stat(&paths::lease(&e.job)))
+            .collect();
+        let jobs = crate::ops::await_all(jobs).await;
+        let leases = crate::ops::await_all(leases).await;
+        for ((entry, job), lease) in chunk.iter().zip(jobs).zip(leases) {
+            let (Ok(Some(job)), Ok(lease)) = (job, lease) else {
+                continue;
+            };
+            if !work_item_expired(job.ctime, lease.map(|s| s.ctime), ttl_ms, now_ms) {
+                continue;
+            }
+            match expire_one(session, &entry.job, ttl_ms, now_ms, by, step).await {
+                Ok(true) => expired.push(entry.job.clone()),
+                Ok(false) => {}
+                Err(e) if e.is_session_lost() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(job = %entry.job, episode = "unknown", state = %JobState::Pending, error = %e, "work-item TTL: skipped; the next pass retries");
+                }
+            }
+        }
+    }
+    Ok(expired)
+}
+
+async fn expire_one(
+    session: &Session,
+    job_id: &str,
+    ttl_ms: i64,
+    now_ms: i64,
+    by: &str,
+    step: &str,
+) -> Result<bool> {
+    let Some(lock) = JobLock::try_acquire(session, job_id, by).await? else {
+        return Ok(false);
+    };
+    let outcome: Result<bool> = async {
+        let Some((job, stat)) = store::read::<JobRecord>(session, &paths::job(job_id)).await?
+        else {
+            return Ok(false);
+        };
+        let lease = store::exists(session, &paths::lease(job_id)).await?;
+        if job.status != JobState::Pending
+            || !work_item_expired(stat.ctime, lease.as_ref().map(|s| s.ctime), ttl_ms, now_ms)
+        {
+            return Ok(false);
+        }
+        Transition::new(&job, stat.version, JobState::Expired)
+            .failed()
+            .lock(LockAction::Release(lock.clone()))
+            .edit(|j| j.message = Some(TTL_PASSED.to_string()))
+            .event(by, step, TTL_PASSED)
+            .with_ops(lease.map(|s| revoke_op(job_id, s.version)))
+            .commit(session)
+            .await?;
+        tracing::info!(job = %job.id, episode = %job.episode, state = %JobState::Expired, reason = TTL_PASSED, "waiting work item expired; lease revoked");
+        Ok(true)
+    }
+    .await;
+    match outcome {
+        Ok(true) => Ok(true),
+        Ok(false) => {
+            lock.release(session).await?;
+            Ok(false)
+        }
+        Err(e) if e.is_conflict() => {
+            lock.release(session).await?;
+            Ok(false)
+        }
+        Err(e) => {
+            let _ = lock.release(session).await;
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_expires_at_its_last_write_plus_its_duration() {
+        assert_eq!(expires_at(1_000, 500), 1_500);
+        assert!(!is_expired(1_000, 500, 1_499));
+        assert!(is_expired(1_000, 500, 1_500));
+        assert!(
+            is_expired(1_000, -5, 1_000),
+            "a negative lease is born expired"
+        );
+    }
+
+    #[test]
+    fn a_fresh_lease_starts_a_fresh_wait() {
+        // Job created at 0, TTL 100: expired at 100 on its own age...
+        assert!(work_item_expired(0, None, 100, 100));
+        assert!(work_item_expired(0, Some(0), 100, 100));
+        // ...but an operator renewed its lease at 90: it waits until 190.
+        assert!(!work_item_expired(0, Some(90), 100, 150));
+        assert!(work_item_expired(0, Some(90), 100, 190));
+    }
+
+    #[test]
+    fn durations_must_be_positive() {
+        assert!(validate_duration(1).is_ok());
+        assert!(validate_duration(0).is_err());
+        assert!(validate_duration(-600_000).is_err());
+        assert!(new_record("j0000000001", "e0000001", &[], -1).is_err());
+    }
+}
