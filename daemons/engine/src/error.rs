@@ -134,6 +134,9 @@ impl EngineError {
             | EngineError::Unreachable { source, .. } => matches!(
                 source,
                 zookeeper_client::Error::ConnectionLoss
+                    // I/O errors of the connection (over TLS: a server gone without
+                    // close_notify) fail in-flight requests like a connection loss.
+                    | zookeeper_client::Error::Custom(_)
                     | zookeeper_client::Error::Timeout
                     | zookeeper_client::Error::Throttled
                     | zookeeper_client::Error::NoHosts

@@ -266,9 +266,13 @@ fn spawn_state_watch(
         let mut state = watcher.state();
         loop {
             match state {
-                zk::SessionState::Expired
-                | zk::SessionState::Closed
-                | zk::SessionState::AuthFailed => {
+                zk::SessionState::Closed => {
+                    // Closed by this process (the last handle dropped): not a loss.
+                    tracing::debug!("zookeeper session closed");
+                    lost.cancel();
+                    return;
+                }
+                zk::SessionState::Expired | zk::SessionState::AuthFailed => {
                     tracing::warn!(?state, "zookeeper session lost");
                     lost.cancel();
                     return;
