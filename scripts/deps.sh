@@ -4,6 +4,7 @@
 set -euo pipefail
 need=()
 [[ -f /usr/share/java/zookeeper.jar ]] || need+=(zookeeper)
+command -v openssl >/dev/null || need+=(openssl) # scripts/zk.sh tls: test certificates
 command -v sox >/dev/null || need+=(sox)
 command -v lame >/dev/null || need+=(lame)
 command -v espeak-ng >/dev/null || need+=(espeak-ng)

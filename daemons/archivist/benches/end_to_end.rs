@@ -31,6 +31,7 @@ fn main() {
     let files_env = Env {
         zk: zk.clone(),
         chroot: "/unused".into(),
+        extra: Vec::new(),
     };
     let (dir, media, _files, base) = served_media(&files_env, "bench-e2e");
     let generated = Instant::now();
@@ -55,6 +56,7 @@ fn main() {
         let env = Env {
             zk: zk.clone(),
             chroot: archivist_testkit::unique_chroot("bench-e2e"),
+            extra: Vec::new(),
         };
         env.ok(&["init"]);
         env.ok(&["curate", "manifest", manifest.to_str().expect("utf-8 path")]);

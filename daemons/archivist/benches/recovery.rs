@@ -80,6 +80,7 @@ async fn repetition(
     let env = Env {
         zk: zk.to_string(),
         chroot: archivist_testkit::unique_chroot("bench-recovery"),
+        extra: Vec::new(),
     };
     env.ok(&["init"]);
     env.ok(&["curate", "manifest", manifest.to_str().ok_or("path")?]);
@@ -236,6 +237,7 @@ async fn main() {
     let files_env = Env {
         zk: zk.clone(),
         chroot: "/unused".into(),
+        extra: Vec::new(),
     };
     let (dir, media, _files, base) = served_media(&files_env, "bench-recovery");
     generate_sample(&files_env, &media, &base, 1, &minutes.to_string(), &[]);

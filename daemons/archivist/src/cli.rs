@@ -52,7 +52,8 @@ pub struct GlobalOpts {
     /// Chroot under which the tree lives, when `--zk` names none [default: /archivist].
     #[arg(long, global = true, env = "ARCHIVIST_CHROOT")]
     pub chroot: Option<String>,
-    /// ZooKeeper session timeout, in milliseconds [default: 10000].
+    /// ZooKeeper session timeout, in milliseconds [default: 20000]; must outlast a leader
+    /// election (docs/operations.md, "Failover").
     #[arg(long, global = true, env = "ARCHIVIST_SESSION_TIMEOUT_MS")]
     pub session_timeout_ms: Option<u64>,
     /// Digest credentials `user:password` for an ACL-protected tree (never logged).
@@ -66,6 +67,25 @@ pub struct GlobalOpts {
         hide_env_values = true
     )]
     pub zk_reader: Option<String>,
+    /// CA certificate (PEM) to trust: connect over TLS (the servers' secureClientPort).
+    #[arg(long, global = true, env = "ARCHIVIST_ZK_TLS_CA")]
+    pub zk_tls_ca: Option<std::path::PathBuf>,
+    /// Client certificate (PEM) for servers that require one (with --zk-tls-key).
+    #[arg(long, global = true, env = "ARCHIVIST_ZK_TLS_CERT")]
+    pub zk_tls_cert: Option<std::path::PathBuf>,
+    /// Private key (PEM) of the client certificate.
+    #[arg(long, global = true, env = "ARCHIVIST_ZK_TLS_KEY")]
+    pub zk_tls_key: Option<std::path::PathBuf>,
+    /// SASL (DIGEST-MD5) user; the password comes from --zk-sasl-password-file or the
+    /// ARCHIVIST_ZK_SASL_PASSWORD variable, never from a flag.
+    #[arg(long, global = true, env = "ARCHIVIST_ZK_SASL_USER")]
+    pub zk_sasl_user: Option<String>,
+    /// File holding the SASL password.
+    #[arg(long, global = true, env = "ARCHIVIST_ZK_SASL_PASSWORD_FILE")]
+    pub zk_sasl_password_file: Option<std::path::PathBuf>,
+    /// SASL user granted READ (only) on the nodes this process creates.
+    #[arg(long, global = true, env = "ARCHIVIST_ZK_SASL_READER")]
+    pub zk_sasl_reader: Option<String>,
     /// Log format.
     #[arg(long, global = true, env = "ARCHIVIST_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,

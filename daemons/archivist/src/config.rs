@@ -29,6 +29,37 @@ pub struct ZkSection {
     pub auth: Option<String>,
     /// Read-only digest user `user:password`.
     pub reader: Option<String>,
+    /// TLS to the servers' `secureClientPort` (absent: plaintext).
+    pub tls: Option<TlsSection>,
+    /// SASL authentication (absent: none).
+    pub sasl: Option<SaslSection>,
+}
+
+/// `zookeeper.tls`: PEM files, read when connecting.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSection {
+    /// CA certificate(s) the servers' certificates chain to.
+    pub ca: Option<std::path::PathBuf>,
+    /// Client certificate, for `ssl.clientAuth=need`.
+    pub cert: Option<std::path::PathBuf>,
+    /// The client certificate's key.
+    pub key: Option<std::path::PathBuf>,
+    /// Hostname verification (default on).
+    pub verify_hostname: Option<bool>,
+}
+
+/// `zookeeper.sasl`: DIGEST-MD5 user; the password comes from a file or the environment,
+/// never from the file itself or a flag.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SaslSection {
+    /// SASL user.
+    pub user: Option<String>,
+    /// File holding the password (one line).
+    pub password_file: Option<std::path::PathBuf>,
+    /// SASL user granted READ on the nodes this process creates.
+    pub reader: Option<String>,
 }
 
 /// Everything the file can set.
@@ -162,7 +193,12 @@ mod tests {
             zk.chroot.as_deref(),
             Some(archivist_engine::schema::paths::DEFAULT_CHROOT)
         );
-        assert_eq!(zk.session_timeout_ms, Some(10_000));
+        assert_eq!(
+            zk.session_timeout_ms,
+            Some(archivist_engine::config::DEFAULT_SESSION_TIMEOUT.as_millis() as u64)
+        );
+        assert_eq!(zk.tls, None);
+        assert_eq!(zk.sasl, None);
         documented.zookeeper = defaults.zookeeper.clone();
         assert_eq!(documented, defaults);
     }

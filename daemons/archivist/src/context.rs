@@ -5,12 +5,17 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use archivist_engine::config::{Credentials, DEFAULT_CONNECT};
+use archivist_engine::config::{
+    Credentials, SaslConfig, TlsConfig, DEFAULT_CONNECT, DEFAULT_SESSION_TIMEOUT,
+};
 use archivist_engine::schema::paths::DEFAULT_CHROOT;
 use archivist_engine::{Session, ZkConfig};
 
 use crate::cli::GlobalOpts;
-use crate::config::{self, FileConfig};
+use crate::config::{self, FileConfig, SaslSection, TlsSection};
+
+/// The variable that may hold the SASL password (a flag would show it in `ps`).
+pub const SASL_PASSWORD_VAR: &str = "ARCHIVIST_ZK_SASL_PASSWORD";
 
 /// The configuration file (and `ARCHIVIST__...` overrides) named by the global options.
 pub fn file_config(global: &GlobalOpts) -> Result<FileConfig> {
@@ -20,6 +25,12 @@ pub fn file_config(global: &GlobalOpts) -> Result<FileConfig> {
 /// The ZooKeeper configuration the global options and the file describe.
 pub fn zk_config(global: &GlobalOpts) -> Result<ZkConfig> {
     let file = file_config(global)?.zookeeper;
+    let tls = tls_config(global, file.tls.unwrap_or_default())?;
+    let sasl = sasl_config(
+        global,
+        file.sasl.unwrap_or_default(),
+        std::env::var(SASL_PASSWORD_VAR).ok(),
+    )?;
     let credentials = global
         .zk_auth
         .as_deref()
@@ -45,12 +56,61 @@ pub fn zk_config(global: &GlobalOpts) -> Result<ZkConfig> {
     let timeout = global
         .session_timeout_ms
         .or(file.session_timeout_ms)
-        .unwrap_or(10_000);
+        .unwrap_or(DEFAULT_SESSION_TIMEOUT.as_millis() as u64);
     Ok(ZkConfig::new(connect)
         .with_chroot(chroot)
         .with_session_timeout(Duration::from_millis(timeout))
         .with_credentials(credentials)
-        .with_reader(reader))
+        .with_reader(reader)
+        .with_tls(tls)
+        .with_sasl(sasl))
+}
+
+/// TLS from the flags over `zookeeper.tls`: on when a CA is named.
+fn tls_config(global: &GlobalOpts, file: TlsSection) -> Result<Option<TlsConfig>> {
+    let cert = global.zk_tls_cert.clone().or(file.cert);
+    let key = global.zk_tls_key.clone().or(file.key);
+    let Some(ca) = global.zk_tls_ca.clone().or(file.ca) else {
+        if cert.is_some() || key.is_some() {
+            anyhow::bail!("zookeeper.tls: a client certificate needs a CA to trust (--zk-tls-ca or zookeeper.tls.ca)");
+        }
+        return Ok(None);
+    };
+    if cert.is_some() != key.is_some() {
+        anyhow::bail!("zookeeper.tls: give both the client certificate and its key, or neither");
+    }
+    Ok(Some(TlsConfig {
+        ca,
+        cert,
+        key,
+        verify_hostname: file.verify_hostname.unwrap_or(true),
+    }))
+}
+
+/// SASL from the flags over `zookeeper.sasl`: on when a user is named. The password is
+/// read from the password file, else from [`SASL_PASSWORD_VAR`].
+fn sasl_config(
+    global: &GlobalOpts,
+    file: SaslSection,
+    password_var: Option<String>,
+) -> Result<Option<SaslConfig>> {
+    let reader = global.zk_sasl_reader.clone().or(file.reader);
+    let Some(user) = global.zk_sasl_user.clone().or(file.user) else {
+        return Ok(None);
+    };
+    let password = match global.zk_sasl_password_file.clone().or(file.password_file) {
+        Some(path) => std::fs::read_to_string(&path)
+            .with_context(|| format!("zookeeper.sasl.password_file: reading {}", path.display()))?
+            .trim_end_matches(['\n', '\r'])
+            .to_string(),
+        None => password_var.with_context(|| {
+            format!("zookeeper.sasl: user {user:?} needs a password: zookeeper.sasl.password_file, --zk-sasl-password-file or {SASL_PASSWORD_VAR}")
+        })?,
+    };
+    Ok(Some(SaslConfig {
+        credentials: Credentials { user, password },
+        reader,
+    }))
 }
 
 /// Connects and checks the tree was initialised (for admin commands).

@@ -67,7 +67,11 @@ fn a_poisoned_tree_and_bad_media_fail_alone_while_good_work_is_recorded() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let (config, session) = runtime.block_on(archivist_testkit::fresh_tree("bad-input"));
     let (zk, chroot) = config.hosts_and_chroot();
-    let env = Env { zk, chroot };
+    let env = Env {
+        zk,
+        chroot,
+        extra: Vec::new(),
+    };
     let (dir, media, _files, base) = served_media(&env, "bad-input");
     generate_sample(&env, &media, &base, 2, "1", &[]);
     env.ok(&[

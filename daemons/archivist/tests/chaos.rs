@@ -78,6 +78,7 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
     let env = Env {
         zk: connect.clone(),
         chroot: archivist_testkit::unique_chroot("chaos"),
+        extra: Vec::new(),
     };
 
     let dir = scratch("chaos");

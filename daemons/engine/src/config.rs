@@ -1,11 +1,21 @@
 //! Where ZooKeeper is and how to talk to it.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use znode_schema::paths::DEFAULT_CHROOT;
 
 /// Default connect string.
 pub const DEFAULT_CONNECT: &str = "127.0.0.1:2181";
+
+/// Default session timeout. A session must outlive a leader election: when the leader
+/// fails, clients are disconnected until a new leader serves, and a client that stays
+/// disconnected for a whole session timeout gives its locks up. With ZooKeeper's usual
+/// `tickTime=2000, syncLimit=5`, followers notice a dead leader host after up to 10 s and
+/// elect a new one in well under a second to a few seconds under load, so 20 s leaves a
+/// margin while staying inside the server's default range (2 to 20 ticks: 4 to 40 s).
+/// See docs/operations.md ("Failover").
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Digest credentials (`user:password`) for ACL-protected trees. Never logged: `Debug`
 /// prints the user only.
@@ -38,6 +48,50 @@ impl Credentials {
     }
 }
 
+/// TLS to ZooKeeper's `secureClientPort`: whom to trust and who we are. Paths to PEM
+/// files, read when connecting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// CA certificate(s) the server's certificate must chain to.
+    pub ca: PathBuf,
+    /// Client certificate (chain), for servers with `ssl.clientAuth=need`.
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: Option<PathBuf>,
+    /// Check that the server's certificate names the host connected to. On unless an
+    /// operator turns it off (which opens the connection to a man in the middle).
+    pub verify_hostname: bool,
+}
+
+impl TlsConfig {
+    /// Trusting `ca`, no client certificate, hostname verification on.
+    pub fn new(ca: impl Into<PathBuf>) -> TlsConfig {
+        TlsConfig {
+            ca: ca.into(),
+            cert: None,
+            key: None,
+            verify_hostname: true,
+        }
+    }
+
+    /// Presents this certificate and key to the server.
+    pub fn with_identity(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.cert = Some(cert.into());
+        self.key = Some(key.into());
+        self
+    }
+}
+
+/// SASL authentication when the session is established (DIGEST-MD5, the mechanism of
+/// ZooKeeper's `DigestLoginModule`). The ACLs this process sets then name `sasl:<user>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslConfig {
+    /// User and password (the password never prints).
+    pub credentials: Credentials,
+    /// SASL user granted READ (and nothing else) on the nodes this process creates.
+    pub reader: Option<String>,
+}
+
 /// How to reach ZooKeeper.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZkConfig {
@@ -53,6 +107,10 @@ pub struct ZkConfig {
     pub credentials: Option<Credentials>,
     /// Digest user allowed to read (but not write) when ACLs are on.
     pub reader: Option<Credentials>,
+    /// TLS, when the servers serve clients over TLS.
+    pub tls: Option<TlsConfig>,
+    /// SASL, when the servers authenticate clients that way (or enforce it).
+    pub sasl: Option<SaslConfig>,
 }
 
 impl Default for ZkConfig {
@@ -60,10 +118,12 @@ impl Default for ZkConfig {
         ZkConfig {
             connect: DEFAULT_CONNECT.to_string(),
             chroot: DEFAULT_CHROOT.to_string(),
-            session_timeout: Duration::from_secs(10),
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
             connect_timeout: Duration::from_secs(10),
             credentials: None,
             reader: None,
+            tls: None,
+            sasl: None,
         }
     }
 }
@@ -83,7 +143,7 @@ impl ZkConfig {
         self
     }
 
-    /// Sets the session timeout. Defaults to 10 s.
+    /// Sets the session timeout. Defaults to [`DEFAULT_SESSION_TIMEOUT`].
     pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
         self.session_timeout = timeout;
         self
@@ -104,6 +164,18 @@ impl ZkConfig {
     /// Sets the read-only digest user granted READ on nodes this session creates.
     pub fn with_reader(mut self, reader: Option<Credentials>) -> Self {
         self.reader = reader;
+        self
+    }
+
+    /// Connects over TLS. Defaults to plaintext.
+    pub fn with_tls(mut self, tls: Option<TlsConfig>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Authenticates with SASL. Defaults to none.
+    pub fn with_sasl(mut self, sasl: Option<SaslConfig>) -> Self {
+        self.sasl = sasl;
         self
     }
 

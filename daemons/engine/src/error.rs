@@ -20,6 +20,15 @@ pub enum EngineError {
         /// Client error.
         source: zookeeper_client::Error,
     },
+    /// A server answered but refused the connection as configured (TLS or SASL);
+    /// `cause` names the setting to look at.
+    #[error("cannot connect to ZooKeeper at {connect}: {cause}")]
+    Refused {
+        /// Connect string used.
+        connect: String,
+        /// What is wrong, for an operator.
+        cause: String,
+    },
     /// The tree has not been created (`archivist init`).
     #[error("the Archivist tree is not initialised under {chroot} (missing {missing}): run `archivist init`")]
     NotInitialised {
@@ -130,6 +139,9 @@ impl EngineError {
             | EngineError::Unreachable { source, .. } => matches!(
                 source,
                 zookeeper_client::Error::ConnectionLoss
+                    // I/O errors of the connection (over TLS: a server gone without
+                    // close_notify) fail in-flight requests like a connection loss.
+                    | zookeeper_client::Error::Custom(_)
                     | zookeeper_client::Error::Timeout
                     | zookeeper_client::Error::Throttled
                     | zookeeper_client::Error::NoHosts

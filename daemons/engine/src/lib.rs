@@ -3,6 +3,7 @@
 //!
 //! Layout:
 //! - [`config`]: where ZooKeeper is and how to talk to it ([`ZkConfig`]).
+//! - [`secure`]: TLS and SASL on the connection, and why a secured connect failed.
 //! - [`session`]: a connected session whose [`Session::lost`] token fires when the
 //!   session expires or is closed, so work guarded by its locks stops.
 //! - [`ops`]: owned multi operations; [`ops::commit`] runs them as one ZooKeeper `multi`
@@ -37,6 +38,7 @@ pub mod logs;
 pub mod member;
 pub mod ops;
 pub mod queue;
+pub mod secure;
 pub mod session;
 pub mod store;
 pub mod transition;

@@ -15,6 +15,7 @@ use zookeeper_client as zk;
 
 use crate::config::ZkConfig;
 use crate::error::{EngineError, Result};
+use crate::secure;
 
 /// A connected session. Cheap to clone; the session closes when the last clone drops.
 #[derive(Clone)]
@@ -50,23 +51,39 @@ pub fn digest_id(user: &str, password: &str) -> String {
     )
 }
 
+/// The ACLs of every node this process creates: ALL for the identities it authenticates
+/// as (digest and/or SASL), READ for the configured readers; open to anyone when it
+/// authenticates as nobody.
 fn acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
-    match &config.credentials {
-        None => vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())],
-        Some(creds) => {
-            let mut acls = vec![zk::Acl::new(
-                zk::Permission::ALL,
-                zk::AuthId::new("digest", &digest_id(&creds.user, &creds.password)),
-            )];
-            if let Some(reader) = &config.reader {
-                acls.push(zk::Acl::new(
-                    zk::Permission::READ,
-                    zk::AuthId::new("digest", &digest_id(&reader.user, &reader.password)),
-                ));
-            }
-            acls
-        }
+    let mut acls = Vec::new();
+    if let Some(creds) = &config.credentials {
+        acls.push(zk::Acl::new(
+            zk::Permission::ALL,
+            zk::AuthId::new("digest", &digest_id(&creds.user, &creds.password)),
+        ));
     }
+    if let Some(sasl) = &config.sasl {
+        acls.push(zk::Acl::new(
+            zk::Permission::ALL,
+            zk::AuthId::new("sasl", &sasl.credentials.user),
+        ));
+    }
+    if acls.is_empty() {
+        return vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())];
+    }
+    if let (Some(_), Some(reader)) = (&config.credentials, &config.reader) {
+        acls.push(zk::Acl::new(
+            zk::Permission::READ,
+            zk::AuthId::new("digest", &digest_id(&reader.user, &reader.password)),
+        ));
+    }
+    if let Some(reader) = config.sasl.as_ref().and_then(|s| s.reader.as_ref()) {
+        acls.push(zk::Acl::new(
+            zk::Permission::READ,
+            zk::AuthId::new("sasl", reader),
+        ));
+    }
+    acls
 }
 
 impl Session {
@@ -74,7 +91,9 @@ impl Session {
     /// session state.
     ///
     /// # Errors
-    /// [`EngineError::Unreachable`] when no server answers within the connect timeout.
+    /// [`EngineError::Refused`] naming the cause when a server answers but TLS or SASL
+    /// fails (see [`secure::diagnose`]); [`EngineError::Unreachable`] when no server
+    /// answers within the connect timeout; [`EngineError::Config`] for unreadable TLS files.
     pub async fn connect(config: &ZkConfig) -> Result<Session> {
         let (hosts, chroot) = config.hosts_and_chroot();
         let unreachable = |source| EngineError::Unreachable {
@@ -90,12 +109,53 @@ impl Session {
                 format!("{}:{}", creds.user, creds.password).as_bytes(),
             );
         }
-        let client = tokio::time::timeout(config.connect_timeout, connector.connect(&hosts))
+        if let Some(sasl) = &config.sasl {
+            connector = connector.with_sasl(secure::sasl_options(sasl));
+        }
+        let refused = |cause| EngineError::Refused {
+            connect: config.connect.clone(),
+            cause,
+        };
+        let tls = config.tls.as_ref().map(secure::tls_options).transpose()?;
+        let connecting = async {
+            match tls {
+                Some(tls) => connector.with_tls(tls).secure_connect(&hosts).await,
+                None => connector.connect(&hosts).await,
+            }
+        };
+        let connected = tokio::time::timeout(config.connect_timeout, connecting)
             .await
-            .map_err(|_| unreachable(zk::Error::Timeout))?
-            .map_err(unreachable)?;
+            .unwrap_or(Err(zk::Error::Timeout));
+        let client = match connected {
+            Ok(client) => client,
+            Err(e) => {
+                if let Some(cause) = secure::auth_refusal(config, &e) {
+                    return Err(refused(cause));
+                }
+                if let Some(cause) = secure::diagnose(config).await {
+                    return Err(refused(cause));
+                }
+                return Err(unreachable(e));
+            }
+        };
+        // A server enforcing authentication closes the session at its first request.
+        let root = if chroot.is_empty() {
+            "/"
+        } else {
+            chroot.as_str()
+        };
+        let chroot_exists = match client.check_stat(root).await {
+            Ok(stat) => stat.is_some(),
+            Err(e) => {
+                return Err(match secure::auth_refusal(config, &e) {
+                    Some(cause) => refused(cause),
+                    None => EngineError::zk("check", root, e),
+                })
+            }
+        };
         let acls = acls_for(config);
-        if chroot != "/" && !chroot.is_empty() {
+        // Only when missing: a read-only role may not create even what exists.
+        if chroot != "/" && !chroot.is_empty() && !chroot_exists {
             let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acls));
             client
                 .mkdir(&chroot, &options)
@@ -206,9 +266,13 @@ fn spawn_state_watch(
         let mut state = watcher.state();
         loop {
             match state {
-                zk::SessionState::Expired
-                | zk::SessionState::Closed
-                | zk::SessionState::AuthFailed => {
+                zk::SessionState::Closed => {
+                    // Closed by this process (the last handle dropped): not a loss.
+                    tracing::debug!("zookeeper session closed");
+                    lost.cancel();
+                    return;
+                }
+                zk::SessionState::Expired | zk::SessionState::AuthFailed => {
                     tracing::warn!(?state, "zookeeper session lost");
                     lost.cancel();
                     return;

@@ -170,8 +170,11 @@ pub(crate) async fn serve(
                 Err(e) => {
                     tracing::error!(error = %e, "job could not be finished; releasing its lock");
                     let _ = lock.release(&session).await;
-                    if let Ok(mut r) = refused.lock() {
-                        r.insert(job_id.clone(), Instant::now() + backoff);
+                    // A dropped connection is no reason to wait before resuming the job.
+                    if !e.is_retryable() {
+                        if let Ok(mut r) = refused.lock() {
+                            r.insert(job_id.clone(), Instant::now() + backoff);
+                        }
                     }
                 }
             }

@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use archivist_engine::{Session, ZkConfig};
 
+pub mod secured;
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -37,6 +37,9 @@ pub struct Env {
     pub zk: String,
     /// Chroot.
     pub chroot: String,
+    /// More variables, after the defaults (`None` removes one: `ARCHIVIST_SESSION_TIMEOUT_MS`
+    /// for the built-in default).
+    pub extra: Vec<(String, Option<String>)>,
 }
 
 impl Env {
@@ -45,6 +48,7 @@ impl Env {
         Env {
             zk: archivist_testkit::zk_connect(),
             chroot: archivist_testkit::unique_chroot(name),
+            extra: Vec::new(),
         }
     }
 
@@ -56,6 +60,12 @@ impl Env {
             .env("ARCHIVIST_CHROOT", &self.chroot)
             .env("ARCHIVIST_SESSION_TIMEOUT_MS", "4000")
             .env("RUST_LOG", "info,zookeeper_client=warn");
+        for (name, value) in &self.extra {
+            match value {
+                Some(value) => c.env(name, value),
+                None => c.env_remove(name),
+            };
+        }
         c
     }
 

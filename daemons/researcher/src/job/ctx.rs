@@ -228,14 +228,34 @@ impl JobCtx {
             data: store::encode(&path, report)?,
             mode: Mode::Persistent,
         };
-        match ops::commit(&self.session, &[self.lock.check_op(), op]).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.failed_path() == Some(path.as_str()) => {
-                tracing::info!(job = %self.job_id, episode = %self.episode, clip = %report.clip, "report already there");
-                Ok(())
+        let ops = [self.lock.check_op(), op];
+        let mut waited = None;
+        loop {
+            match ops::commit(&self.session, &ops).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.failed_path() == Some(path.as_str()) => {
+                    tracing::info!(job = %self.job_id, episode = %self.episode, clip = %report.clip, "report already there");
+                    return Ok(());
+                }
+                // Creating a report is idempotent: after a dropped connection, try again.
+                Err(e) if e.is_retryable() && self.wait_for_connection(&mut waited).await => {
+                    tracing::warn!(job = %self.job_id, error = %e, "connection lost writing a report; retrying");
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => Err(e),
         }
+    }
+
+    /// After a connection loss: waits a moment for the session to reconnect (a ZooKeeper
+    /// leader change). False once the session is lost or a session timeout has passed
+    /// since the first loss (`waited` keeps when that was).
+    async fn wait_for_connection(&self, waited: &mut Option<std::time::Instant>) -> bool {
+        let since = *waited.get_or_insert_with(std::time::Instant::now);
+        if self.session.is_lost() || since.elapsed() > self.session.config().session_timeout {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        !self.session.is_lost()
     }
 
     /// Commits a transition of the held job, re-reading and retrying when the job's
@@ -256,7 +276,10 @@ impl JobCtx {
             .map(|r| paths::report(&paths::report_name(&r.job, &r.clip)));
         let mut with_report = m.report.is_some();
         let mut last_error = None;
-        for _ in 0..6 {
+        let mut waited = None;
+        let mut attempts = 0;
+        while attempts < 6 {
+            attempts += 1;
             let progress = self.progress();
             let lock = if m.release {
                 LockAction::Release(self.lock.clone())
@@ -344,6 +367,30 @@ impl JobCtx {
                         return Err(err);
                     }
                     last_error = Some(err.to_string());
+                }
+                // The connection dropped: the multi may or may not have applied. Re-read;
+                // the job at a newer version in the target state (with the report, if
+                // any) means it did; otherwise the version checks make a retry safe.
+                Err(e) if e.is_retryable() && self.wait_for_connection(&mut waited).await => {
+                    tracing::warn!(job = %self.job_id, error = %e, "connection lost during a transition; checking whether it applied");
+                    attempts -= 1;
+                    let Ok((job, version)) = jobs::read(&self.session, &self.job_id).await else {
+                        continue;
+                    };
+                    let report_there = match &report_path {
+                        Some(p) if with_report => {
+                            matches!(self.session.client().check_stat(p).await, Ok(Some(_)))
+                        }
+                        _ => true,
+                    };
+                    if version > held.version && job.status == m.to && report_there {
+                        held.job = job;
+                        held.version = version;
+                        held.lease = store::read::<LeaseRecord>(&self.session, &lease_path)
+                            .await?
+                            .map(|(l, s)| (l, s.version));
+                        return Ok(());
+                    }
                 }
                 Err(e) => return Err(e),
             }

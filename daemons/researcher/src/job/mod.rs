@@ -205,13 +205,35 @@ impl Worker {
             let done = done.clone();
             tokio::spawn(async move { ctx.keep_alive(interval, done).await }.in_current_span())
         };
-        let result = self.work(&ctx, todo, &shutdown).await;
+        let mut result = self.work(&ctx, todo.clone(), &shutdown).await;
+        // A dropped connection (a ZooKeeper leader change) is not the job's fault: while
+        // the session lives the lock is still ours, so wait for the reconnect and carry on
+        // (reports are idempotent, transitions version-checked).
+        let mut resumed = 0;
+        while let Err(e) = &result {
+            if !e.is_retryable() || e.is_conflict() || e.is_session_lost() || resumed >= 3 {
+                break;
+            }
+            resumed += 1;
+            tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "ZooKeeper connection lost mid-job; resuming");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if ctx.session.is_lost() {
+                break;
+            }
+            result = self.work(&ctx, todo.clone(), &shutdown).await;
+        }
         done.cancel();
         let _ = alive.await;
         match result {
             Err(e) if e.is_conflict() && !e.is_session_lost() => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "lost the job");
                 Ok(Outcome::LockLost)
+            }
+            // The connection dropped mid-write (a ZooKeeper leader change, say): the session
+            // lives on, so the job is not at fault; the caller releases it to be resumed.
+            Err(e) if e.is_retryable() && !e.is_session_lost() => {
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "ZooKeeper connection kept failing mid-job; releasing the job");
+                Err(e)
             }
             Err(e) if !e.is_session_lost() => {
                 // Something unexpected: record it on the job if we still can.
@@ -271,12 +293,14 @@ impl Worker {
     ) -> Result<Outcome, EngineError> {
         let lost = ctx.session.lost();
         if todo.is_empty() {
-            ctx.transition(Move::keep(
-                JobState::Researching,
-                "media decoded",
-                "skipped: nothing to research",
-            ))
-            .await?;
+            if ctx.status().await != JobState::Researching {
+                ctx.transition(Move::keep(
+                    JobState::Researching,
+                    "media decoded",
+                    "skipped: nothing to research",
+                ))
+                .await?;
+            }
             ctx.transition(Move::release(
                 JobState::Reported,
                 "final report",
@@ -343,8 +367,11 @@ impl Worker {
             note.push_str(w);
         }
         ctx.raise(0.45);
-        ctx.transition(Move::keep(JobState::Researching, "media decoded", note))
-            .await?;
+        // Resumed after a dropped connection, the job may be researching already.
+        if ctx.status().await != JobState::Researching {
+            ctx.transition(Move::keep(JobState::Researching, "media decoded", note))
+                .await?;
+        }
         tracing::info!(job = %ctx.job_id, episode = %ctx.episode, state = "researching", episode_s, memory_mb = matcher.heap_bytes() / (1 << 20), "episode decoded");
         self.match_clips(ctx, matcher, todo, shutdown).await
     }
