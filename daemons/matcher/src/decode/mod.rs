@@ -502,8 +502,8 @@ pub fn decode_source(
                         None => {
                             // Keep time: silence as long as the lost packet.
                             let n = packet_frames(&packet, &params, state.rate);
-                            state.lose(n, &msg);
-                            chunk.extend(std::iter::repeat(0.0).take(n));
+                            state.lose(n, msg);
+                            chunk.extend(std::iter::repeat_n(0.0, n));
                             n
                         }
                     }
