@@ -192,7 +192,7 @@ fn check(label: &str, found: &[(String, f64, f32)], f: &Fixture, tol: f64) -> (f
 /// and WAV, at 8 to 96 kHz, mono and stereo, against 8 kHz clips: every occurrence
 /// within 5 ms of the truth.
 #[test]
-fn media_matrix_finds_every_occurrence_at_the_same_offset_within_5_ms() {
+fn the_media_matrix_finds_every_occurrence_at_its_true_offset() {
     let f = fixture();
     let clips = low_rate_clips(f);
     let mut rows = Vec::new();
@@ -277,7 +277,7 @@ fn high_rate_clips_and_low_rate_episodes_agree() {
 /// show at 22.05 kHz): decoded whole, each part resampled, the clip in the second part
 /// found. Before, decoding stopped at the change and the second half was "not found".
 #[test]
-fn an_mp3_whose_sample_rate_changes_midway_is_decoded_whole() {
+fn a_joined_file_whose_sample_rate_changes_midway_is_decoded_whole() {
     let f = fixture();
     let clips = low_rate_clips(f);
     let a = f.dir.join("part-a.mp3");
