@@ -65,9 +65,12 @@ pub fn band_limit(x: &mut [f32]) {
     let block = FFT - TAPS + 1;
     let delay = (TAPS - 1) / 2;
     let n = x.len();
-    let mut out = vec![0.0f32; n + TAPS - 1];
     let mut spec: Vec<Complex32> = r2c.make_output_vec();
     let mut time = c2r.make_output_vec();
+    // In place, with only the overlap carried: after the block at `start`, the filter's
+    // output up to `start + len` is final, and output sample p is y[p - delay], which
+    // lies before every input sample a later block still reads.
+    let mut carry = vec![0.0f32; TAPS - 1];
     let mut start = 0;
     while start < n {
         let len = block.min(n - start);
@@ -85,14 +88,21 @@ pub fn band_limit(x: &mut [f32]) {
         if c2r.process(&mut spec, &mut time).is_err() {
             return;
         }
-        let end = (start + len + TAPS - 1).min(out.len());
-        out[start..end]
-            .iter_mut()
-            .zip(&time)
-            .for_each(|(o, t)| *o += t);
+        time.iter_mut().zip(&carry).for_each(|(t, c)| *t += c);
+        for (k, v) in time[..len].iter().enumerate() {
+            if let Some(i) = (start + k).checked_sub(delay) {
+                x[i] = *v;
+            }
+        }
+        carry.copy_from_slice(&time[len..len + TAPS - 1]);
         start += len;
     }
-    x.copy_from_slice(&out[delay..delay + n]);
+    // The last `delay` outputs are in the carry.
+    for (k, v) in carry.iter().enumerate().take(delay) {
+        if let Some(i) = (n + k).checked_sub(delay) {
+            x[i] = *v;
+        }
+    }
 }
 
 #[cfg(test)]
