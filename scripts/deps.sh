@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Archivist needs from Debian's packages, if missing: ZooKeeper (3.8, with
-# Java) for every test and daemon; sox, lame and espeak-ng for the audio corpus.
+# Java) for every test and daemon; sox, lame and espeak-ng for the audio corpus; ffmpeg
+# (with libmp3lame, libvorbis, libopus: the media matrix and hostile-media tests encode
+# with it) and gzip (a gzip-encoded episode).
 set -euo pipefail
 need=()
 [[ -f /usr/share/java/zookeeper.jar ]] || need+=(zookeeper)
@@ -9,6 +11,8 @@ command -v sox >/dev/null || need+=(sox)
 command -v lame >/dev/null || need+=(lame)
 command -v espeak-ng >/dev/null || need+=(espeak-ng)
 command -v curl >/dev/null || need+=(curl)  # scripts wait for /readyz with it
+command -v ffmpeg >/dev/null || need+=(ffmpeg)
+command -v gzip >/dev/null || need+=(gzip)
 if [[ ${#need[@]} -gt 0 ]]; then
     echo "deps.sh: installing ${need[*]} from Debian's packages" >&2
     sudo=""

@@ -295,8 +295,38 @@ pub struct ResearchRecord {
     /// Clips whose research ended in a per-clip error (e.g. undecodable clip), by id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, String>,
+    /// For each error, the [`clip_stamp`] of the clip it was made with: once the clip
+    /// changes (new content hash, re-curation), the error is about a clip that no longer
+    /// exists and the pair is open again ([`ResearchRecord::error_is_stale`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_stamps: BTreeMap<String, String>,
 }
 record!(ResearchRecord, "ResearchRecord");
+
+/// Which version of a clip a result was made with: its latest curation (unix ms) and
+/// content hash. A per-clip error holds only for the version that caused it.
+pub fn clip_stamp(fields: &CatalogFields) -> String {
+    format!(
+        "{}/{}",
+        fields.last_curated.unix_timestamp_nanos() / 1_000_000,
+        fields.content_hash.as_deref().unwrap_or("-")
+    )
+}
+
+/// The one rule for re-opening an errored pair: the error was made with another version
+/// of the clip (its stamp differs from the clip's now), or, for errors stored before
+/// stamps existed, the clip was re-curated after the run that holds the error.
+pub fn error_reopened(
+    error_stamp: Option<&str>,
+    run_at: Option<OffsetDateTime>,
+    clip_stamp_now: &str,
+    clip_curated_now: OffsetDateTime,
+) -> bool {
+    match error_stamp {
+        Some(stamp) => stamp != clip_stamp_now,
+        None => run_at.is_some_and(|at| clip_curated_now > at),
+    }
+}
 
 impl ResearchRecord {
     /// An empty record for an episode.
@@ -308,7 +338,41 @@ impl ResearchRecord {
             runs: Vec::new(),
             found: BTreeMap::new(),
             errors: BTreeMap::new(),
+            error_stamps: BTreeMap::new(),
         }
+    }
+
+    /// When the run holding this clip number was started, if it was researched.
+    pub fn run_at(&self, clip_number: u32) -> Option<OffsetDateTime> {
+        self.runs
+            .iter()
+            .find(|r| r.clips.contains(clip_number))
+            .map(|r| r.at)
+    }
+
+    /// Is the stored error of `clip` (if any) about an older version of the clip than
+    /// `now` ([`error_reopened`])? Then the pair is to be researched again.
+    pub fn error_is_stale(&self, clip: &str, clip_number: u32, now: &CatalogFields) -> bool {
+        self.errors.contains_key(clip)
+            && error_reopened(
+                self.error_stamps.get(clip).map(String::as_str),
+                self.run_at(clip_number),
+                &clip_stamp(now),
+                now.last_curated,
+            )
+    }
+
+    /// Forgets a clip's result (its run membership, occurrences and error), so a new
+    /// result can be stored: only for a stale error.
+    pub fn reopen(&mut self, clip: &str, clip_number: u32) {
+        for run in &mut self.runs {
+            if run.clips.contains(clip_number) {
+                run.clips = run.clips.iter().filter(|n| *n != clip_number).collect();
+            }
+        }
+        self.found.remove(clip);
+        self.errors.remove(clip);
+        self.error_stamps.remove(clip);
     }
 
     /// Every researched clip number.
@@ -501,6 +565,10 @@ pub struct ReportRecord {
     /// Per-clip error, if the clip could not be researched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The [`clip_stamp`] of the clip as researched (from its catalog record), so an
+    /// error can be re-opened once the clip changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clip_stamp: Option<String>,
     /// Episode duration, seconds.
     pub episode_duration_s: f64,
     /// Clip duration, seconds.

@@ -83,6 +83,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             part: None,
         }],
         error: None,
+        clip_stamp: None,
         episode_duration_s: 3540.0,
         clip_duration_s: 4.0,
         researched_at: time::OffsetDateTime::now_utc(),

@@ -181,7 +181,10 @@ pub struct ClipResults {
     pub episodes_researched: usize,
     /// Episodes it was found in.
     pub episodes_found: usize,
-    /// One row per occurrence.
+    /// Episodes where its research ended in an error (the clip could not be used): not
+    /// "not found", and shown so an operator can fix the clip and re-curate it.
+    pub episodes_errored: usize,
+    /// One row per occurrence, plus one per error.
     pub rows: Vec<ResultRow>,
 }
 
@@ -215,7 +218,7 @@ pub async fn clip_results(
             rows.extend(
                 rows_of(record, "", &BTreeMap::new(), Some(number))
                     .into_iter()
-                    .filter(|r| r.found),
+                    .filter(|r| r.found || r.error.is_some()),
             );
         }
     }
@@ -235,13 +238,25 @@ pub async fn clip_results(
             .unwrap_or_default();
         row.clip_title = title.clone();
     }
-    let mut found_in: Vec<&String> = rows.iter().map(|r| &r.episode).collect();
+    let mut found_in: Vec<&String> = rows
+        .iter()
+        .filter(|r| r.found)
+        .map(|r| &r.episode)
+        .collect();
     found_in.dedup();
+    let mut errored_in: Vec<&String> = rows
+        .iter()
+        .filter(|r| r.error.is_some())
+        .map(|r| &r.episode)
+        .collect();
+    errored_in.dedup();
+    let episodes_errored = errored_in.len();
     Ok(ClipResults {
         clip: clip.to_string(),
         title,
         episodes_researched: researched_in.len(),
         episodes_found: found_in.len(),
+        episodes_errored,
         rows,
     })
 }

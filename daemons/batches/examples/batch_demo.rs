@@ -57,6 +57,7 @@ async fn research(session: &Session, id: &str, found_clip: Option<&str>) -> Resu
             researcher: "demo".into(),
             occurrences,
             error: None,
+            clip_stamp: None,
             episode_duration_s: 3600.0,
             clip_duration_s: 4.0,
             researched_at: archivist_engine::clock::local_now(),

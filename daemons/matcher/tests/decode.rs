@@ -75,12 +75,22 @@ fn mp3_gapless_offsets_are_exact() {
         (off - 6.5).abs() <= 0.002,
         "offset {off} (gapless decoding off would be ~25 ms late)"
     );
-    // Truncated MP3: the decoded prefix is returned.
+    // Truncated MP3: refused as incomplete (its LAME tag declares 12 s), never a
+    // prefix passed off as the episode.
     let bytes = std::fs::read(&mp3).unwrap();
     let cut = d.join("cut.mp3");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
-    let t = decode_file(&cut).unwrap();
-    assert!(t.duration_s > 4.0 && t.duration_s < 8.0, "{}", t.duration_s);
+    match decode_file(&cut) {
+        Err(DecodeError::Incomplete {
+            decoded_s,
+            expected_s: Some(expected),
+            ..
+        }) => {
+            assert!(decoded_s > 4.0 && decoded_s < 8.0, "{decoded_s}");
+            assert!((expected - 12.0).abs() < 0.01, "{expected}");
+        }
+        other => panic!("a truncated MP3 must be incomplete: {other:?}"),
+    }
     // In-memory reader.
     let r = decode_reader(Box::new(std::io::Cursor::new(bytes)), Some("mp3")).unwrap();
     assert_eq!(r.samples.len(), dec.samples.len());

@@ -9,13 +9,13 @@
 use archivist_engine::schema::paths;
 use archivist_engine::schema::queue_key::QueueEntry;
 use archivist_engine::schema::records::{
-    self, ClipRecord, EpisodeRecord, JobRecord, LeaseRecord, Record, ResearchRecord,
+    self, clip_stamp, ClipRecord, EpisodeRecord, JobRecord, LeaseRecord, Record, ResearchRecord,
 };
 use archivist_engine::schema::JobState;
 use archivist_engine::zk;
 use archivist_engine::{store, EngineError, Session};
 
-use crate::index::{ClipInfo, EpisodeInfo, Index};
+use crate::index::{ClipInfo, EpisodeInfo, ErrorMark, Index};
 
 /// Job states whose jobs keep their clips out of planning (besides leases): waiting,
 /// held by an operator, failed and waiting for an operator, or cancelled by one. An
@@ -160,15 +160,18 @@ fn put_clip(index: &mut Index, path: &str, data: Option<&[u8]>) {
         return;
     };
     match data.and_then(|d| decode::<ClipRecord>(path, d)) {
-        Some(r) => index.upsert_clip(
-            number,
-            ClipInfo {
-                id: id.to_string(),
-                priority: r.fields.priority,
-                curated_ms: unix_ms(r.fields.initial_curated),
-                held: r.fields.held,
-            },
-        ),
+        Some(r) => {
+            index.set_clip_stamp(number, clip_stamp(&r.fields), r.fields.last_curated);
+            index.upsert_clip(
+                number,
+                ClipInfo {
+                    id: id.to_string(),
+                    priority: r.fields.priority,
+                    curated_ms: unix_ms(r.fields.initial_curated),
+                    held: r.fields.held,
+                },
+            )
+        }
         None => index.remove_clip(number),
     }
 }
@@ -180,7 +183,25 @@ fn put_research(index: &mut Index, path: &str, data: Option<&[u8]>) {
         return;
     };
     match records::decode::<ResearchRecord>(path, bytes) {
-        Ok(r) => index.set_research(episode, r.runs.iter().flat_map(|run| run.clips.iter())),
+        Ok(r) => {
+            let errors = r
+                .errors
+                .keys()
+                .filter_map(|clip| {
+                    let number = paths::clip_number(clip)?;
+                    Some(ErrorMark {
+                        clip: number,
+                        stamp: r.error_stamps.get(clip).cloned(),
+                        run_at: r.run_at(number),
+                    })
+                })
+                .collect();
+            index.set_research_with_errors(
+                episode,
+                r.runs.iter().flat_map(|run| run.clips.iter()),
+                errors,
+            )
+        }
         Err(e) => {
             // Unknown research is not "nothing researched": planning its pairs again
             // would loop (the recorder cannot store into it either). Leave the episode

@@ -40,6 +40,14 @@ pub fn merge(
     clip_number: u32,
     now: OffsetDateTime,
 ) -> Merge {
+    // A stored error made with an older version of the clip gives way to the result for
+    // the clip as it is now (the clip was fixed and re-curated).
+    let replaces_stale_error = record.errors.contains_key(&report.clip)
+        && report.clip_stamp.is_some()
+        && record.error_stamps.get(&report.clip) != report.clip_stamp.as_ref();
+    if replaces_stale_error && record.is_researched(clip_number) {
+        record.reopen(&report.clip, clip_number);
+    }
     if record.is_researched(clip_number) {
         return Merge::AlreadyResearched;
     }
@@ -76,6 +84,11 @@ pub fn merge(
             report.clip.clone(),
             error.chars().take(MAX_ERROR_CHARS).collect(),
         );
+        if let Some(stamp) = &report.clip_stamp {
+            record
+                .error_stamps
+                .insert(report.clip.clone(), stamp.clone());
+        }
     }
     if record.episode_duration_s.is_none()
         && report.episode_duration_s.is_finite()
@@ -138,11 +151,45 @@ mod tests {
             researcher: "researcher-host-1234".into(),
             occurrences,
             error: None,
+            clip_stamp: None,
             episode_duration_s: 5_400.123_456,
             clip_duration_s: 4.5,
             researched_at: OffsetDateTime::UNIX_EPOCH,
             is_final: false,
         }
+    }
+
+    /// Issue 18: an error made with an older version of a clip gives way to the result
+    /// for the fixed clip; a replay of the same version stays a no-op.
+    #[test]
+    fn a_stale_error_gives_way_to_the_new_result() {
+        let mut record = ResearchRecord::new("e0000001");
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let mut broken = report("j1", 2, Vec::new());
+        broken.error = Some("clip download failed: not audio".into());
+        broken.clip_stamp = Some("1000/aaaa".into());
+        assert_eq!(merge(&mut record, &broken, 2, now), Merge::Stored);
+        assert_eq!(record.error_stamps["c000002"], "1000/aaaa");
+        assert_eq!(
+            merge(&mut record, &broken, 2, now),
+            Merge::AlreadyResearched
+        );
+        let mut fixed = report(
+            "j2",
+            2,
+            vec![Occurrence {
+                at: 12.5,
+                conf: 0.9,
+                speed: None,
+                part: None,
+            }],
+        );
+        fixed.clip_stamp = Some("2000/cccc".into());
+        assert_eq!(merge(&mut record, &fixed, 2, now), Merge::Stored);
+        assert!(record.errors.is_empty() && record.error_stamps.is_empty());
+        assert_eq!(record.found["c000002"].len(), 1);
+        assert!(record.is_researched(2));
+        assert_eq!(merge(&mut record, &fixed, 2, now), Merge::AlreadyResearched);
     }
 
     fn occ(at: f64, conf: f32) -> Occurrence {

@@ -223,31 +223,7 @@ impl ClipCache {
 /// Names the input as the user knows it (the URL) instead of the local file in a decode
 /// error.
 pub fn relabel(e: DecodeError, label: &str) -> DecodeError {
-    let label = label.to_string();
-    match e {
-        DecodeError::Io { reason, .. } => DecodeError::Io {
-            input: label,
-            reason,
-        },
-        DecodeError::NotAudio { reason, .. } => DecodeError::NotAudio {
-            input: label,
-            reason,
-        },
-        DecodeError::UnsupportedCodec { reason, .. } => DecodeError::UnsupportedCodec {
-            input: label,
-            reason,
-        },
-        DecodeError::Corrupt { reason, .. } => DecodeError::Corrupt {
-            input: label,
-            reason,
-        },
-        DecodeError::Empty { .. } => DecodeError::Empty { input: label },
-        DecodeError::AbsurdSampleRate { rate, .. } => {
-            DecodeError::AbsurdSampleRate { input: label, rate }
-        }
-        #[allow(unreachable_patterns)]
-        other => other,
-    }
+    e.relabel(label)
 }
 
 #[cfg(test)]

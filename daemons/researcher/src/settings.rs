@@ -43,6 +43,26 @@ pub struct DownloadSettings {
         rename = "max_backoff_ms"
     )]
     pub max_backoff: Duration,
+    /// The download budget's fixed part: time every download may take on top of its size
+    /// at [`DownloadSettings::min_bytes_per_s`]. Defaults to 60 s.
+    #[serde(
+        with = "archivist_engine::durations::millis",
+        rename = "download_grace_ms"
+    )]
+    pub download_grace: Duration,
+    /// The download budget's rate: a body must arrive at least this fast on average
+    /// (bytes/s) once the grace is spent, so a download may take at most
+    /// `grace + max(Content-Length, bytes so far) / min_bytes_per_s`. The read timeout
+    /// alone cannot stop a server that sends one byte every few seconds. Defaults to
+    /// 16 KiB/s (a 128 kbit/s podcast arrives at least in real time).
+    pub min_bytes_per_s: u64,
+    /// Longest `Retry-After` (on 429 or 503) honoured; a server asking for more fails
+    /// the download at once with a reason naming the wait. Defaults to 120 s.
+    #[serde(
+        with = "archivist_engine::durations::millis",
+        rename = "max_retry_after_ms"
+    )]
+    pub max_retry_after: Duration,
     /// Accept `file://` URLs (local files). Defaults to false: a catalog entry must not
     /// make a daemon read arbitrary local files unless the operator allows it.
     pub allow_file_urls: bool,
@@ -59,6 +79,9 @@ impl Default for DownloadSettings {
             max_attempts: 4,
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(30),
+            download_grace: Duration::from_secs(60),
+            min_bytes_per_s: 16 << 10,
+            max_retry_after: Duration::from_secs(120),
             allow_file_urls: false,
             user_agent: concat!("archivist-researcher/", env!("CARGO_PKG_VERSION")).to_string(),
         }
@@ -94,6 +117,20 @@ impl DownloadSettings {
     pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
         self.initial_backoff = initial;
         self.max_backoff = max.max(initial);
+        self
+    }
+
+    /// Sets the download budget: a grace period plus the size at `min_bytes_per_s`
+    /// (at least 1). Defaults to 60 s and 16 KiB/s.
+    pub fn with_budget(mut self, grace: Duration, min_bytes_per_s: u64) -> Self {
+        self.download_grace = grace;
+        self.min_bytes_per_s = min_bytes_per_s.max(1);
+        self
+    }
+
+    /// Sets the longest `Retry-After` honoured. Defaults to 120 s.
+    pub fn with_max_retry_after(mut self, t: Duration) -> Self {
+        self.max_retry_after = t;
         self
     }
 

@@ -210,6 +210,54 @@ async fn results_by_episode_and_clip_and_the_export() {
     );
 }
 
+/// Issue 18: `results --clip` shows the episodes where the clip errored, instead of
+/// "found in 0" with the errors hidden.
+#[tokio::test]
+async fn clip_results_show_errors_instead_of_hiding_them() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-results-errors").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    let e2 = fixtures::episode(&s, 2, "Two").await;
+    fixtures::clip(&s, 1, "Broken").await;
+    fixtures::research(&s, &e1, "j0000000001", &[1], &[]).await;
+    fixtures::research(&s, &e2, "j0000000002", &[1], &[]).await;
+    let path = archivist_engine::schema::paths::research(&e1);
+    let (mut record, _) = archivist_engine::store::read::<
+        archivist_engine::schema::records::ResearchRecord,
+    >(&s, &path)
+    .await
+    .unwrap()
+    .unwrap();
+    record
+        .errors
+        .insert("c000001".into(), "clip download failed: not audio".into());
+    archivist_engine::store::delete_if_present(&s, &path)
+        .await
+        .unwrap();
+    assert!(
+        archivist_engine::store::create_if_absent(&s, &path, &record)
+            .await
+            .unwrap()
+    );
+    let by_clip = results::clip_results(&s, &AdminSettings::default(), "c000001", &Silent)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            by_clip.episodes_researched,
+            by_clip.episodes_found,
+            by_clip.episodes_errored
+        ),
+        (2, 0, 1)
+    );
+    assert_eq!(by_clip.rows.len(), 1, "the errored episode is listed");
+    assert_eq!(by_clip.rows[0].episode, e1);
+    assert!(by_clip.rows[0]
+        .error
+        .as_deref()
+        .unwrap_or("")
+        .contains("not audio"));
+}
+
 #[tokio::test]
 async fn tree_decodes_records_and_queue_entries() {
     let (_c, s) = archivist_testkit::fresh_tree("admin-tree").await;

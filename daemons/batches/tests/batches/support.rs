@@ -110,6 +110,7 @@ pub async fn complete(session: &Session, id: &str, found: &[(&str, f64)]) {
             researcher: "researcher-test".into(),
             occurrences,
             error: None,
+            clip_stamp: None,
             episode_duration_s: 3600.0,
             clip_duration_s: 5.0,
             researched_at: archivist_engine::clock::local_now(),

@@ -55,6 +55,18 @@ pub struct ClipInfo {
     pub held: bool,
 }
 
+/// A per-clip error in an episode's research record: open again once the clip changes
+/// (`archivist_engine::schema::records::error_reopened`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorMark {
+    /// Clip number.
+    pub clip: u32,
+    /// The clip stamp the error was made with (none for errors stored before stamps).
+    pub stamp: Option<String>,
+    /// When the run holding it started.
+    pub run_at: Option<time::OffsetDateTime>,
+}
+
 /// Sizes of the index, for logs, metrics and the benchmark.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IndexStats {
@@ -92,6 +104,7 @@ struct EpisodeSlot {
     open: bool,
     researched: Bits,
     blocked: Bits,
+    errors: Vec<ErrorMark>,
     leases: Vec<String>,
     jobs: Vec<String>,
     /// Its research record exists but does not decode: what was researched is unknown,
@@ -129,6 +142,8 @@ pub struct Index {
     leases: HashMap<String, LeaseEntry>,
     counted: BTreeSet<(i64, String)>,
     jobs: HashMap<String, JobEntry>,
+    /// Per clip number: its stamp and latest curation, to re-open stale errors.
+    clip_stamps: HashMap<u32, (String, time::OffsetDateTime)>,
     now_ms: i64,
 }
 
@@ -216,6 +231,17 @@ impl Index {
 
     /// Replaces the researched clip numbers of an episode.
     pub fn set_research(&mut self, episode: &str, researched: impl IntoIterator<Item = u32>) {
+        self.set_research_with_errors(episode, researched, Vec::new());
+    }
+
+    /// Replaces the researched clip numbers of an episode and its per-clip errors; an
+    /// error made with an older version of its clip does not count as researched.
+    pub fn set_research_with_errors(
+        &mut self,
+        episode: &str,
+        researched: impl IntoIterator<Item = u32>,
+        errors: Vec<ErrorMark>,
+    ) {
         let slot = self.slot(episode);
         self.episodes[slot].unreadable = false;
         let bits = &mut self.episodes[slot].researched;
@@ -224,7 +250,49 @@ impl Index {
             bits.set(n);
         }
         bits.shrink();
+        for e in &errors {
+            if self.is_stale(e) {
+                self.episodes[slot].researched.clear(e.clip);
+            }
+        }
+        self.episodes[slot].errors = errors;
         self.count(slot);
+    }
+
+    fn is_stale(&self, e: &ErrorMark) -> bool {
+        self.clip_stamps
+            .get(&e.clip)
+            .is_some_and(|(stamp, curated)| {
+                archivist_engine::schema::records::error_reopened(
+                    e.stamp.as_deref(),
+                    e.run_at,
+                    stamp,
+                    *curated,
+                )
+            })
+    }
+
+    /// Records a clip's stamp and latest curation; when they change, its errored pairs
+    /// made with the older version become plannable again.
+    pub fn set_clip_stamp(&mut self, number: u32, stamp: String, curated: time::OffsetDateTime) {
+        let changed = self
+            .clip_stamps
+            .get(&number)
+            .is_none_or(|(s, c)| *s != stamp || *c != curated);
+        self.clip_stamps.insert(number, (stamp, curated));
+        if !changed {
+            return;
+        }
+        for slot in 0..self.episodes.len() {
+            let stale = self.episodes[slot]
+                .errors
+                .iter()
+                .any(|e| e.clip == number && self.is_stale(e));
+            if stale {
+                self.episodes[slot].researched.clear(number);
+                self.count(slot);
+            }
+        }
     }
 
     /// Forgets an episode's research (its record was deleted).

@@ -322,3 +322,43 @@ fn pair_counts_follow_research_leases_holds_and_the_clip_catalog() {
     );
     assert_eq!(counts(&index), (2, 1, 1));
 }
+
+/// Issue 18: a clip error is not permanent. Once the clip changes (fixed and re-curated:
+/// a new stamp), its errored pairs are plannable again; an unchanged clip's error stays
+/// settled, and errors stored before stamps existed re-open when the clip was curated
+/// after their run.
+#[test]
+fn a_fixed_and_recurated_clip_reopens_its_errored_pairs() {
+    let t = |s: i64| time::OffsetDateTime::from_unix_timestamp(s).unwrap();
+    let mut index = index_with(&[(1, 0, 0), (2, 0, 0)]);
+    index.set_clip_stamp(1, "1000/aaaa".into(), t(1));
+    index.set_clip_stamp(2, "1000/bbbb".into(), t(1));
+    index.upsert_episode("e0000001", ep(9, 0));
+    index.upsert_episode("e0000002", ep(1, 0));
+    let mark = |clip: u32, stamp: Option<&str>| ErrorMark {
+        clip,
+        stamp: stamp.map(str::to_string),
+        run_at: Some(t(50)),
+    };
+    // Clip 1 errored in both episodes with the clip as it is; clip 2 was researched.
+    index.set_research_with_errors("e0000001", [1, 2], vec![mark(1, Some("1000/aaaa"))]);
+    index.set_research_with_errors("e0000002", [1, 2], vec![mark(1, None)]);
+    assert_eq!(index.pick(1, 10), None, "unchanged clip: its errors stand");
+    // The clip is fixed and re-curated: a new stamp, curated after the runs.
+    index.set_clip_stamp(1, "2000/cccc".into(), t(100));
+    let p = index.pick(1, 10).expect("errored pairs plannable again");
+    assert_eq!(
+        (p.episode.as_str(), p.clip_numbers.clone()),
+        ("e0000001", vec![1])
+    );
+    index.upsert_lease("j1", &p.episode, p.clip_numbers, 1_000);
+    let p = index.pick(1, 10).expect("the pre-stamp error re-opens too");
+    assert_eq!(
+        (p.episode.as_str(), p.clip_numbers.clone()),
+        ("e0000002", vec![1])
+    );
+    // Re-researched with the new version, erroring again: settled, not planned again.
+    index.set_research_with_errors("e0000002", [1, 2], vec![mark(1, Some("2000/cccc"))]);
+    assert!(!index.is_researched("e0000001", 1));
+    assert!(index.is_researched("e0000002", 1));
+}

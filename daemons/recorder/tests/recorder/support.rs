@@ -104,6 +104,7 @@ pub async fn report(
         researcher: format!("researcher-for-{}", job.id),
         occurrences,
         error: None,
+        clip_stamp: None,
         episode_duration_s: 3600.0,
         clip_duration_s: 5.0,
         researched_at: archivist_engine::clock::local_now(),

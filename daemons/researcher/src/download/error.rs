@@ -36,7 +36,7 @@ pub enum DownloadError {
         location: String,
     },
     /// The server answered with an error status.
-    #[error("GET {url} returned {status} {reason}")]
+    #[error("GET {url} returned {status} {reason}{after}", after = match .retry_after { Some(d) => format!(" (Retry-After {} s)", d.as_secs()), None => String::new() })]
     Status {
         /// The URL.
         url: String,
@@ -44,6 +44,63 @@ pub enum DownloadError {
         status: u16,
         /// Canonical reason phrase.
         reason: String,
+        /// The server's `Retry-After`, when it sent a usable one.
+        retry_after: Option<Duration>,
+    },
+    /// A success status that is not a whole body: `206 Partial Content` (or a
+    /// `Content-Range`) to a plain GET, `204 No Content`, ... Only a whole `200` body is
+    /// researched: half an episode would store "not found" for clips in the other half.
+    #[error("GET {url} returned {status} {reason}{range}: only a whole 200 body is researched (a part of an episode is not the episode)", range = match .content_range { Some(r) => format!(" (Content-Range {r})"), None => String::new() })]
+    NotWhole {
+        /// The URL.
+        url: String,
+        /// HTTP status code.
+        status: u16,
+        /// Canonical reason phrase.
+        reason: String,
+        /// The `Content-Range` header, if sent.
+        content_range: Option<String>,
+    },
+    /// The server asked us to come back later than we are willing to wait.
+    #[error("GET {url} returned {status} with Retry-After {} s, over the {} s this researcher waits; try again later (archivist retry)", .wait.as_secs(), .limit.as_secs())]
+    RetryAfterTooLong {
+        /// The URL.
+        url: String,
+        /// HTTP status code (429 or 503).
+        status: u16,
+        /// What the server asked for.
+        wait: Duration,
+        /// The configured bound.
+        limit: Duration,
+    },
+    /// The body came too slowly: the download budget (a grace period plus the size at
+    /// the minimum throughput) ran out. A server dribbling bytes must not hold a slot
+    /// forever.
+    #[error("GET {url}: too slow: {got} bytes{expected} in {:.1} s, over the download budget of {:.1} s (at least {min_rate} bytes/s after a {:.0} s grace)", .elapsed.as_secs_f64(), .budget.as_secs_f64(), .grace.as_secs_f64(), expected = match .expected { Some(n) => format!(" of {n}"), None => String::new() })]
+    TooSlow {
+        /// The URL.
+        url: String,
+        /// Bytes received.
+        got: u64,
+        /// Content-Length, if announced.
+        expected: Option<u64>,
+        /// Time spent.
+        elapsed: Duration,
+        /// The budget that ran out.
+        budget: Duration,
+        /// The configured minimum throughput (bytes/s).
+        min_rate: u64,
+        /// The configured grace period.
+        grace: Duration,
+    },
+    /// The body is compressed with a `Content-Encoding` this build does not undo
+    /// (gzip and deflate are undone).
+    #[error("GET {url}: body has Content-Encoding {encoding:?}, which is not supported (gzip and deflate are)")]
+    ContentEncoding {
+        /// The URL.
+        url: String,
+        /// The header's value.
+        encoding: String,
     },
     /// The body is (or announces itself as) larger than allowed.
     #[error("GET {url}: body is over the {limit}-byte limit ({detail})")]
@@ -127,6 +184,7 @@ impl DownloadError {
     pub fn is_transient(&self) -> bool {
         match self {
             DownloadError::Status { status, .. } => *status >= 500 || *status == 429,
+            // Too slow: retrying would hold the slot for another whole budget.
             DownloadError::Truncated { .. } | DownloadError::Timeout { .. } => true,
             DownloadError::Network { transient, .. } => *transient,
             _ => false,
@@ -140,6 +198,10 @@ impl DownloadError {
             DownloadError::UnsupportedScheme { .. } => "scheme".into(),
             DownloadError::Status { status, .. } => format!("status_{status}"),
             DownloadError::Redirect { .. } => "redirect".into(),
+            DownloadError::NotWhole { .. } => "not_whole".into(),
+            DownloadError::RetryAfterTooLong { .. } => "retry_after".into(),
+            DownloadError::TooSlow { .. } => "too_slow".into(),
+            DownloadError::ContentEncoding { .. } => "content_encoding".into(),
             DownloadError::TooLarge { .. } => "too_large".into(),
             DownloadError::Truncated { .. } => "truncated".into(),
             DownloadError::Timeout { .. } => "timeout".into(),
@@ -162,6 +224,7 @@ mod tests {
             url: "http://h/e.mp3".into(),
             status: 404,
             reason: "Not Found".into(),
+            retry_after: None,
         };
         assert_eq!(e.to_string(), "GET http://h/e.mp3 returned 404 Not Found");
         assert!(!e.is_transient());

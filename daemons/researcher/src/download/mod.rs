@@ -6,6 +6,7 @@
 //! the URL, so a hostile URL cannot pick where bytes land.
 
 mod error;
+mod hosts;
 mod probe;
 
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 pub use error::DownloadError;
+use hosts::HostBackoff;
 pub use probe::{check_audio, probe_audio};
 
 use crate::settings::DownloadSettings;
@@ -45,6 +47,9 @@ pub type Progress<'a> = &'a (dyn Fn(u64, Option<u64>) + Send + Sync);
 pub struct Downloader {
     client: reqwest::Client,
     settings: DownloadSettings,
+    /// Per host: not before this instant (a `Retry-After` or a failure's backoff), shared
+    /// by every download of this process (episodes and clips).
+    hosts: HostBackoff,
 }
 
 /// Lowercase hex of bytes.
@@ -72,8 +77,9 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 impl Downloader {
-    /// Builds the HTTP client: rustls, the timeouts, and a redirect policy that follows
-    /// at most 10 redirects and only to http/https.
+    /// Builds the HTTP client: rustls, the timeouts, gzip/deflate `Content-Encoding`
+    /// undone, and a redirect policy that follows at most [`MAX_REDIRECTS`] redirects
+    /// and only to http/https.
     ///
     /// # Errors
     /// [`DownloadError::Network`] if the TLS backend cannot start.
@@ -83,8 +89,8 @@ impl Downloader {
             if scheme != "http" && scheme != "https" {
                 let to = attempt.url().to_string();
                 attempt.error(format!("refused redirect to {to} (scheme {scheme})"))
-            } else if attempt.previous().len() >= 10 {
-                attempt.error("more than 10 redirects")
+            } else if redirects_so_far(attempt.previous().len()) > MAX_REDIRECTS {
+                attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
             } else {
                 attempt.follow()
             }
@@ -100,7 +106,11 @@ impl Downloader {
                 reason: format!("cannot build the HTTP client: {}", error_chain(&e)),
                 transient: false,
             })?;
-        Ok(Downloader { client, settings })
+        Ok(Downloader {
+            client,
+            settings,
+            hosts: HostBackoff::default(),
+        })
     }
 
     /// The settings in use.
@@ -154,8 +164,17 @@ impl Downloader {
         let parsed = self.check_url(url)?;
         let started = Instant::now();
         let mut attempt = 0u32;
+        let host = parsed.host_str().unwrap_or("").to_string();
         let result = loop {
             attempt += 1;
+            let pause = self.hosts.wait_for(&host);
+            if !pause.is_zero() {
+                tracing::info!(%url, %host, ?pause, "backing off this host");
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = cancel.cancelled() => break Err(DownloadError::Cancelled { url: url.to_string() }),
+                }
+            }
             let once = if parsed.scheme() == "file" {
                 self.copy_file(url, &parsed, dest, progress).boxed()
             } else {
@@ -170,8 +189,29 @@ impl Downloader {
                     fetched.attempts = attempt;
                     break Ok(fetched);
                 }
+                Err(DownloadError::Status {
+                    status,
+                    retry_after: Some(wait),
+                    ..
+                }) if wait > self.settings.max_retry_after => {
+                    self.hosts.defer(&host, self.settings.max_retry_after);
+                    break Err(DownloadError::RetryAfterTooLong {
+                        url: url.to_string(),
+                        status,
+                        wait,
+                        limit: self.settings.max_retry_after,
+                    });
+                }
                 Err(e) if e.is_transient() && attempt < self.settings.max_attempts => {
-                    let wait = self.backoff(attempt);
+                    // The server's Retry-After (bounded above) is a floor for our backoff;
+                    // it holds for every download from that host.
+                    let asked = match &e {
+                        DownloadError::Status { retry_after, .. } => *retry_after,
+                        _ => None,
+                    };
+                    let wait = self.backoff(attempt).max(asked.unwrap_or_default());
+                    self.hosts.defer(&host, wait);
+                    let wait = self.hosts.wait_for(&host);
                     metrics::counter!("archivist_researcher_download_retries_total", "reason" => e.kind()).increment(1);
                     tracing::warn!(%url, attempt, error = %e, ?wait, "download failed; retrying");
                     tokio::select! {
@@ -219,6 +259,15 @@ impl Downloader {
         } else {
             rand::random::<u64>() % (ms + 1)
         })
+    }
+
+    /// The download budget for a body of `size` bytes: the grace plus the size at the
+    /// minimum throughput. One rule for known and unknown lengths: with `size` the larger
+    /// of the Content-Length and the bytes so far, an unannounced body must keep up the
+    /// minimum rate as it goes.
+    pub fn budget(&self, size: u64) -> Duration {
+        let rate = self.settings.min_bytes_per_s.max(1);
+        self.settings.download_grace + Duration::from_secs_f64(size as f64 / rate as f64)
     }
 
     fn map_reqwest(&self, url: &str, e: &reqwest::Error, phase: &'static str) -> DownloadError {
@@ -276,7 +325,32 @@ impl Downloader {
                 url: url.to_string(),
                 status: status.as_u16(),
                 reason: status.canonical_reason().unwrap_or("").to_string(),
+                retry_after: retry_after(response.headers()),
             });
+        }
+        let content_range = response
+            .headers()
+            .get(reqwest::header::CONTENT_RANGE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        if status != reqwest::StatusCode::OK || content_range.is_some() {
+            return Err(DownloadError::NotWhole {
+                url: url.to_string(),
+                status: status.as_u16(),
+                reason: status.canonical_reason().unwrap_or("").to_string(),
+                content_range,
+            });
+        }
+        if let Some(encoding) = response.headers().get(reqwest::header::CONTENT_ENCODING) {
+            // gzip and deflate were undone by the client (and the header removed).
+            let encoding = String::from_utf8_lossy(encoding.as_bytes())
+                .trim()
+                .to_string();
+            if !encoding.eq_ignore_ascii_case("identity") {
+                return Err(DownloadError::ContentEncoding {
+                    url: url.to_string(),
+                    encoding,
+                });
+            }
         }
         let limit = self.settings.max_bytes;
         let expected = response.content_length();
@@ -298,14 +372,34 @@ impl Downloader {
         let mut file = create(dest).await?;
         let mut hasher = Sha256::new();
         let mut got = 0u64;
+        let started = Instant::now();
         loop {
-            let chunk = tokio::time::timeout(self.settings.read_timeout, response.chunk())
-                .await
-                .map_err(|_| DownloadError::Timeout {
-                    url: url.to_string(),
-                    what: "reading the body",
-                    after: self.settings.read_timeout,
-                })?;
+            // Whichever comes first: the read timeout (nothing arrives) or the end of the
+            // download budget (bytes arrive, but too slowly).
+            let budget = self.budget(expected.unwrap_or(0).max(got));
+            let left = budget.saturating_sub(started.elapsed());
+            let wait = self.settings.read_timeout.min(left);
+            let chunk = match tokio::time::timeout(wait, response.chunk()).await {
+                Ok(chunk) => chunk,
+                Err(_) if wait < self.settings.read_timeout => {
+                    return Err(DownloadError::TooSlow {
+                        url: url.to_string(),
+                        got,
+                        expected,
+                        elapsed: started.elapsed(),
+                        budget,
+                        min_rate: self.settings.min_bytes_per_s,
+                        grace: self.settings.download_grace,
+                    })
+                }
+                Err(_) => {
+                    return Err(DownloadError::Timeout {
+                        url: url.to_string(),
+                        what: "reading the body",
+                        after: self.settings.read_timeout,
+                    })
+                }
+            };
             let chunk = match chunk {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
@@ -407,6 +501,33 @@ impl Downloader {
             attempts: 1,
         })
     }
+}
+
+/// Most redirects followed for one download (docs/researcher.md: "at most 10").
+pub const MAX_REDIRECTS: usize = 10;
+
+/// Redirects taken when reqwest asks about the next one: `previous` holds every URL
+/// requested so far, the original included, so the attempt at hand is redirect number
+/// `previous`.
+fn redirects_so_far(previous: usize) -> usize {
+    previous
+}
+
+/// A usable `Retry-After`: delay-seconds or an HTTP date (RFC 9110 section 10.2.3).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let text = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = httpdate::parse_http_date(text).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 fn io_error(path: &Path, e: std::io::Error) -> DownloadError {

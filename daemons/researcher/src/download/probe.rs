@@ -12,6 +12,8 @@ use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
+use archivist_matcher::decode::unsupported_reason;
+
 use super::DownloadError;
 
 /// Probes a file; `Err(reason)` when no supported container with an audio track whose
@@ -36,7 +38,33 @@ pub fn probe_audio(path: &Path) -> Result<(), String> {
     symphonia::default::get_codecs()
         .make(&track.codec_params, &Default::default())
         .map(|_| ())
-        .map_err(|e| format!("unsupported codec: {e}"))
+        .map_err(|e| {
+            format!(
+                "unsupported codec: {}",
+                unsupported_reason(track.codec_params.codec, &e.to_string())
+            )
+        })
+}
+
+/// Names compressed wrappers a server may send without a `Content-Encoding` header
+/// (a `.gz` of an episode): the probe would only say "no supported container".
+fn wrapper(path: &Path) -> Option<&'static str> {
+    let mut buf = [0u8; 6];
+    let n = File::open(path).and_then(|mut f| f.read(&mut buf)).ok()?;
+    let head = &buf[..n];
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Some("gzip-compressed data (served without Content-Encoding: gzip, so not decompressed)")
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Some("zstd-compressed data")
+    } else if head.starts_with(b"BZh") {
+        Some("bzip2-compressed data")
+    } else if head.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        Some("xz-compressed data")
+    } else if head.starts_with(b"PK\x03\x04") {
+        Some("a zip archive")
+    } else {
+        None
+    }
 }
 
 fn head_text(path: &Path) -> String {
@@ -65,7 +93,13 @@ pub async fn check_audio(
 ) -> Result<(), DownloadError> {
     let owned = path.to_path_buf();
     let verdict = tokio::task::spawn_blocking(move || {
-        probe_audio(&owned).map_err(|reason| (reason, head_text(&owned)))
+        probe_audio(&owned).map_err(|reason| {
+            let reason = match wrapper(&owned) {
+                Some(what) => format!("{what}; {reason}"),
+                None => reason,
+            };
+            (reason, head_text(&owned))
+        })
     })
     .await
     .map_err(|e| DownloadError::Io {

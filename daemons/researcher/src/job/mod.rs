@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use archivist_engine::consumer::Claimed;
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{ClipRecord, JobRequest, LeaseRecord, ResearchRecord};
+use archivist_engine::schema::records::{
+    clip_stamp, ClipRecord, JobRequest, LeaseRecord, ResearchRecord,
+};
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Transition};
 use archivist_engine::{store, EngineError, Session};
@@ -106,9 +108,17 @@ impl Worker {
         for clip in &job.clips {
             let researched = paths::clip_number(clip)
                 .zip(research.as_ref())
-                .is_some_and(|(n, r)| r.is_researched(n));
-            if researched {
-                continue;
+                .filter(|(n, r)| r.is_researched(*n));
+            if let Some((n, r)) = researched {
+                // Settled, unless it is an error made with an older version of the clip.
+                if !r.errors.contains_key(clip) {
+                    continue;
+                }
+                let now = store::read::<ClipRecord>(session, &paths::clip(clip)).await;
+                match now {
+                    Ok(Some((c, _))) if r.error_is_stale(clip, n, &c.fields) => {}
+                    _ => continue,
+                }
             }
             let report = paths::report(&paths::report_name(&job.id, clip));
             if store::exists(session, &report).await?.is_some() {
@@ -480,6 +490,19 @@ impl Worker {
             }
             Err(e) => return Err(e),
         };
+        let stamp = clip_stamp(&record.fields);
+        let outcome = self.match_clip(ctx, matcher, clip, &record).await?;
+        Ok(outcome.map(|o| o.stamped(stamp)))
+    }
+
+    /// Fetches and matches one clip whose catalog record was read.
+    async fn match_clip(
+        &self,
+        ctx: &JobCtx,
+        matcher: &Arc<Matcher>,
+        clip: &str,
+        record: &ClipRecord,
+    ) -> Result<Option<ClipOutcome>, EngineError> {
         let never = CancellationToken::new();
         let decoded = match self
             .clips
@@ -527,6 +550,7 @@ impl Worker {
                     occurrences: occurrences(&result),
                     error: None,
                     clip_duration_s: result.clip_duration_s,
+                    clip_stamp: None,
                 }
             }
             Err(e) => {

@@ -33,6 +33,8 @@ pub(crate) struct ClipOutcome {
     pub occurrences: Vec<Occurrence>,
     pub error: Option<String>,
     pub clip_duration_s: f64,
+    /// The clip's catalog stamp as researched (`clip_stamp`), when its record was read.
+    pub clip_stamp: Option<String>,
 }
 
 impl ClipOutcome {
@@ -43,7 +45,14 @@ impl ClipOutcome {
             occurrences: Vec::new(),
             error: Some(error),
             clip_duration_s: 0.0,
+            clip_stamp: None,
         }
+    }
+
+    /// The same outcome, naming the clip version it was made with.
+    pub fn stamped(mut self, stamp: String) -> ClipOutcome {
+        self.clip_stamp = Some(stamp);
+        self
     }
 
     /// The report record for this outcome.
@@ -63,6 +72,7 @@ impl ClipOutcome {
             researcher: researcher.to_string(),
             occurrences: self.occurrences.clone(),
             error: self.error.clone(),
+            clip_stamp: self.clip_stamp.clone(),
             episode_duration_s,
             clip_duration_s: self.clip_duration_s,
             researched_at: archivist_engine::clock::local_now(),

@@ -27,16 +27,7 @@ async fn each_bad_download_fails_with_its_reason_and_can_be_retried() {
     let (config, session) = fresh_tree("researcher-failures").await;
     let server = Server::start().await;
     let audio = audio();
-    let mut catalog = Vec::new();
-    let mut clip_ids = Vec::new();
-    for (id, wav, _) in audio.clips.iter().take(2) {
-        catalog.push((
-            id.clone(),
-            server.route(&format!("/clips/{id}.wav"), Route::audio(wav)),
-        ));
-        clip_ids.push(id.clone());
-    }
-    add_clips(&session, &catalog).await;
+    let clip_ids = serve_clips(&session, &server, 2).await;
     let limit = audio.episode.len() as u64 + 1000;
     let big = Arc::new(vec![0u8; limit as usize * 2]);
     let html =

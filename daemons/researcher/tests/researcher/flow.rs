@@ -263,3 +263,79 @@ async fn an_admin_cancel_is_obeyed_within_seconds() {
     );
     researcher.stop().await;
 }
+
+/// Issue 18: a clip whose stored error was made with an older version of it (the clip
+/// was fixed and re-curated since) is researched again, not skipped as researched; a
+/// clip settled with a current error stays skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_clip_error_is_researched_again_and_a_current_one_skipped() {
+    use archivist_engine::schema::clipset::ClipSet;
+    use archivist_engine::schema::records::{clip_stamp, ClipRecord, ResearchRun};
+
+    let (config, session) = fresh_tree("researcher-stale-error").await;
+    let server = Server::start().await;
+    let clip_ids = serve_clips(&session, &server, 2).await;
+    // Both clips errored in an earlier run: the first with a version of the clip that is
+    // gone, the second with the clip as it is now.
+    let (now, _) = store::read::<ClipRecord>(&session, &paths::clip(&clip_ids[1]))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut record = ResearchRecord::new("e0000001");
+    record.runs.push(ResearchRun {
+        job: "j0000000009".into(),
+        researcher: "r-old".into(),
+        at: time::OffsetDateTime::now_utc(),
+        clips: [1u32, 2].into_iter().collect::<ClipSet>(),
+    });
+    for id in &clip_ids {
+        record
+            .errors
+            .insert(id.clone(), "clip download failed: not audio".into());
+    }
+    record
+        .error_stamps
+        .insert(clip_ids[0].clone(), "1/old-broken-file".into());
+    record
+        .error_stamps
+        .insert(clip_ids[1].clone(), clip_stamp(&now.fields));
+    assert!(
+        store::create_if_absent(&session, &paths::research("e0000001"), &record)
+            .await
+            .unwrap()
+    );
+    let url = server.route("/e1.wav", Route::audio(&audio().episode));
+    let job = plan(&session, "e0000001", &url, &clip_ids).await;
+    let work = work_dir("stale-error");
+    let researcher = start(&config, settings(&work), "researcher-stale-error");
+    let done = wait_for(
+        &session,
+        &job.id,
+        &[JobState::Reported, JobState::Failed],
+        Duration::from_secs(60),
+    )
+    .await;
+    researcher.stop().await;
+    assert_eq!(done.status, JobState::Reported, "{done:#?}");
+    let reports = reports(&session, &job.id).await;
+    let clips: Vec<&str> = reports.iter().map(|r| r.clip.as_str()).collect();
+    assert_eq!(
+        clips,
+        [clip_ids[0].as_str()],
+        "only the stale error is redone"
+    );
+    assert_eq!(reports[0].error, None);
+    assert_eq!(reports[0].occurrences.len(), audio().clips[0].2.len());
+    assert_eq!(
+        reports[0].clip_stamp.as_deref(),
+        Some(clip_stamp(
+            &store::read::<ClipRecord>(&session, &paths::clip(&clip_ids[0]))
+                .await
+                .unwrap()
+                .unwrap()
+                .0
+                .fields
+        ))
+        .as_deref()
+    );
+}

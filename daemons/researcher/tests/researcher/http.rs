@@ -31,6 +31,24 @@ pub enum Route {
     Truncated { body: Arc<Vec<u8>>, send: usize },
     /// 302 to this location.
     Redirect(String),
+    /// `206 Partial Content` with the first `send` bytes and a `Content-Range`, to a
+    /// plain GET (no `Range` asked).
+    Partial { body: Arc<Vec<u8>>, send: usize },
+    /// 200 with the whole Content-Length announced, then one byte every `every`.
+    Drip { body: Arc<Vec<u8>>, every: Duration },
+    /// `status` with `Retry-After: <retry_after>` for the first `times` requests, then
+    /// `then`.
+    RetryAfter {
+        status: u16,
+        retry_after: String,
+        times: usize,
+        then: Box<Route>,
+    },
+    /// 200 with this `Content-Encoding` and body (already encoded).
+    Encoded {
+        body: Arc<Vec<u8>>,
+        encoding: &'static str,
+    },
 }
 
 impl Route {
@@ -57,6 +75,7 @@ impl Route {
 struct State {
     routes: HashMap<String, Route>,
     hits: HashMap<String, usize>,
+    times: HashMap<String, Vec<std::time::Instant>>,
 }
 
 /// A running server.
@@ -96,6 +115,17 @@ impl Server {
         format!("{}{path}", self.base)
     }
 
+    /// When each request for `path` arrived.
+    pub fn hit_times(&self, path: &str) -> Vec<std::time::Instant> {
+        self.state
+            .lock()
+            .unwrap()
+            .times
+            .get(path)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Requests `path` received so far.
     pub fn hits(&self, path: &str) -> usize {
         self.state
@@ -112,6 +142,7 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         404 => "Not Found",
+        429 => "Too Many Requests",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
         _ => "Whatever",
@@ -137,6 +168,10 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             *h += 1;
             *h
         };
+        st.times
+            .entry(path.clone())
+            .or_default()
+            .push(std::time::Instant::now());
         (st.routes.get(&path).cloned(), hit)
     };
     let mut route = route.unwrap_or(Route::Status(404));
@@ -151,6 +186,24 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
         } else {
             (**then).clone()
         };
+    }
+    if let Route::RetryAfter {
+        status,
+        retry_after,
+        times,
+        then,
+    } = &route
+    {
+        if hit <= *times {
+            let header = format!(
+                "HTTP/1.1 {status} {}\r\nRetry-After: {retry_after}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                reason(*status)
+            );
+            stream.write_all(header.as_bytes()).await?;
+            stream.flush().await?;
+            return stream.shutdown().await;
+        }
+        route = (**then).clone();
     }
     match route {
         Route::Ok {
@@ -193,7 +246,37 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             );
             stream.write_all(header.as_bytes()).await?;
         }
-        Route::FailThen { .. } => unreachable!("resolved above"),
+        Route::Partial { body, send } => {
+            let send = send.min(body.len());
+            let header = format!(
+                "HTTP/1.1 206 Partial Content\r\nContent-Length: {send}\r\nContent-Range: bytes 0-{}/{}\r\nContent-Type: audio/wav\r\nConnection: close\r\n\r\n",
+                send.saturating_sub(1),
+                body.len()
+            );
+            stream.write_all(header.as_bytes()).await?;
+            stream.write_all(&body[..send]).await?;
+        }
+        Route::Drip { body, every } => {
+            let header = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: audio/wav\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(header.as_bytes()).await?;
+            for b in body.iter() {
+                stream.write_all(&[*b]).await?;
+                stream.flush().await?;
+                tokio::time::sleep(every).await;
+            }
+        }
+        Route::Encoded { body, encoding } => {
+            let header = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: audio/wav\r\nContent-Encoding: {encoding}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(header.as_bytes()).await?;
+            stream.write_all(&body).await?;
+        }
+        Route::FailThen { .. } | Route::RetryAfter { .. } => unreachable!("resolved above"),
     }
     stream.flush().await?;
     stream.shutdown().await

@@ -2,6 +2,7 @@
 
 mod failures;
 mod flow;
+mod hostile;
 mod http;
 mod shutdown;
 mod support;

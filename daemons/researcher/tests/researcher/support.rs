@@ -163,6 +163,22 @@ pub async fn add_clips(session: &Session, clips: &[(String, String)]) {
     }
 }
 
+/// Serves the fixture's first `n` clips from `server` and registers them in the catalog;
+/// returns their ids.
+pub async fn serve_clips(session: &Session, server: &crate::http::Server, n: usize) -> Vec<String> {
+    let catalog: Vec<(String, String)> = audio()
+        .clips
+        .iter()
+        .take(n)
+        .map(|(id, wav, _)| {
+            let url = server.route(&format!("/clips/{id}.wav"), crate::http::Route::audio(wav));
+            (id.clone(), url)
+        })
+        .collect();
+    add_clips(session, &catalog).await;
+    catalog.into_iter().map(|(id, _)| id).collect()
+}
+
 /// Creates a pending job with its lease, as the planner does.
 pub async fn plan(session: &Session, episode: &str, url: &str, clips: &[String]) -> JobRecord {
     let new = NewJob {

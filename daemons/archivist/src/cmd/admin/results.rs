@@ -93,11 +93,19 @@ fn render_episode(r: &EpisodeResults) -> String {
 
 fn render_clip(r: &ClipResults) -> String {
     let mut out = format!(
-        "{} — {}: researched in {} episodes, found in {}\n",
+        "{} — {}: researched in {} episodes, found in {}{}\n",
         r.clip,
         printable(&r.title),
         r.episodes_researched,
-        r.episodes_found
+        r.episodes_found,
+        if r.episodes_errored > 0 {
+            format!(
+                ", errors in {} (fix the clip and re-curate it to research them again)",
+                r.episodes_errored
+            )
+        } else {
+            String::new()
+        }
     );
     out.push_str(&table(
         &["episode", "title", "occurrence", "job"],

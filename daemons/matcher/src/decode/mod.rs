@@ -1,0 +1,786 @@
+//! Decoding audio files/streams to mono f32 at [`ANALYSIS_RATE`].
+//!
+//! Uses symphonia (MP3, AAC and ALAC in MP4/M4A, Ogg Vorbis, FLAC, WAV/PCM), mixes
+//! *all* channels to mono (plain average), resamples with rubato's FFT resampler
+//! (its delay is compensated, so sample 0 of the output is time 0 of the input) and
+//! low-passes the result to the analysis band ([`ANALYSIS_BAND_HZ`]) so a signal means
+//! the same whatever rate and encoder it came from.
+//!
+//! Every container's encoder delay and padding are removed, so an offset means the
+//! same thing whatever the episode was encoded with:
+//! - MP3: the LAME/Xing tag (symphonia's gapless mode; without it a LAME MP3 comes out
+//!   ~25 ms late);
+//! - Ogg Vorbis: the granule positions (symphonia's gapless mode);
+//! - AAC/ALAC in MP4: the `iTunSMPB` tag or the edit list ([`mp4`]), which symphonia
+//!   0.5 ignores (AAC came out 1024 frames late: 128 ms at 8 kHz);
+//! - FLAC and WAV have none.
+//!
+//! **All or nothing.** An episode is researched only when all of it decoded, because a
+//! stored "not found" must mean "not in the audio", never "not in the part we read":
+//! - a stream whose sample rate (or channel count) changes midway is decoded whole, each
+//!   segment resampled on its own and joined end to end;
+//! - a packet that does not decode is replaced by silence of its length (so later
+//!   offsets stay true) and noted; more than [`MAX_LOST_S`] of it is a
+//!   [`DecodeError::Incomplete`];
+//! - a stream that breaks midway, or that decodes to less than the duration its
+//!   container declares (beyond [`duration_tolerance_s`]), is a
+//!   [`DecodeError::Incomplete`] naming what was decoded and what was expected.
+
+mod band;
+mod mp4;
+mod resample;
+
+pub use band::ANALYSIS_BAND_HZ;
+
+use std::fs::File;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use symphonia::core::audio::{AudioBufferRef, SampleBuffer, Signal};
+use symphonia::core::codecs::{self as sc, CodecType, Decoder, DecoderOptions, CODEC_TYPE_NULL};
+use symphonia::core::errors::Error as SymError;
+use symphonia::core::formats::{FormatOptions, Packet};
+use symphonia::core::io::{MediaSource, MediaSourceStream};
+use symphonia::core::meta::MetadataOptions;
+use symphonia::core::probe::Hint;
+
+use crate::ANALYSIS_RATE;
+use resample::MonoResampler;
+
+pub use symphonia::core::io::MediaSource as Source;
+
+/// Lowest accepted source sample rate (Hz).
+pub const MIN_SOURCE_RATE: u32 = 1000;
+/// Highest accepted source sample rate (Hz).
+pub const MAX_SOURCE_RATE: u32 = 768_000;
+/// Most audio (seconds, in total) that may be replaced by silence because its packets
+/// did not decode before the whole decode is refused. A few damaged frames in a long
+/// episode cannot hide a clip; more means the file is broken.
+pub const MAX_LOST_S: f64 = 0.5;
+
+/// How far the decoded duration may fall short of the container's before the decode is
+/// [`DecodeError::Incomplete`]: 100 ms plus 0.1 % (a frame of rounding, never a clip).
+pub fn duration_tolerance_s(expected_s: f64) -> f64 {
+    0.1 + expected_s * 0.001
+}
+
+/// Decoded audio: mono f32 samples at [`ANALYSIS_RATE`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DecodedAudio {
+    /// Mono samples at [`ANALYSIS_RATE`] (all source channels averaged).
+    pub samples: Vec<f32>,
+    /// Sample rate of the source stream (Hz); its first segment's when it changes.
+    pub source_rate: u32,
+    /// Number of channels in the source stream.
+    pub channels: u16,
+    /// Duration of the decoded audio in seconds.
+    pub duration_s: f64,
+    /// The duration the container declares (after encoder delay and padding), if any.
+    #[serde(default)]
+    pub expected_duration_s: Option<f64>,
+    /// The source rate of each segment, in order (one entry unless the rate changes).
+    #[serde(default)]
+    pub segment_rates: Vec<u32>,
+    /// Non-fatal notes (a rate change, a few damaged packets replaced by silence, a
+    /// stream longer than its header says).
+    pub warnings: Vec<String>,
+}
+
+/// Why a file or stream could not be decoded. Every variant keeps the input's name.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Serialize, Deserialize)]
+pub enum DecodeError {
+    /// The file could not be opened or read.
+    #[error("{input}: cannot read: {reason}")]
+    Io {
+        /// Offending input (path or label).
+        input: String,
+        /// Underlying error text.
+        reason: String,
+    },
+    /// No known container/format or no audio track: not an audio file.
+    #[error("{input}: not an audio file (no supported container or audio track): {reason}")]
+    NotAudio {
+        /// Offending input.
+        input: String,
+        /// Underlying error text.
+        reason: String,
+    },
+    /// The container is known but the codec is not supported; the reason names it.
+    #[error("{input}: unsupported codec: {reason}")]
+    UnsupportedCodec {
+        /// Offending input.
+        input: String,
+        /// The codec's name and what is supported.
+        reason: String,
+    },
+    /// The stream is corrupt or truncated before any audio decoded.
+    #[error("{input}: corrupt or truncated stream: {reason}")]
+    Corrupt {
+        /// Offending input.
+        input: String,
+        /// Underlying error text.
+        reason: String,
+    },
+    /// Only part of the audio decoded: the stream broke midway, too many packets were
+    /// lost, or it is shorter than its container declares. Nothing is researched.
+    #[error("{input}: incomplete: decoded {decoded_s:.3} s{expected}: {reason}; an episode is researched only when all of it decodes", expected = match .expected_s { Some(e) => format!(" of the {e:.3} s the container declares"), None => String::new() })]
+    Incomplete {
+        /// Offending input.
+        input: String,
+        /// Seconds decoded (from the start).
+        decoded_s: f64,
+        /// Seconds the container declares, if it does.
+        expected_s: Option<f64>,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The stream decoded to zero samples.
+    #[error("{input}: stream contains no audio samples")]
+    Empty {
+        /// Offending input.
+        input: String,
+    },
+    /// The sample rate is missing or outside [`MIN_SOURCE_RATE`]..=[`MAX_SOURCE_RATE`].
+    #[error("{input}: absurd or missing sample rate {rate:?} Hz")]
+    AbsurdSampleRate {
+        /// Offending input.
+        input: String,
+        /// Declared rate, if any.
+        rate: Option<u32>,
+    },
+}
+
+impl DecodeError {
+    /// The same error naming `input` instead (the URL a user knows, not a local file).
+    pub fn relabel(self, label: &str) -> DecodeError {
+        let input = label.to_string();
+        match self {
+            DecodeError::Io { reason, .. } => DecodeError::Io { input, reason },
+            DecodeError::NotAudio { reason, .. } => DecodeError::NotAudio { input, reason },
+            DecodeError::UnsupportedCodec { reason, .. } => {
+                DecodeError::UnsupportedCodec { input, reason }
+            }
+            DecodeError::Corrupt { reason, .. } => DecodeError::Corrupt { input, reason },
+            DecodeError::Incomplete {
+                decoded_s,
+                expected_s,
+                reason,
+                ..
+            } => DecodeError::Incomplete {
+                input,
+                decoded_s,
+                expected_s,
+                reason,
+            },
+            DecodeError::Empty { .. } => DecodeError::Empty { input },
+            DecodeError::AbsurdSampleRate { rate, .. } => {
+                DecodeError::AbsurdSampleRate { input, rate }
+            }
+        }
+    }
+}
+
+/// Codecs this build decodes, for error messages.
+pub const SUPPORTED_CODECS: &str = "MP3, AAC-LC, ALAC, Vorbis, FLAC, PCM, ADPCM";
+
+/// A codec's name for an operator ("Opus", "ALAC", ...), from symphonia's type.
+pub fn codec_name(codec: CodecType) -> String {
+    let name = match codec {
+        sc::CODEC_TYPE_OPUS => "Opus",
+        sc::CODEC_TYPE_ALAC => "ALAC",
+        sc::CODEC_TYPE_AAC => "AAC",
+        sc::CODEC_TYPE_MP1 => "MPEG-1 Layer I",
+        sc::CODEC_TYPE_MP2 => "MPEG-1 Layer II",
+        sc::CODEC_TYPE_MP3 => "MP3",
+        sc::CODEC_TYPE_VORBIS => "Vorbis",
+        sc::CODEC_TYPE_FLAC => "FLAC",
+        sc::CODEC_TYPE_SPEEX => "Speex",
+        sc::CODEC_TYPE_WAVPACK => "WavPack",
+        sc::CODEC_TYPE_MONKEYS_AUDIO => "Monkey's Audio",
+        sc::CODEC_TYPE_TTA => "TTA",
+        sc::CODEC_TYPE_MUSEPACK => "Musepack",
+        sc::CODEC_TYPE_EAC3 => "E-AC-3",
+        sc::CODEC_TYPE_DCA => "DTS",
+        sc::CODEC_TYPE_ATRAC1 | sc::CODEC_TYPE_ATRAC3 | sc::CODEC_TYPE_ATRAC3PLUS => "ATRAC",
+        sc::CODEC_TYPE_ATRAC9 => "ATRAC9",
+        other => return format!("codec {other}"),
+    };
+    name.to_string()
+}
+
+/// The reason an audio track's codec is refused: its name and what is supported.
+pub fn unsupported_reason(codec: CodecType, detail: &str) -> String {
+    format!(
+        "{} is not supported (this build decodes {SUPPORTED_CODECS}): {detail}",
+        codec_name(codec)
+    )
+}
+
+/// Decodes a file (the extension is used as a format hint).
+pub fn decode_file(path: &Path) -> Result<DecodedAudio, DecodeError> {
+    let input = path.display().to_string();
+    let file = File::open(path).map_err(|e| DecodeError::Io {
+        input: input.clone(),
+        reason: e.to_string(),
+    })?;
+    let ext = path.extension().and_then(|e| e.to_str()).map(str::to_owned);
+    decode_source(Box::new(file), ext.as_deref(), &input)
+}
+
+/// Decodes any symphonia media source (e.g. a file or an in-memory
+/// `std::io::Cursor<Vec<u8>>` with a downloaded body). `hint_ext` is an
+/// optional file extension used as a format hint ("mp3", "m4a", ...).
+pub fn decode_reader(
+    source: Box<dyn MediaSource>,
+    hint_ext: Option<&str>,
+) -> Result<DecodedAudio, DecodeError> {
+    decode_source(source, hint_ext, "<stream>")
+}
+
+/// Messages from the decoding thread to the resampling thread.
+enum Msg {
+    /// Mono samples at the current segment's rate.
+    Samples(Vec<f32>),
+    /// The following samples are at this rate (a new segment).
+    Rate(u32),
+}
+
+/// Mono samples per message from the decoding thread to the resampling thread.
+const SEND_CHUNK: usize = 1 << 16;
+
+/// Frames to drop at the start of the stream and to keep after them (MP4 gapless).
+#[derive(Debug, Clone, Copy)]
+struct Trim {
+    skip: u64,
+    keep: Option<u64>,
+    /// Frames produced by the decoder so far, before trimming.
+    pos: u64,
+}
+
+impl Trim {
+    /// Trims the `frames` mono samples just appended to `chunk`; returns how many stay.
+    fn apply(&mut self, chunk: &mut Vec<f32>, frames: usize) -> usize {
+        let start = chunk.len() - frames;
+        let from = self.pos;
+        let to = from + frames as u64;
+        self.pos = to;
+        let keep_to = match self.keep {
+            Some(k) => to.min(self.skip + k),
+            None => to,
+        };
+        let keep_from = from.max(self.skip);
+        if keep_to <= keep_from {
+            chunk.truncate(start);
+            return 0;
+        }
+        chunk.truncate(start + (keep_to - from) as usize);
+        chunk.drain(start..start + (keep_from - from) as usize);
+        (keep_to - keep_from) as usize
+    }
+}
+
+/// Like [`decode_reader`] but names the input (path or URL) in errors.
+pub fn decode_source(
+    mut source: Box<dyn MediaSource>,
+    hint_ext: Option<&str>,
+    input: &str,
+) -> Result<DecodedAudio, DecodeError> {
+    let input = input.to_owned();
+    let mp4_gapless = if source.is_seekable() {
+        mp4::read_gapless(&mut source)
+    } else {
+        None
+    };
+    let mss = MediaSourceStream::new(source, Default::default());
+    let mut hint = Hint::new();
+    if let Some(ext) = hint_ext {
+        hint.with_extension(ext);
+    }
+    let fmt_opts = FormatOptions {
+        enable_gapless: true,
+        ..Default::default()
+    };
+    let probed = symphonia::default::get_probe()
+        .format(&hint, mss, &fmt_opts, &MetadataOptions::default())
+        .map_err(|e| match e {
+            SymError::IoError(ref io) if io.kind() != std::io::ErrorKind::UnexpectedEof => {
+                DecodeError::Io {
+                    input: input.clone(),
+                    reason: e.to_string(),
+                }
+            }
+            _ => DecodeError::NotAudio {
+                input: input.clone(),
+                reason: e.to_string(),
+            },
+        })?;
+    let mut format = probed.format;
+    let track = format
+        .tracks()
+        .iter()
+        .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
+        .ok_or_else(|| DecodeError::NotAudio {
+            input: input.clone(),
+            reason: "no audio track".into(),
+        })?;
+    let track_id = track.id;
+    let mut params = track.codec_params.clone();
+    // MP4's sample entry holds the rate as 16.16 fixed point: 88.2 and 96 kHz do not fit.
+    // The decoder's own configuration (what it decodes at) has the true rate.
+    let configured = match (params.codec, params.extra_data.as_deref()) {
+        (sc::CODEC_TYPE_AAC, Some(asc)) => asc_rate(asc),
+        // ALAC's magic cookie: 24 bytes (48 with a channel layout), the rate at 20..24.
+        (sc::CODEC_TYPE_ALAC, Some(cookie)) if cookie.len() >= 24 => Some(u32::from_be_bytes([
+            cookie[20], cookie[21], cookie[22], cookie[23],
+        ])),
+        _ => None,
+    };
+    if let Some(rate) = configured.filter(|r| *r > 0) {
+        params.sample_rate = Some(rate);
+    }
+    let params = params;
+    let source_rate = check_rate(params.sample_rate, &input)?;
+    let mut decoder = make_decoder(&params, &input)?;
+    let is_mp3 = params.codec == sc::CODEC_TYPE_MP3;
+    let is_mp4_track =
+        mp4_gapless.is_some() && matches!(params.codec, sc::CODEC_TYPE_AAC | sc::CODEC_TYPE_ALAC);
+    let mut trim = mp4_gapless.filter(|_| is_mp4_track).map(|g| {
+        let (skip, keep) = g.frames(source_rate);
+        Trim { skip, keep, pos: 0 }
+    });
+    // The duration the container declares: MP3 only with a LAME tag (without one the
+    // reader estimates it from the first frame's bitrate, wrong for VBR).
+    let expected_frames = match &trim {
+        Some(t) => t.keep,
+        None if is_mp3 && params.delay.is_none() => None,
+        None => params.n_frames,
+    };
+    let expected_s = expected_frames.map(|n| n as f64 / source_rate as f64);
+    let mono = MonoResampler::new(source_rate, expected_frames.unwrap_or(0), &input)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(64);
+    std::thread::scope(|scope| {
+        // Resampling runs on a second thread, pipelined with decoding.
+        let worker_input = input.clone();
+        let worker = scope.spawn(move || -> Result<Vec<f32>, DecodeError> {
+            let mut current = mono;
+            let mut done: Vec<f32> = Vec::new();
+            for msg in rx {
+                match msg {
+                    Msg::Samples(chunk) => current.push_interleaved(&chunk, 1)?,
+                    Msg::Rate(rate) => {
+                        let next = MonoResampler::new(rate, 0, &worker_input)?;
+                        let seg = std::mem::replace(&mut current, next).finish()?;
+                        if done.is_empty() {
+                            done = seg;
+                        } else {
+                            done.extend_from_slice(&seg);
+                        }
+                    }
+                }
+            }
+            let seg = current.finish()?;
+            if done.is_empty() {
+                Ok(seg)
+            } else {
+                done.extend_from_slice(&seg);
+                Ok(done)
+            }
+        });
+        let mut state = Progress {
+            rate: source_rate,
+            decoded_s: 0.0,
+            frames_in: 0,
+            lost_s: 0.0,
+            lost_packets: 0,
+            first_lost: None,
+            segment_rates: vec![source_rate],
+            channels: params.channels.map(|c| c.count() as u16).unwrap_or(0),
+            warnings: Vec::new(),
+        };
+        let mut sample_buf: Option<SampleBuffer<f32>> = None;
+        let mut chunk: Vec<f32> = Vec::with_capacity(SEND_CHUNK + 8192);
+        let mut held: Option<Packet> = None;
+        let mut past_declared_end = false;
+        let mut broke: Option<String> = None;
+        let mut ended = false;
+        loop {
+            let next = if ended {
+                None
+            } else {
+                loop {
+                    match format.next_packet() {
+                        Ok(p) if p.track_id() == track_id => break Some(p),
+                        Ok(_) => continue,
+                        Err(SymError::IoError(e))
+                            if e.kind() == std::io::ErrorKind::UnexpectedEof =>
+                        {
+                            ended = true;
+                            break None;
+                        }
+                        Err(SymError::ResetRequired) => {
+                            // A new logical stream (chained Ogg) with its own tracks.
+                            broke = Some(
+                                "the stream switches to new tracks midway (chained streams are not supported)"
+                                    .to_string(),
+                            );
+                            ended = true;
+                            break None;
+                        }
+                        Err(e) => {
+                            if state.frames_in == 0 && held.is_none() {
+                                return Err(DecodeError::Corrupt {
+                                    input,
+                                    reason: e.to_string(),
+                                });
+                            }
+                            broke = Some(format!("the stream broke: {e}"));
+                            ended = true;
+                            break None;
+                        }
+                    }
+                }
+            };
+            // Decode the packet before this one, now that we know whether one follows:
+            // the MP3 reader cuts everything past the length its header declares, wrong
+            // for joined files (the rest of the stream would be silently dropped).
+            let Some(mut packet) = std::mem::replace(&mut held, next) else {
+                if ended {
+                    break;
+                }
+                continue;
+            };
+            if is_mp3 && packet.trim_end > 0 && held.is_some() {
+                packet.dur += u64::from(packet.trim_end);
+                packet.trim_end = 0;
+                if !past_declared_end {
+                    past_declared_end = true;
+                    state.warnings.push(format!(
+                        "the stream goes on past the {:.3} s its header declares (joined files?); decoded all of it",
+                        expected_s.unwrap_or(0.0)
+                    ));
+                }
+            }
+            let frames = match decoder.decode(&packet) {
+                Ok(buf) => {
+                    let spec = *buf.spec();
+                    if spec.rate != state.rate {
+                        // Some decoders follow a rate change themselves.
+                        check_rate(Some(spec.rate), &input)?;
+                        flush(&tx, &mut chunk);
+                        let _ = tx.send(Msg::Rate(spec.rate));
+                        state.new_segment(spec.rate);
+                    }
+                    state.channels = spec.channels.count().max(1) as u16;
+                    mix(&buf, &mut sample_buf, &mut chunk)
+                }
+                Err(SymError::DecodeError(msg)) => {
+                    // A changed signal (sample rate, channels) needs a fresh decoder.
+                    let mut fresh = make_decoder(&params, &input)?;
+                    let changed = match fresh.decode(&packet) {
+                        Ok(buf) => {
+                            let spec = *buf.spec();
+                            check_rate(Some(spec.rate), &input)?;
+                            flush(&tx, &mut chunk);
+                            if spec.rate != state.rate {
+                                let _ = tx.send(Msg::Rate(spec.rate));
+                                state.warnings.push(format!(
+                                    "sample rate changes from {} to {} Hz at {:.3} s; each part resampled",
+                                    state.rate, spec.rate, state.decoded_s
+                                ));
+                                state.new_segment(spec.rate);
+                            }
+                            state.channels = spec.channels.count().max(1) as u16;
+                            Some(mix(&buf, &mut sample_buf, &mut chunk))
+                        }
+                        Err(_) => None,
+                    };
+                    match changed {
+                        Some(frames) => {
+                            decoder = fresh;
+                            frames
+                        }
+                        None => {
+                            // Keep time: silence as long as the lost packet.
+                            let n = packet_frames(&packet, &params, state.rate);
+                            state.lose(n, msg);
+                            chunk.extend(std::iter::repeat_n(0.0, n));
+                            n
+                        }
+                    }
+                }
+                Err(e) => {
+                    if state.frames_in == 0 {
+                        return Err(DecodeError::Corrupt {
+                            input,
+                            reason: e.to_string(),
+                        });
+                    }
+                    broke = Some(format!("the decoder stopped: {e}"));
+                    ended = true;
+                    held = None;
+                    0
+                }
+            };
+            let frames = match &mut trim {
+                Some(t) => t.apply(&mut chunk, frames),
+                None => frames,
+            };
+            state.frames_in += frames as u64;
+            state.decoded_s += frames as f64 / state.rate as f64;
+            if chunk.len() >= SEND_CHUNK {
+                flush(&tx, &mut chunk);
+            }
+        }
+        flush(&tx, &mut chunk);
+        drop(tx);
+        if state.frames_in == 0 {
+            if state.lost_packets > 0 {
+                return Err(DecodeError::Corrupt {
+                    input,
+                    reason: format!("{} undecodable packets, no audio", state.lost_packets),
+                });
+            }
+            return Err(DecodeError::Empty { input });
+        }
+        let incomplete = |reason: String| DecodeError::Incomplete {
+            input: input.clone(),
+            decoded_s: state.decoded_s,
+            expected_s,
+            reason,
+        };
+        if let Some(reason) = broke {
+            return Err(incomplete(reason));
+        }
+        if state.lost_s > MAX_LOST_S {
+            return Err(incomplete(format!(
+                "{} packets ({:.3} s) did not decode, over the {MAX_LOST_S} s allowed; first: {}",
+                state.lost_packets,
+                state.lost_s,
+                state.first_lost.clone().unwrap_or_default()
+            )));
+        }
+        if let Some(e) = expected_s {
+            if state.decoded_s < e - duration_tolerance_s(e) {
+                return Err(incomplete(format!(
+                    "{:.3} s short of the declared duration (truncated or damaged file)",
+                    e - state.decoded_s
+                )));
+            }
+        }
+        if state.lost_packets > 0 {
+            state.warnings.push(format!(
+                "{} undecodable packets ({:.3} s) replaced by silence; first: {}",
+                state.lost_packets,
+                state.lost_s,
+                state.first_lost.clone().unwrap_or_default()
+            ));
+        }
+        let mut samples = worker.join().map_err(|_| DecodeError::Corrupt {
+            input: input.clone(),
+            reason: "resampler thread panicked".into(),
+        })??;
+        band::band_limit(&mut samples);
+        let duration_s = samples.len() as f64 / ANALYSIS_RATE as f64;
+        Ok(DecodedAudio {
+            samples,
+            source_rate,
+            channels: state.channels,
+            duration_s,
+            expected_duration_s: expected_s,
+            segment_rates: state.segment_rates,
+            warnings: state.warnings,
+        })
+    })
+}
+
+/// What the decode loop has seen so far.
+struct Progress {
+    rate: u32,
+    decoded_s: f64,
+    frames_in: u64,
+    lost_s: f64,
+    lost_packets: usize,
+    first_lost: Option<String>,
+    segment_rates: Vec<u32>,
+    channels: u16,
+    warnings: Vec<String>,
+}
+
+impl Progress {
+    fn new_segment(&mut self, rate: u32) {
+        self.rate = rate;
+        self.segment_rates.push(rate);
+    }
+
+    fn lose(&mut self, frames: usize, msg: &str) {
+        self.lost_packets += 1;
+        self.lost_s += frames as f64 / self.rate as f64;
+        if self.first_lost.is_none() {
+            self.first_lost = Some(format!("at {:.3} s: {msg}", self.decoded_s));
+        }
+    }
+}
+
+/// The sampling frequency of an MPEG-4 AudioSpecificConfig (ISO 14496-3 1.6.2.1).
+fn asc_rate(asc: &[u8]) -> Option<u32> {
+    const RATES: [u32; 13] = [
+        96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350,
+    ];
+    let bits = u64::from_be_bytes({
+        let mut b = [0u8; 8];
+        let n = asc.len().min(8);
+        b[..n].copy_from_slice(&asc[..n]);
+        b
+    });
+    let mut pos = 0u32;
+    let mut take = |n: u32| -> u64 {
+        let v = (bits >> (64 - pos - n)) & ((1u64 << n) - 1);
+        pos += n;
+        v
+    };
+    let object = take(5);
+    if object == 31 {
+        take(6);
+    }
+    match take(4) {
+        15 => u32::try_from(take(24)).ok().filter(|r| *r > 0),
+        i => RATES.get(i as usize).copied(),
+    }
+}
+
+fn check_rate(rate: Option<u32>, input: &str) -> Result<u32, DecodeError> {
+    match rate {
+        Some(r) if (MIN_SOURCE_RATE..=MAX_SOURCE_RATE).contains(&r) => Ok(r),
+        _ => Err(DecodeError::AbsurdSampleRate {
+            input: input.to_string(),
+            rate,
+        }),
+    }
+}
+
+fn make_decoder(
+    params: &sc::CodecParameters,
+    input: &str,
+) -> Result<Box<dyn Decoder>, DecodeError> {
+    symphonia::default::get_codecs()
+        .make(params, &DecoderOptions::default())
+        .map_err(|e| DecodeError::UnsupportedCodec {
+            input: input.to_string(),
+            reason: unsupported_reason(params.codec, &e.to_string()),
+        })
+}
+
+/// The frames a packet would have decoded to, at `rate` (for the silence replacing it).
+fn packet_frames(packet: &Packet, params: &sc::CodecParameters, rate: u32) -> usize {
+    let dur = packet.dur;
+    let frames = match params.time_base {
+        Some(tb) if tb.denom != rate || tb.numer != 1 => {
+            (dur as f64 * tb.numer as f64 / tb.denom as f64 * rate as f64).round() as u64
+        }
+        _ => dur,
+    };
+    // A damaged header can claim anything: at most a second per packet.
+    frames.min(rate as u64) as usize
+}
+
+fn flush(tx: &std::sync::mpsc::SyncSender<Msg>, chunk: &mut Vec<f32>) {
+    if chunk.is_empty() {
+        return;
+    }
+    let full = std::mem::replace(chunk, Vec::with_capacity(SEND_CHUNK + 8192));
+    let _ = tx.send(Msg::Samples(full));
+}
+
+/// Appends the mono mix of `buf` to `out`; returns its frames.
+fn mix(
+    buf: &AudioBufferRef<'_>,
+    sample_buf: &mut Option<SampleBuffer<f32>>,
+    out: &mut Vec<f32>,
+) -> usize {
+    let spec = *buf.spec();
+    let nch = spec.channels.count().max(1);
+    let frames = buf.frames();
+    if !downmix_planar(buf, out) {
+        // Not f32 planar (PCM, FLAC, ...): through an interleaved copy.
+        let needed = buf.capacity() as u64;
+        let sb = match sample_buf {
+            Some(sb) if sb.capacity() as u64 >= needed * nch as u64 => sb,
+            _ => sample_buf.insert(SampleBuffer::<f32>::new(needed, spec)),
+        };
+        sb.copy_interleaved_ref(buf.clone());
+        let data = sb.samples();
+        let inv = 1.0 / nch as f32;
+        out.extend(
+            data.chunks_exact(nch)
+                .take(frames)
+                .map(|f| f.iter().sum::<f32>() * inv),
+        );
+    }
+    frames
+}
+
+/// Appends the average of all channels of `buf` to `out` when it holds planar f32
+/// (what the MP3, AAC and Vorbis decoders produce), reading the channel planes directly
+/// instead of through an interleaved copy. Returns false for other sample formats.
+fn downmix_planar(buf: &AudioBufferRef<'_>, out: &mut Vec<f32>) -> bool {
+    let AudioBufferRef::F32(b) = buf else {
+        return false;
+    };
+    let nch = b.spec().channels.count();
+    let frames = b.frames();
+    if nch == 0 {
+        return true;
+    }
+    let start = out.len();
+    out.extend_from_slice(&b.chan(0)[..frames]);
+    let mixed = &mut out[start..];
+    for c in 1..nch {
+        for (o, v) in mixed.iter_mut().zip(&b.chan(c)[..frames]) {
+            *o += *v;
+        }
+    }
+    if nch > 1 {
+        let inv = 1.0 / nch as f32;
+        mixed.iter_mut().for_each(|o| *o *= inv);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trim_drops_priming_and_padding_across_packets() {
+        let mut t = Trim {
+            skip: 1500,
+            keep: Some(1000),
+            pos: 0,
+        };
+        let mut out = Vec::new();
+        let mut kept = 0;
+        for p in 0..4 {
+            out.extend((0..1024).map(|i| (p * 1024 + i) as f32));
+            kept += t.apply(&mut out, 1024);
+        }
+        assert_eq!(kept, 1000);
+        assert_eq!(out.len(), 1000);
+        assert_eq!(out[0], 1500.0);
+        assert_eq!(out[999], 2499.0);
+    }
+
+    #[test]
+    fn audio_specific_config_rates() {
+        // AAC-LC (2), index 0 (96 kHz), stereo.
+        assert_eq!(asc_rate(&[0x10, 0x10]), Some(96000));
+        // AAC-LC, index 4 (44.1 kHz).
+        assert_eq!(asc_rate(&[0x12, 0x10]), Some(44100));
+        assert_eq!(asc_rate(&[0x15, 0x88]), Some(8000));
+    }
+
+    #[test]
+    fn opus_and_alac_are_named() {
+        assert_eq!(codec_name(sc::CODEC_TYPE_OPUS), "Opus");
+        assert!(unsupported_reason(sc::CODEC_TYPE_OPUS, "x").starts_with("Opus is not supported"));
+    }
+}
