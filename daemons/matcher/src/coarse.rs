@@ -184,8 +184,9 @@ fn cplan(m: usize) -> Arc<dyn Fft<f32>> {
 pub(crate) struct CoarseParams {
     /// Minimum band-envelope NCC of a candidate.
     pub threshold: f32,
-    /// Candidates kept per clip (best first).
-    pub max_candidates: usize,
+    /// Candidates kept per clip (best first): the caller verifies them in batches
+    /// while the batches keep finding occurrences.
+    pub max_kept: usize,
     /// Peak separation as a fraction of the clip length.
     pub min_sep_frac: f64,
 }
@@ -358,7 +359,7 @@ pub(crate) fn coarse_fine<S: Samples + ?Sized>(
                             });
                         }
                     }
-                    res.push(nms(cands, l, params.min_sep_frac, params.max_candidates));
+                    res.push(nms(cands, l, params.min_sep_frac, params.max_kept));
                 }
                 res
             })
@@ -368,12 +369,7 @@ pub(crate) fn coarse_fine<S: Samples + ?Sized>(
                 .iter()
                 .flat_map(|r| r[k].iter().copied())
                 .collect();
-            out[ci] = nms(
-                all,
-                clips[ci].len(),
-                params.min_sep_frac,
-                params.max_candidates,
-            );
+            out[ci] = nms(all, clips[ci].len(), params.min_sep_frac, params.max_kept);
         }
     }
     out
@@ -493,7 +489,7 @@ mod tests {
         let p = PreparedClip::new(&clip);
         let params = CoarseParams {
             threshold: 0.1,
-            max_candidates: 4,
+            max_kept: 4,
             min_sep_frac: 0.75,
         };
         let c = coarse_fine(&ep2, &[&p], &params);
