@@ -665,15 +665,24 @@ impl Matcher {
     ) -> Vec<Result<ClipResult, MatchError>> {
         let t0 = Instant::now();
         let cfg = &self.config;
-        // Only the whitened clip is kept (the raw samples stay with the caller).
-        let prepared: Vec<Result<PreparedClip, MatchError>> = clips
+        // Clips are checked here and whitened where they are used (the coarse pass,
+        // one chunk of clips at a time, then each clip's fine pass): 1,000 clips
+        // are never all held as whitened copies at once (the raw samples stay with
+        // the caller).
+        let lens: Vec<Result<usize, MatchError>> = clips
             .par_iter()
-            .map(|(l, c)| Ok(self.comparable(&self.validate(c.as_ref(), l.as_ref())?)))
+            .map(|(l, c)| self.validate(c.as_ref(), l.as_ref()).map(|p| p.len()))
             .collect();
-        let ok: Vec<&PreparedClip> = prepared.iter().filter_map(|p| p.as_ref().ok()).collect();
+        let ok: Vec<usize> = (0..clips.len()).filter(|&i| lens[i].is_ok()).collect();
+        let ok_lens: Vec<usize> = lens
+            .iter()
+            .filter_map(|l| l.as_ref().ok().copied())
+            .collect();
+        let prepare = |k: usize| self.comparable(&PreparedClip::new(clips[ok[k]].1.as_ref()));
         let cands = coarse::coarse_fine(
             &self.episode,
-            &ok,
+            &ok_lens,
+            &prepare,
             &CoarseParams {
                 threshold: cfg.band_threshold,
                 max_kept: max_kept(cfg),
@@ -689,19 +698,19 @@ impl Matcher {
             );
         }
         let mut it = cands.into_iter();
-        type WithCands = Result<(PreparedClip, Vec<ncc::Peak>), MatchError>;
-        let with_cands: Vec<WithCands> = prepared
+        let with_cands: Vec<Result<Vec<ncc::Peak>, MatchError>> = lens
             .into_iter()
-            .map(|p| {
-                let p = p?;
-                Ok((p, it.next().unwrap_or_default()))
+            .map(|l| {
+                l?;
+                Ok(it.next().unwrap_or_default())
             })
             .collect();
         with_cands
             .into_par_iter()
             .zip(clips.par_iter())
             .map(|(r, (label, raw))| {
-                let (p, cands) = r?;
+                let cands = r?;
+                let p = self.comparable(&PreparedClip::new(raw.as_ref()));
                 let t1 = Instant::now();
                 let dur = p.len() as f64 / ANALYSIS_RATE as f64;
                 let thr = self.clip_threshold(&p);
