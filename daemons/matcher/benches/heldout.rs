@@ -9,7 +9,9 @@
 //! ```
 //! Environment: `HELDOUT_DIR` (default `.local/heldout`), `HELDOUT_SPLITS` (default
 //! `A,B`), `HELDOUT_CONFIGS` (default `full,baseline`), `HELDOUT_EPISODES` (names,
-//! default all), `HELDOUT_VERBOSE=1` (print every miss, false positive and late hit).
+//! default all), `HELDOUT_VERBOSE=1` (print every miss, false positive and late hit),
+//! `HELDOUT_MATCH_CONFIG` (a `MatchConfig` JSON object for our configs, e.g.
+//! `{"band_threshold":0.1}`; for tuning on split A).
 //!
 //! A reported occurrence is a hit when it is of the right clip and the clip start it
 //! implies (offset - clip_start / speed) is within 0.5 s of a placed copy's; every other
@@ -150,13 +152,15 @@ fn main() {
                 let audio = decode_file(&sd.join(&ep.file))
                     .unwrap_or_else(|e| panic!("episode {}: {e}", ep.name));
                 let t0 = Instant::now();
-                let m = Matcher::from_samples(
-                    audio.samples,
-                    MatchConfig {
-                        mode,
-                        ..Default::default()
-                    },
-                );
+                let mut cfg: MatchConfig = match std::env::var("HELDOUT_MATCH_CONFIG") {
+                    // Settings under test (JSON object, missing fields default).
+                    Ok(j) if mode != MatchMode::Exhaustive => {
+                        serde_json::from_str(&j).expect("HELDOUT_MATCH_CONFIG: MatchConfig JSON")
+                    }
+                    _ => MatchConfig::default(),
+                };
+                cfg.mode = mode;
+                let m = Matcher::from_samples(audio.samples, cfg);
                 let res = m.find_all(&clips);
                 let secs = t0.elapsed().as_secs_f64();
                 t.match_s += secs;
