@@ -120,7 +120,10 @@ fn nested_and_overlapping_clips_get_the_same_answer_in_any_batch() {
 /// A 2 s drop placed 120 times and a 1 s sting 60 times in 9 minutes of speech and
 /// music: every copy is reported (the old matcher verified its 32 best coarse candidates
 /// and reported at most about 40 per clip).
-fn many_copies() -> (Vec<f32>, Vec<(String, Vec<f32>)>, Vec<usize>) {
+/// Episode, clips and how many copies of each were placed.
+type ManyCopies = (Vec<f32>, Vec<(String, Vec<f32>)>, Vec<usize>);
+
+fn many_copies() -> ManyCopies {
     let mut s = Scenario::new(52, 540.0, BedKind::Mixed);
     let drop = s.add_clip("drop", ClipKind::SpokenDrop, 2.0);
     let sting = s.add_clip("sting", ClipKind::Sting, 1.0);
