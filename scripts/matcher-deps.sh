@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian tools used by the matcher's corpus generator and benchmark
 # (lame for MP3 encoding, sox and espeak-ng for optional audio work, ffmpeg for
-# the audfprint baseline) and, optionally, the audfprint baseline itself.
+# the audfprint baseline), festival and three sets of system sounds for the held-out
+# corpus (scripts/heldout-corpus.py) and, optionally, the audfprint baseline itself.
 #   scripts/matcher-deps.sh            # Debian tools
 #   scripts/matcher-deps.sh --audfprint  # also .local/audfprint (PyPI audfprint2)
 set -euo pipefail
@@ -10,6 +11,11 @@ missing=()
 for t in sox lame espeak-ng ffmpeg; do
   command -v "$t" >/dev/null 2>&1 || missing+=("$t")
 done
+command -v text2wave >/dev/null 2>&1 || missing+=(festival)
+[ -d /usr/share/festival/voices/english/kal_diphone ] || missing+=(festvox-kallpc16k)
+[ -d /usr/share/sounds/freedesktop ] || missing+=(sound-theme-freedesktop)
+[ -d /usr/share/sounds/Yaru ] || missing+=(yaru-theme-sound)
+[ -d /usr/share/sounds/alsa ] || missing+=(alsa-utils)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

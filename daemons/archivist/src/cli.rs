@@ -106,6 +106,7 @@ pub enum Command {
     #[command(subcommand)]
     Schema(cmd::schema::SchemaCommand),
     /// Find where clips occur in an episode (files or URLs), without ZooKeeper.
+    #[command(after_help = cmd::matching::settings_help())]
     Match(cmd::matching::MatchArgs),
     /// Register episodes and clips in the catalog.
     #[command(subcommand)]

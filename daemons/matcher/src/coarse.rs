@@ -184,8 +184,9 @@ fn cplan(m: usize) -> Arc<dyn Fft<f32>> {
 pub(crate) struct CoarseParams {
     /// Minimum band-envelope NCC of a candidate.
     pub threshold: f32,
-    /// Candidates kept per clip (best first).
-    pub max_candidates: usize,
+    /// Candidates kept per clip (best first): the caller verifies them in batches
+    /// while the batches keep finding occurrences.
+    pub max_kept: usize,
     /// Peak separation as a fraction of the clip length.
     pub min_sep_frac: f64,
 }
@@ -194,18 +195,19 @@ pub(crate) struct CoarseParams {
 /// `ncc` is the coarse score). Clips longer than the episode get none.
 pub(crate) fn coarse_fine<S: Samples + ?Sized>(
     episode: &S,
-    clips: &[&PreparedClip],
+    lens: &[usize],
+    prepare: &(dyn Fn(usize) -> PreparedClip + Sync),
     params: &CoarseParams,
 ) -> Vec<Vec<Peak>> {
-    let mut out: Vec<Vec<Peak>> = vec![Vec::new(); clips.len()];
-    let key = |c: &PreparedClip| (block_size(c.len()), decimation(c.len()));
-    let mut sizes: Vec<(usize, usize)> = clips.iter().map(|c| key(c)).collect();
+    let mut out: Vec<Vec<Peak>> = vec![Vec::new(); lens.len()];
+    let key = |l: usize| (block_size(l), decimation(l));
+    let mut sizes: Vec<(usize, usize)> = lens.iter().map(|&l| key(l)).collect();
     sizes.sort_unstable();
     sizes.dedup();
     let mut chunks: Vec<(usize, usize, Vec<usize>)> = Vec::new();
     for (n, step) in sizes {
-        let all: Vec<usize> = (0..clips.len())
-            .filter(|&i| key(clips[i]) == (n, step) && clips[i].len() <= episode.len())
+        let all: Vec<usize> = (0..lens.len())
+            .filter(|&i| key(lens[i]) == (n, step) && lens[i] <= episode.len())
             .collect();
         // Clip band spectra are small (n/(2 step) bins); the budget is generous.
         let per_chunk = ((64usize << 20) / (n / 2)).clamp(1, 256);
@@ -232,7 +234,10 @@ pub(crate) fn coarse_fine<S: Samples + ?Sized>(
             .map(|&i| {
                 let (fwd, _) = plans(n);
                 let mut buf = vec![0.0f32; n];
-                buf[..clips[i].len()].copy_from_slice(&clips[i].samples);
+                // The clip is prepared (whitened) here and dropped with this chunk:
+                // 1,000 clips are not all held as whitened copies at once.
+                let c = prepare(i);
+                buf[..c.len()].copy_from_slice(&c.samples);
                 let mut spec = fwd.make_output_vec();
                 let _ = fwd.process(&mut buf, &mut spec);
                 let pw: Vec<f64> = spec.iter().map(|c| c.norm_sqr() as f64).collect();
@@ -254,9 +259,9 @@ pub(crate) fn coarse_fine<S: Samples + ?Sized>(
         let mut used: Vec<usize> = specs.iter().map(|s| s.0).collect();
         used.sort_unstable();
         used.dedup();
-        let lmax = idx.iter().map(|&i| clips[i].len()).max().unwrap_or(1);
+        let lmax = idx.iter().map(|&i| lens[i]).max().unwrap_or(1);
         let hop = ((n - lmax + 1) / step).max(1) * step;
-        let last_start = episode.len() - idx.iter().map(|&i| clips[i].len()).min().unwrap_or(1);
+        let last_start = episode.len() - idx.iter().map(|&i| lens[i]).min().unwrap_or(1);
         let nblocks = last_start / hop + 1;
         let thr2 = (params.threshold as f64).powi(2);
         let per_block: Vec<Vec<Vec<Peak>>> = (0..nblocks)
@@ -296,7 +301,7 @@ pub(crate) fn coarse_fine<S: Samples + ?Sized>(
                 let mut res = Vec::with_capacity(idx.len());
                 let mut env = vec![0.0f32; m];
                 for (k, &ci) in idx.iter().enumerate() {
-                    let l = clips[ci].len();
+                    let l = lens[ci];
                     let (bi, cb, ec) = &specs[k];
                     let k0 = bi * band_hop;
                     let pre = match band_pre.iter().find(|(b, _)| b == bi) {
@@ -358,7 +363,7 @@ pub(crate) fn coarse_fine<S: Samples + ?Sized>(
                             });
                         }
                     }
-                    res.push(nms(cands, l, params.min_sep_frac, params.max_candidates));
+                    res.push(nms(cands, l, params.min_sep_frac, params.max_kept));
                 }
                 res
             })
@@ -368,12 +373,7 @@ pub(crate) fn coarse_fine<S: Samples + ?Sized>(
                 .iter()
                 .flat_map(|r| r[k].iter().copied())
                 .collect();
-            out[ci] = nms(
-                all,
-                clips[ci].len(),
-                params.min_sep_frac,
-                params.max_candidates,
-            );
+            out[ci] = nms(all, lens[ci], params.min_sep_frac, params.max_kept);
         }
     }
     out
@@ -493,10 +493,10 @@ mod tests {
         let p = PreparedClip::new(&clip);
         let params = CoarseParams {
             threshold: 0.1,
-            max_candidates: 4,
+            max_kept: 4,
             min_sep_frac: 0.75,
         };
-        let c = coarse_fine(&ep2, &[&p], &params);
+        let c = coarse_fine(&ep2, &[p.len()], &|_| p.clone(), &params);
         let best = c[0]
             .iter()
             .max_by(|a, b| a.ncc.total_cmp(&b.ncc))
@@ -511,6 +511,6 @@ mod tests {
             threshold: 0.3,
             ..params
         };
-        assert!(coarse_fine(&ep, &[&p], &params)[0].is_empty());
+        assert!(coarse_fine(&ep, &[p.len()], &|_| p.clone(), &params)[0].is_empty());
     }
 }

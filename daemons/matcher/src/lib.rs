@@ -39,7 +39,9 @@ pub mod report;
 mod speed;
 mod store;
 
-pub use matcher::{ClipResult, Detector, MatchConfig, MatchError, MatchMode, Matcher, Occurrence};
+pub use matcher::{
+    ClipResult, ConfigError, Detector, MatchConfig, MatchError, MatchMode, Matcher, Occurrence,
+};
 
 /// Sample rate (Hz) of all analysis signals: episodes and clips are mono f32 at this rate.
 pub const ANALYSIS_RATE: u32 = 8000;

@@ -39,6 +39,12 @@ pub struct Occurrence {
     pub clip_end_s: f64,
     /// Detector that found it.
     pub detector: Detector,
+    /// Other clips of the same request with a stronger occurrence here that resembles
+    /// this clip enough to explain this one's score (nested clips, a sting cut from a
+    /// theme, similar stings). An annotation only: the occurrence is real audio and is
+    /// reported whichever clips are matched with it; only this list depends on the batch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_explained_by: Vec<String>,
 }
 
 impl Occurrence {
@@ -60,6 +66,11 @@ pub struct ClipResult {
     /// Time spent matching this clip (s). For a batch in exhaustive mode this is
     /// the batch time divided by the number of clips.
     pub elapsed_s: f64,
+    /// More occurrences passed the thresholds than [`MatchConfig::max_occurrences`]:
+    /// only the most confident ones are in `occurrences`. Never set silently below the
+    /// limit; a caller should show it (the answer is incomplete).
+    #[serde(default)]
+    pub limit_reached: bool,
 }
 
 /// Why a clip could not be matched. Every variant names the clip.
@@ -167,6 +178,125 @@ pub struct MatchConfig {
     /// (default 10.0; 0 disables; not used in exhaustive mode). Calibrated on
     /// clip-free audio: see docs/matcher.md.
     pub null_sigmas: f32,
+    /// A whole-clip NCC hit at least this confident is certain (default 0.6): the
+    /// local check below does not test it, and the warped detector neither
+    /// re-verifies nor re-times it. Weaker hits may be a speed-changed copy seen at the
+    /// wrong speed and lag.
+    pub sure_ncc: f32,
+    /// Local check of weak hits of short clips: a hit below `sure_ncc` of a clip shorter
+    /// than `local_check_max_clip_s` must be at least this many times the largest |NCC|
+    /// of the clip within 10 s around it, the clip's other hits left out (default 1.35;
+    /// 0 disables). Measured: true hits 1.52 or more, clip-free false positives
+    /// (a tonal sting over music with its notes) 1.09-1.21.
+    pub local_check_ratio: f32,
+    /// Clips this long or longer (s) skip the local check (default 3.0).
+    pub local_check_max_clip_s: f64,
+    /// A whole-clip hit becomes a partial occurrence when the run of its 256 ms
+    /// blocks that match covers less than this fraction of a clip of at least
+    /// 2 x `min_partial_s` (default 0.9).
+    pub whole_min_coverage: f64,
+    /// Warped detector: a 64 ms piece of the re-timed clip matches when its NCC is at
+    /// least this (default 0.3); the matched part is the longest run of such pieces.
+    pub piece_threshold: f32,
+    /// Warped detector, clips of one 2 s segment: a candidate is dropped when no point
+    /// of the 1% speed grid reaches this mean piece NCC in the coarse timing pass
+    /// (default 0.4; a real copy scores over 0.6, unrelated audio 0.2-0.3).
+    pub short_clip_speed_threshold: f32,
+    /// Warped detector: a weak whole-clip hit (below `sure_ncc`) is re-timed by the
+    /// warped measurement of the same event when that scores at least this much higher
+    /// (default 0.03) ...
+    pub retime_margin: f32,
+    /// ... at a speed at least this far from 1 (default 0.01) ...
+    pub retime_min_speed_deviation: f32,
+    /// ... for clips at least this long (s, default 2.0).
+    pub retime_min_clip_s: f64,
+}
+
+/// A [`MatchConfig`] value out of its range.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+#[error("matcher setting {name} = {value}: {why}")]
+pub struct ConfigError {
+    /// The setting's field name.
+    pub name: &'static str,
+    /// The value given.
+    pub value: String,
+    /// What is allowed.
+    pub why: &'static str,
+}
+
+impl MatchConfig {
+    /// Checks every setting's range, so a typo in a configuration file is an error
+    /// instead of a matcher that silently finds nothing (or everything).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let unit: [(&'static str, f32); 11] = [
+            ("threshold", self.threshold),
+            ("coarse_threshold", self.coarse_threshold),
+            ("band_threshold", self.band_threshold),
+            ("segment_threshold", self.segment_threshold),
+            ("warped_threshold", self.warped_threshold),
+            ("sure_ncc", self.sure_ncc),
+            ("piece_threshold", self.piece_threshold),
+            (
+                "short_clip_speed_threshold",
+                self.short_clip_speed_threshold,
+            ),
+            ("retime_margin", self.retime_margin),
+            (
+                "retime_min_speed_deviation",
+                self.retime_min_speed_deviation,
+            ),
+            ("max_speed_deviation", self.max_speed_deviation),
+        ];
+        for (name, v) in unit {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(ConfigError {
+                    name,
+                    value: v.to_string(),
+                    why: "must be within 0..1",
+                });
+            }
+        }
+        let non_negative: [(&'static str, f64); 8] = [
+            ("null_sigmas", f64::from(self.null_sigmas)),
+            ("local_check_ratio", f64::from(self.local_check_ratio)),
+            ("local_check_max_clip_s", self.local_check_max_clip_s),
+            ("min_partial_s", self.min_partial_s),
+            ("min_separation", self.min_separation),
+            ("min_clip_s", self.min_clip_s),
+            ("retime_min_clip_s", self.retime_min_clip_s),
+            ("whole_min_coverage", self.whole_min_coverage),
+        ];
+        for (name, v) in non_negative {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(ConfigError {
+                    name,
+                    value: v.to_string(),
+                    why: "must be a finite number >= 0",
+                });
+            }
+        }
+        if self.whole_min_coverage > 1.0 {
+            return Err(ConfigError {
+                name: "whole_min_coverage",
+                value: self.whole_min_coverage.to_string(),
+                why: "must be within 0..1",
+            });
+        }
+        for (name, v) in [
+            ("max_candidates", self.max_candidates),
+            ("max_warped_candidates", self.max_warped_candidates),
+            ("max_occurrences", self.max_occurrences),
+        ] {
+            if v == 0 {
+                return Err(ConfigError {
+                    name,
+                    value: "0".into(),
+                    why: "must be at least 1",
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for MatchConfig {
@@ -187,6 +317,15 @@ impl Default for MatchConfig {
             min_separation: 0.75,
             min_clip_s: 0.25,
             null_sigmas: 10.0,
+            sure_ncc: 0.6,
+            local_check_ratio: 1.35,
+            local_check_max_clip_s: 3.0,
+            whole_min_coverage: 0.9,
+            piece_threshold: 0.3,
+            short_clip_speed_threshold: 0.4,
+            retime_margin: 0.03,
+            retime_min_speed_deviation: 0.01,
+            retime_min_clip_s: 2.0,
         }
     }
 }
@@ -217,14 +356,6 @@ fn verify_radius(len: usize) -> usize {
 /// Local CFAR check ([`Matcher::stand_out_locally`]): half-width of the surrounding
 /// stretch (s).
 const LOCAL_RADIUS_S: f64 = 10.0;
-/// ... how far a hit must stand out from the largest |NCC| of the clip around it. In
-/// the benchmark corpus the true hits of clips under 3 s stood out by 1.52 or more and
-/// the clip-free false positives (a tonal sting over music) by 1.09-1.21.
-const LOCAL_CFAR_RATIO: f32 = 1.35;
-/// ... hits at or above this NCC are not checked.
-const LOCAL_CFAR_SURE: f32 = 0.6;
-/// ... clips this long or longer (s) are not checked.
-const LOCAL_CFAR_MAX_CLIP_S: f64 = 3.0;
 
 /// Episode section length (samples) for the null-distribution estimate.
 const SECTION: usize = 30 * ANALYSIS_RATE as usize;
@@ -380,12 +511,14 @@ impl Matcher {
         }
     }
 
-    /// Cross-clip check for clips that resemble each other: a weaker
+    /// Cross-clip annotation for clips that resemble each other: a weaker
     /// occurrence of clip B that overlaps a stronger occurrence of clip A is
-    /// dropped when its confidence is explained by A alone, i.e. when it is
-    /// not above `rho x confidence(A) + margin`, where `rho` is the NCC of
-    /// clip B against clip A itself at the same relative lag. Two different
-    /// clips really played over each other keep their own (higher) NCC.
+    /// marked `also_explained_by` A when its confidence is explained by A alone,
+    /// i.e. when it is not above `rho x confidence(A) + margin`, where `rho` is the
+    /// NCC of clip B against clip A itself at the same relative lag. It is never
+    /// removed: B's audio may really be there (a sting cut from a theme plays
+    /// whenever the theme does), and a clip's answer must not depend on which other
+    /// clips are matched with it (issue 20).
     fn explain_away<L: AsRef<str> + Sync, S: AsRef<[f32]> + Sync>(
         &self,
         clips: &[(L, S)],
@@ -432,7 +565,7 @@ impl Matcher {
         if pairs.is_empty() {
             return res;
         }
-        let drop: Vec<bool> = pairs
+        let explained: Vec<bool> = pairs
             .par_iter()
             .map(|&(w, s)| {
                 let (wc, sc) = (all[w].0, all[s].0);
@@ -462,18 +595,19 @@ impl Matcher {
                 all[w].4 <= rho * all[s].4 + MARGIN
             })
             .collect();
-        let mut gone: Vec<(usize, usize)> = pairs
+        // (weak clip, weak occurrence, strong clip) of every explained pair.
+        let mut notes: Vec<(usize, usize, usize)> = pairs
             .iter()
-            .zip(&drop)
+            .zip(&explained)
             .filter(|(_, d)| **d)
-            .map(|(p, _)| (all[p.0].0, all[p.0].1))
+            .map(|(p, _)| (all[p.0].0, all[p.0].1, all[p.1].0))
             .collect();
-        gone.sort_unstable();
-        gone.dedup();
-        for (ci, oi) in gone.into_iter().rev() {
+        notes.sort_unstable();
+        notes.dedup();
+        for (ci, oi, by) in notes {
             if let Some(Ok(r)) = res.get_mut(ci) {
-                if oi < r.occurrences.len() {
-                    r.occurrences.remove(oi);
+                if let Some(o) = r.occurrences.get_mut(oi) {
+                    o.also_explained_by.push(clips[by].0.as_ref().to_owned());
                 }
             }
         }
@@ -482,20 +616,22 @@ impl Matcher {
 
     /// Local CFAR check of a short clip's weak whole-clip hits: a hit must stand out from
     /// the clip's own NCC over the surrounding [`LOCAL_RADIUS_S`] seconds (its other hits
-    /// left out) by [`LOCAL_CFAR_RATIO`]. A short tonal sting matched against music
+    /// left out) by [`MatchConfig::local_check_ratio`]. A short tonal sting matched against music
     /// with the same notes correlates with that music all along (the hit is just the
     /// highest of many similar values); a real copy stands out from whatever plays
     /// around it. Confident hits and clips of 3 s or more are not checked.
     fn stand_out_locally(&self, clip: &PreparedClip, hits: Vec<ncc::Peak>) -> Vec<ncc::Peak> {
         let l = clip.len();
-        if l as f64 >= LOCAL_CFAR_MAX_CLIP_S * ANALYSIS_RATE as f64 {
+        if l as f64 >= self.config.local_check_max_clip_s * ANALYSIS_RATE as f64
+            || self.config.local_check_ratio <= 0.0
+        {
             return hits;
         }
         let radius = (LOCAL_RADIUS_S * ANALYSIS_RATE as f64) as usize;
         let keep: Vec<bool> = hits
             .iter()
             .map(|h| {
-                if h.ncc >= LOCAL_CFAR_SURE {
+                if h.ncc >= self.config.sure_ncc {
                     return true;
                 }
                 let Some((lo, curve)) =
@@ -512,7 +648,7 @@ impl Matcher {
                     })
                     .map(|(_, v)| v.abs())
                     .fold(0.0f32, f32::max);
-                h.ncc >= LOCAL_CFAR_RATIO * background
+                h.ncc >= self.config.local_check_ratio * background
             })
             .collect();
         hits.into_iter()
@@ -529,18 +665,27 @@ impl Matcher {
     ) -> Vec<Result<ClipResult, MatchError>> {
         let t0 = Instant::now();
         let cfg = &self.config;
-        // Only the whitened clip is kept (the raw samples stay with the caller).
-        let prepared: Vec<Result<PreparedClip, MatchError>> = clips
+        // Clips are checked here and whitened where they are used (the coarse pass,
+        // one chunk of clips at a time, then each clip's fine pass): 1,000 clips
+        // are never all held as whitened copies at once (the raw samples stay with
+        // the caller).
+        let lens: Vec<Result<usize, MatchError>> = clips
             .par_iter()
-            .map(|(l, c)| Ok(self.comparable(&self.validate(c.as_ref(), l.as_ref())?)))
+            .map(|(l, c)| self.validate(c.as_ref(), l.as_ref()).map(|p| p.len()))
             .collect();
-        let ok: Vec<&PreparedClip> = prepared.iter().filter_map(|p| p.as_ref().ok()).collect();
+        let ok: Vec<usize> = (0..clips.len()).filter(|&i| lens[i].is_ok()).collect();
+        let ok_lens: Vec<usize> = lens
+            .iter()
+            .filter_map(|l| l.as_ref().ok().copied())
+            .collect();
+        let prepare = |k: usize| self.comparable(&PreparedClip::new(clips[ok[k]].1.as_ref()));
         let cands = coarse::coarse_fine(
             &self.episode,
-            &ok,
+            &ok_lens,
+            &prepare,
             &CoarseParams {
                 threshold: cfg.band_threshold,
-                max_candidates: cfg.max_candidates,
+                max_kept: max_kept(cfg),
                 min_sep_frac: cfg.min_separation,
             },
         );
@@ -553,19 +698,19 @@ impl Matcher {
             );
         }
         let mut it = cands.into_iter();
-        type WithCands = Result<(PreparedClip, Vec<ncc::Peak>), MatchError>;
-        let with_cands: Vec<WithCands> = prepared
+        let with_cands: Vec<Result<Vec<ncc::Peak>, MatchError>> = lens
             .into_iter()
-            .map(|p| {
-                let p = p?;
-                Ok((p, it.next().unwrap_or_default()))
+            .map(|l| {
+                l?;
+                Ok(it.next().unwrap_or_default())
             })
             .collect();
         with_cands
             .into_par_iter()
             .zip(clips.par_iter())
             .map(|(r, (label, raw))| {
-                let (p, cands) = r?;
+                let cands = r?;
+                let p = self.comparable(&PreparedClip::new(raw.as_ref()));
                 let t1 = Instant::now();
                 let dur = p.len() as f64 / ANALYSIS_RATE as f64;
                 let thr = self.clip_threshold(&p);
@@ -583,18 +728,16 @@ impl Matcher {
                         );
                     }
                 }
-                let hits: Vec<ncc::Peak> = cands
-                    .iter()
-                    .filter_map(|c| {
-                        // The band envelope of a tonal clip has several lobes (beats
-                        // between its partials): search a few of them (short clips,
-                        // mostly tonal stings, over +-40 ms: their FFTs are small).
-                        let r = (c.width as usize).max(verify_radius(p.len()));
-                        ncc::local_ncc(&self.episode, &p, c.pos.round() as i64, r)
-                    })
-                    .filter(|k| k.ncc >= thr)
-                    .collect();
-                let hits = ncc::nms(hits, p.len(), cfg.min_separation, cfg.max_occurrences);
+                let ncands = cands.len();
+                let list_full = ncands >= max_kept(cfg);
+                let (hits, capped) = verify_in_batches(cands, cfg, p.len(), list_full, |c| {
+                    // The band envelope of a tonal clip has several lobes (beats
+                    // between its partials): search a few of them (short clips,
+                    // mostly tonal stings, over +-40 ms: their FFTs are small).
+                    let r = (c.width as usize).max(verify_radius(p.len()));
+                    ncc::local_ncc(&self.episode, &p, c.pos.round() as i64, r)
+                        .filter(|k| k.ncc >= thr)
+                });
                 let hits = self.stand_out_locally(&p, hits);
                 let mut occ: Vec<Occurrence> = hits
                     .into_iter()
@@ -625,19 +768,19 @@ impl Matcher {
                     eprintln!(
                         "{}: {} coarse candidates, threshold {thr:.3}, sigma {:.4}, verify {:.3} s, warped {:.3} s",
                         label.as_ref(),
-                        cands.len(),
+                        ncands,
                         self.null_sigma(&p),
                         (t2 - t1).as_secs_f64(),
                         t2.elapsed().as_secs_f64()
                     );
                 }
-                let mut occ = merge_same_events(occ, dur, cfg.min_separation);
-                occ.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));
-                occ.truncate(cfg.max_occurrences);
+                let occ = merge_same_events(occ, dur, cfg.min_separation);
+                let (occ, limit_reached) = keep_most_confident(occ, cfg.max_occurrences, capped);
                 Ok(ClipResult {
                     occurrences: occ,
                     clip_duration_s: dur,
                     elapsed_s: per + t1.elapsed().as_secs_f64(),
+                    limit_reached,
                 })
             })
             .collect()
@@ -658,7 +801,7 @@ impl Matcher {
             &ok,
             self.config.threshold,
             self.config.min_separation,
-            self.config.max_occurrences,
+            self.config.max_occurrences.saturating_add(1),
         );
         let per = t0.elapsed().as_secs_f64() / ok.len().max(1) as f64;
         let mut it = peaks.into_iter();
@@ -668,13 +811,17 @@ impl Matcher {
                 let p = p?;
                 let peaks = it.next().unwrap_or_default();
                 let dur = p.len() as f64 / ANALYSIS_RATE as f64;
+                let occ = peaks
+                    .into_iter()
+                    .map(|k| whole(k.pos, k.ncc, dur))
+                    .collect();
+                let (occ, limit_reached) =
+                    keep_most_confident(occ, self.config.max_occurrences, false);
                 Ok(ClipResult {
-                    occurrences: peaks
-                        .into_iter()
-                        .map(|k| whole(k.pos, k.ncc, dur))
-                        .collect(),
+                    occurrences: occ,
                     clip_duration_s: dur,
                     elapsed_s: per,
+                    limit_reached,
                 })
             })
             .collect()
@@ -691,6 +838,7 @@ impl Matcher {
         };
         let qf = features::compute(clip);
         let mut occ: Vec<Occurrence> = Vec::new();
+        let mut capped = false;
         if p.len() <= self.episode.len() {
             if qf.frames > features::MAX_QUERY || qf.frames == 0 {
                 // Very long clip: full-resolution NCC for this one.
@@ -699,7 +847,7 @@ impl Matcher {
                     &[&p],
                     cfg.threshold,
                     cfg.min_separation,
-                    cfg.max_occurrences,
+                    cfg.max_occurrences.saturating_add(1),
                 );
                 occ.extend(pk.into_iter().flatten().map(|k| whole(k.pos, k.ncc, dur)));
             } else {
@@ -710,9 +858,9 @@ impl Matcher {
                     cfg.coarse_threshold,
                     qf.frames,
                     cfg.min_separation,
-                    cfg.max_candidates,
+                    max_kept(cfg),
                 );
-                let mut hits = Vec::new();
+                let list_full = cands.len() >= max_kept(cfg);
                 let thr = self.clip_threshold(&p);
                 // Cheap pre-check on the loudest second of the clip.
                 let probe_len = ANALYSIS_RATE as usize;
@@ -729,21 +877,17 @@ impl Matcher {
                         PreparedClip::new(&p.samples[best.0..best.0 + probe_len]),
                     )
                 });
-                for c in cands {
+                let (hits, c) = verify_in_batches(cands, cfg, p.len(), list_full, |c| {
                     let center = (c.pos.round() as i64) * HOP as i64;
                     if let Some((a, pc)) = &probe {
                         match ncc::local_ncc(&self.episode, pc, center + *a as i64, 2 * HOP) {
                             Some(pk) if pk.ncc >= 0.5 * thr => {}
-                            _ => continue,
+                            _ => return None,
                         }
                     }
-                    if let Some(pk) = ncc::local_ncc(&self.episode, &p, center, 2 * HOP) {
-                        if pk.ncc >= thr {
-                            hits.push(pk);
-                        }
-                    }
-                }
-                let hits = ncc::nms(hits, p.len(), cfg.min_separation, cfg.max_occurrences);
+                    ncc::local_ncc(&self.episode, &p, center, 2 * HOP).filter(|pk| pk.ncc >= thr)
+                });
+                capped = c;
                 occ.extend(
                     hits.into_iter()
                         .filter_map(|k| refine_extent(&self.episode, &p, k.pos, k.ncc, cfg)),
@@ -766,15 +910,86 @@ impl Matcher {
             }
             occ.extend(warped);
         }
-        let mut occ = merge_same_events(occ, dur, cfg.min_separation);
-        occ.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));
-        occ.truncate(cfg.max_occurrences);
+        let occ = merge_same_events(occ, dur, cfg.min_separation);
+        let (occ, limit_reached) = keep_most_confident(occ, cfg.max_occurrences, capped);
         Ok(ClipResult {
             occurrences: occ,
             clip_duration_s: dur,
             elapsed_s: t0.elapsed().as_secs_f64(),
+            limit_reached,
         })
     }
+}
+
+/// Length of a clip's ranked coarse candidate list: enough to reach
+/// `max_occurrences` hits with one batch of misses to spare.
+fn max_kept(cfg: &MatchConfig) -> usize {
+    cfg.max_occurrences
+        .saturating_add(cfg.max_candidates.max(1))
+}
+
+/// Verifies coarse candidates best first, in batches of `max_candidates`: the first
+/// batch always, each further batch only while the previous one found an occurrence,
+/// until more than `max_occurrences` distinct hits are found. A clip played 120 times
+/// gets its 120 copies verified; a clip played once costs one batch, as before (the
+/// old matcher stopped after one batch: at most 32 whole-clip hits per clip). Returns
+/// the hits (suppressed to one per `min_separation` clip lengths, sorted by position)
+/// and whether the search stopped at the end of a full candidate list while still
+/// finding occurrences (the answer may be incomplete: reported as the limit).
+fn verify_in_batches<F>(
+    mut cands: Vec<ncc::Peak>,
+    cfg: &MatchConfig,
+    len: usize,
+    list_full: bool,
+    verify: F,
+) -> (Vec<ncc::Peak>, bool)
+where
+    F: Fn(&ncc::Peak) -> Option<ncc::Peak>,
+{
+    cands.sort_by(|a, b| b.ncc.total_cmp(&a.ncc).then(a.pos.total_cmp(&b.pos)));
+    let batch = cfg.max_candidates.max(1);
+    let mut hits: Vec<ncc::Peak> = Vec::new();
+    let (mut verified, mut last_found) = (0usize, false);
+    for chunk in cands.chunks(batch) {
+        let before = hits.len();
+        hits.extend(chunk.iter().filter_map(&verify));
+        verified += chunk.len();
+        last_found = hits.len() > before;
+        if !last_found {
+            break;
+        }
+        let distinct = ncc::nms(
+            hits.clone(),
+            len,
+            cfg.min_separation,
+            cfg.max_occurrences.saturating_add(1),
+        );
+        if distinct.len() > cfg.max_occurrences {
+            break;
+        }
+    }
+    let capped = list_full && verified == cands.len() && last_found;
+    (ncc::nms(hits, len, cfg.min_separation, usize::MAX), capped)
+}
+
+/// Applies `max_occurrences`: when more occurrences were found, the most confident
+/// are kept (ties: the earlier) and the limit is reported. Sorted by offset.
+fn keep_most_confident(
+    mut occ: Vec<Occurrence>,
+    max_occurrences: usize,
+    capped: bool,
+) -> (Vec<Occurrence>, bool) {
+    let over = occ.len() > max_occurrences;
+    if over {
+        occ.sort_by(|a, b| {
+            b.confidence
+                .total_cmp(&a.confidence)
+                .then(a.offset_s.total_cmp(&b.offset_s))
+        });
+        occ.truncate(max_occurrences);
+    }
+    occ.sort_by(|a, b| a.offset_s.total_cmp(&b.offset_s));
+    (occ, over || capped)
 }
 
 fn unreachable_index() -> &'static FeatureIndex {
@@ -865,7 +1080,7 @@ fn refine_extent<S: Samples + ?Sized>(
         positions[best.1 - 1] + BLK
     };
     let a = if best.0 == 0 { 0 } else { a };
-    if (b - a) as f64 >= 0.9 * l as f64 {
+    if (b - a) as f64 >= cfg.whole_min_coverage * l as f64 {
         return Some(whole(pos, ncc_v, dur));
     }
     let part_s = (b - a) as f64 / ANALYSIS_RATE as f64;
@@ -884,6 +1099,7 @@ fn refine_extent<S: Samples + ?Sized>(
         clip_start_s: round_ms(a as f64 / ANALYSIS_RATE as f64),
         clip_end_s: round_ms(b as f64 / ANALYSIS_RATE as f64),
         detector: Detector::Ncc,
+        also_explained_by: Vec::new(),
     })
 }
 
@@ -895,6 +1111,7 @@ fn whole(pos: f64, ncc: f32, dur: f64) -> Occurrence {
         clip_start_s: 0.0,
         clip_end_s: round_ms(dur),
         detector: Detector::Ncc,
+        also_explained_by: Vec::new(),
     }
 }
 

@@ -333,26 +333,41 @@ pub(crate) fn pick_peaks(
 }
 
 /// Greedy non-maximum suppression, deterministic (ties broken by position);
-/// the result is sorted by position.
+/// the result is sorted by position. O(n log n): the kept peaks are held in
+/// position order, so each candidate is checked against its two kept neighbours
+/// only (the old all-pairs check was quadratic once hundreds of peaks are kept).
 pub(crate) fn nms(
     mut cands: Vec<Peak>,
     len: usize,
     min_sep_frac: f64,
     max_peaks: usize,
 ) -> Vec<Peak> {
+    use std::collections::BTreeMap;
+    use std::ops::Bound::{Excluded, Unbounded};
     cands.sort_by(|a, b| b.ncc.total_cmp(&a.ncc).then(a.pos.total_cmp(&b.pos)));
     let sep = (len as f64 * min_sep_frac).max(1.0);
-    let mut kept: Vec<Peak> = Vec::new();
+    // Kept peaks by position (positions are finite and >= 0 here; the key orders
+    // them like the f64 values, ties keep the first).
+    let key = |p: f64| (p * 1024.0).round() as i64;
+    let mut kept: BTreeMap<i64, Peak> = BTreeMap::new();
     for c in cands {
-        if kept.iter().all(|k| (k.pos - c.pos).abs() >= sep) {
-            kept.push(c);
-            if kept.len() >= max_peaks {
-                break;
-            }
+        if kept.len() >= max_peaks {
+            break;
         }
+        let k = key(c.pos);
+        let below = kept.range(..=k).next_back().map(|(_, p)| p.pos);
+        let above = kept
+            .range((Excluded(k), Unbounded))
+            .next()
+            .map(|(_, p)| p.pos);
+        if below.is_some_and(|p| (c.pos - p).abs() < sep)
+            || above.is_some_and(|p| (c.pos - p).abs() < sep)
+        {
+            continue;
+        }
+        kept.insert(k, c);
     }
-    kept.sort_by(|a, b| a.pos.total_cmp(&b.pos));
-    kept
+    kept.into_values().collect()
 }
 
 /// The NCC curve of `clip` for starts `[center - radius, center + radius]` (clamped to

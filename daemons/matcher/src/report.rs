@@ -75,6 +75,12 @@ pub fn render(report: &MatchReport, format: Format) -> String {
                             if r.occurrences.len() == 1 { "" } else { "s" },
                             r.elapsed_s
                         ));
+                        if r.limit_reached {
+                            s.push_str(&format!(
+                                "  WARNING: more occurrences passed the thresholds than max_occurrences = {}: only the most confident are listed\n",
+                                r.occurrences.len()
+                            ));
+                        }
                         if !r.occurrences.is_empty() {
                             s.push_str(
                                 "  offset_s      at            confidence  speed   clip part (s)\n",
@@ -86,14 +92,20 @@ pub fn render(report: &MatchReport, format: Format) -> String {
                             } else {
                                 "1".into()
                             };
+                            let also = if o.also_explained_by.is_empty() {
+                                String::new()
+                            } else {
+                                format!("  (also explained by {})", o.also_explained_by.join(", "))
+                            };
                             s.push_str(&format!(
-                                "  {:<12.3}  {}  {:<10.3}  {:<6}  {:.3}-{:.3}\n",
+                                "  {:<12.3}  {}  {:<10.3}  {:<6}  {:.3}-{:.3}{}\n",
                                 o.offset_s,
                                 hms(o.offset_s),
                                 o.confidence,
                                 speed,
                                 o.clip_start_s,
-                                o.clip_end_s
+                                o.clip_end_s,
+                                also
                             ));
                         }
                     }

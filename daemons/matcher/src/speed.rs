@@ -35,28 +35,12 @@ const MAX_SEGS: usize = 4;
 pub(crate) const PIECE: usize = 512;
 /// Pass-1 search radius (samples) and number of pieces.
 const R1: usize = 800;
-/// A short clip whose best speed-grid point has a mean pass-1 piece NCC
-/// below this is rejected without the fine grid (a real copy scores > 0.6;
-/// the best of +-200 ms of unrelated audio ~0.2-0.3).
-const PASS1_REJECT: f32 = 0.4;
 /// Pass-1 search radius (samples) for short (single-segment) clips, whose
 /// start estimate from the feature correlation is less precise.
 const R1_SHORT: usize = 1600;
 const PASS1_PIECES: usize = 24;
 /// Pass-2 search radius (samples).
 const R2: usize = 24;
-/// Whole-clip NCC hits at least this confident are not re-verified as warped copies.
-const SURE_NCC: f32 = 0.6;
-/// A weak whole-clip hit is re-timed by the warped detector when its measurement of the
-/// same event at a speed at least this far from 1 scores higher (see [`detect`]).
-const RETIME_MIN_SPEED_DEV: f32 = 0.01;
-/// ... by at least this much (NCC).
-const RETIME_MARGIN: f32 = 0.03;
-/// ... for clips at least this long (s): shorter ones are mostly tonal stings, whose
-/// warped fits also line up with similar stings played at another speed.
-const RETIME_MIN_CLIP_S: f64 = 2.0;
-/// Per-piece NCC above which a piece counts as matching.
-const PIECE_MATCH: f32 = 0.3;
 
 #[derive(Clone, Debug)]
 struct Cand {
@@ -71,6 +55,8 @@ struct Cand {
     single: bool,
     /// Frames by which the voted part is widened on each side for verification.
     widen: usize,
+    /// Spread of the segments' start estimates (frames): smallest at the right speed.
+    spread: f64,
 }
 
 /// Resampled pieces of a clip as they would look in the (whitened) episode:
@@ -138,12 +124,14 @@ pub(crate) fn detect<S: Samples + ?Sized>(
     let seg_len = if segs.len() == 1 { nf } else { SEG };
     let dev = cfg.max_speed_deviation.clamp(0.0, 0.2) as f64;
     let nspeeds = (dev / 0.005).round() as i64;
-    // Votes: (speed index, T0 bin) -> per segment best score.
-    let mut votes: BTreeMap<(i64, i64), BTreeMap<usize, f32>> = BTreeMap::new();
+    // Votes: (speed index, T0 bin) -> per segment best (score, T0).
+    let mut votes: BTreeMap<(i64, i64), BTreeMap<usize, (f32, f64)>> = BTreeMap::new();
     for (k, &o) in segs.iter().enumerate() {
         let q = slice(qf, o, o + seg_len);
         let curve = index.correlate(&q);
-        let peaks = ncc::pick_peaks(&curve, 0, cfg.segment_threshold, seg_len, 0.5, 64);
+        // Enough peaks for every copy of a clip used up to `max_occurrences` times.
+        let max_peaks = cfg.max_occurrences.saturating_add(64);
+        let peaks = ncc::pick_peaks(&curve, 0, cfg.segment_threshold, seg_len, 0.5, max_peaks);
         for p in peaks {
             let range = if segs.len() == 1 {
                 0..=0
@@ -153,9 +141,23 @@ pub(crate) fn detect<S: Samples + ?Sized>(
             for si in range {
                 let s = 1.0 + si as f64 * 0.005;
                 let t0 = p.pos - o as f64 / s;
-                let bin = (t0 / 2.0).round() as i64;
-                let e = votes.entry((si, bin)).or_default().entry(k).or_insert(0.0);
-                *e = e.max(p.ncc);
+                // 2-frame bins; each vote also goes to the nearer neighbouring bin,
+                // so two segments of one copy whose start estimates straddle a bin
+                // edge still meet (a copy starting on an odd frame lost one of its
+                // two segments' votes and was never a candidate).
+                let x = t0 / 2.0;
+                let bin = x.round() as i64;
+                let other = if x >= bin as f64 { bin + 1 } else { bin - 1 };
+                for b in [bin, other] {
+                    let e = votes
+                        .entry((si, b))
+                        .or_default()
+                        .entry(k)
+                        .or_insert((f32::NEG_INFINITY, t0));
+                    if p.ncc > e.0 {
+                        *e = (p.ncc, t0);
+                    }
+                }
             }
         }
     }
@@ -166,35 +168,45 @@ pub(crate) fn detect<S: Samples + ?Sized>(
         .map(|((si, bin), m)| {
             let lo = m.keys().next().map_or(0, |&k| segs[k]);
             let hi = m.keys().last().map_or(nf, |&k| segs[k] + seg_len).min(nf);
+            let t0s = m.values().map(|v| v.1);
+            let (lo_t, hi_t) = t0s.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| {
+                (a.min(t), b.max(t))
+            });
+            let _ = bin;
             Cand {
-                t0: bin as f64 * 2.0,
+                t0: 0.5 * (lo_t + hi_t),
                 speed: 1.0 + si as f64 * 0.005,
                 lo,
                 hi,
-                score: m.values().sum(),
+                score: m.values().map(|v| v.0).sum(),
                 single: segs.len() == 1,
                 widen,
+                spread: hi_t - lo_t,
             }
         })
         .collect();
+    // The same segment peaks vote at several neighbouring speeds with the same score:
+    // the speed at which their start estimates agree best is the candidate's.
     cands.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
+            .then(a.spread.total_cmp(&b.spread))
             .then(a.t0.total_cmp(&b.t0))
             .then(a.speed.total_cmp(&b.speed))
     });
     let clip_s = clip.len() as f64 / ANALYSIS_RATE as f64;
     let frame_s = HOP as f64 / ANALYSIS_RATE as f64;
+    // Short clips (one segment) rank their candidates poorly (similar stings
+    // elsewhere in the episode): they get batches 1.5 times as large.
+    let batch = if segs.len() == 1 {
+        cfg.max_warped_candidates + cfg.max_warped_candidates / 2
+    } else {
+        cfg.max_warped_candidates
+    }
+    .max(1);
     let mut chosen: Vec<Cand> = Vec::new();
     for c in cands {
-        // Short clips (one segment) rank their candidates poorly (similar
-        // stings elsewhere in the episode): they get 1.5 times as many.
-        let max = if segs.len() == 1 {
-            cfg.max_warped_candidates + cfg.max_warped_candidates / 2
-        } else {
-            cfg.max_warped_candidates
-        };
-        if chosen.len() >= max {
+        if chosen.len() >= cfg.max_occurrences.saturating_add(batch) {
             break;
         }
         let start_s = c.t0 * frame_s;
@@ -206,7 +218,7 @@ pub(crate) fn detect<S: Samples + ?Sized>(
         // speed (wrong offset too): only confident hits are not re-verified.
         if found
             .iter()
-            .any(|o| o.confidence >= SURE_NCC && near(o.offset_s - o.clip_start_s))
+            .any(|o| o.confidence >= cfg.sure_ncc && near(o.offset_s - o.clip_start_s))
         {
             continue;
         }
@@ -214,78 +226,106 @@ pub(crate) fn detect<S: Samples + ?Sized>(
     }
     let mut out: Vec<Occurrence> = Vec::new();
     let mut retimed: Vec<(usize, Occurrence)> = Vec::new();
-    for c in chosen {
-        // A weak whole-clip hit here may be a speed-changed copy measured at the wrong
-        // speed and lag (its NCC just clears the threshold at a compromise lag). The
-        // event is already established, so the warped measurement needs no acceptance
-        // threshold of its own to re-time it: only to be at a clearly different speed,
-        // to start where that hit starts, and to score higher than it did.
-        let start_s = c.t0 * frame_s;
-        let weak = found
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| {
-                clip_s >= RETIME_MIN_CLIP_S
-                    && o.confidence < SURE_NCC
-                    && (o.anchor_s() - start_s).abs() < 0.5 * clip_s
-            })
-            .max_by(|a, b| {
-                a.1.confidence
-                    .total_cmp(&b.1.confidence)
-                    .then(b.0.cmp(&a.0))
-            })
-            .map(|(i, o)| (i, o.anchor_s(), o.confidence));
-        let normal_run = cfg.min_partial_s.min(0.8 * clip_s);
-        let (accept, min_run) = match weak {
-            Some((_, _, conf)) => (cfg.warped_threshold.min(conf + RETIME_MARGIN), 0.0),
-            None => (cfg.warped_threshold, normal_run),
-        };
-        let Some(o) = verify(episode, clip, rt, &c, cfg, accept, min_run) else {
-            continue;
-        };
-        let run = o.clip_end_s - o.clip_start_s;
-        let verified = if o.confidence >= cfg.warped_threshold && run >= normal_run {
-            Some(o)
-        } else {
-            if let Some((i, at, conf)) = weak {
-                let a = o.anchor_s();
-                if o.confidence >= conf + RETIME_MARGIN
-                    && (o.speed - 1.0).abs() >= RETIME_MIN_SPEED_DEV
-                    && (a - at).abs() < 0.25 * clip_s
-                {
-                    // The weak hit, re-timed in place: the whole clip from the warped
-                    // anchor at the warped speed. Its extent and confidence stay the
-                    // whole-clip hit's (the warped run may be a short stretch of it), so
-                    // the cross-clip check judges it as before.
-                    retimed.push((
-                        i,
-                        Occurrence {
-                            offset_s: round_ms(a),
-                            clip_start_s: 0.0,
-                            clip_end_s: round_ms(clip_s),
-                            confidence: conf,
-                            ..o
-                        },
-                    ));
-                }
-            }
-            None
-        };
-        if let Some(o) = verified {
-            let start = o.anchor_s();
-            let clash = out
-                .iter()
-                .chain(found.iter().filter(|o| o.confidence >= SURE_NCC))
-                .any(|p| (p.anchor_s() - start).abs() < 0.5 * clip_s);
-            if !clash {
-                out.push(o);
-            }
+    // Verified best first in batches: the first always, each further one only while
+    // the previous batch found (or re-timed) an occurrence, so every copy of a clip
+    // played many times at a changed speed is verified (the old detector stopped
+    // after one batch: at most 8, or 12, warped occurrences per clip).
+    for chunk in chosen.chunks(batch) {
+        let before = out.len() + retimed.len();
+        for c in chunk {
+            verify_candidate(episode, clip, rt, c, cfg, found, &mut out, &mut retimed);
+        }
+        if out.len() + retimed.len() == before || out.len() > cfg.max_occurrences {
+            break;
         }
     }
     for (i, o) in retimed {
         found[i] = o;
     }
     out
+}
+
+/// Verifies one warped candidate: a new occurrence goes to `out`, a re-timing of a
+/// weak whole-clip hit (index into `found`) to `retimed`.
+#[allow(clippy::too_many_arguments)]
+fn verify_candidate<S: Samples + ?Sized>(
+    episode: &S,
+    clip: &PreparedClip,
+    rt: &Retimer<'_>,
+    c: &Cand,
+    cfg: &MatchConfig,
+    found: &[Occurrence],
+    out: &mut Vec<Occurrence>,
+    retimed: &mut Vec<(usize, Occurrence)>,
+) {
+    let clip_s = clip.len() as f64 / ANALYSIS_RATE as f64;
+    let frame_s = HOP as f64 / ANALYSIS_RATE as f64;
+    // A weak whole-clip hit here may be a speed-changed copy measured at the wrong
+    // speed and lag (its NCC just clears the threshold at a compromise lag). The
+    // event is already established, so the warped measurement needs no acceptance
+    // threshold of its own to re-time it: only to be at a clearly different speed,
+    // to start where that hit starts, and to score higher than it did.
+    let start_s = c.t0 * frame_s;
+    let weak = found
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| {
+            clip_s >= cfg.retime_min_clip_s
+                && o.confidence < cfg.sure_ncc
+                && (o.anchor_s() - start_s).abs() < 0.5 * clip_s
+        })
+        .max_by(|a, b| {
+            a.1.confidence
+                .total_cmp(&b.1.confidence)
+                .then(b.0.cmp(&a.0))
+        })
+        .map(|(i, o)| (i, o.anchor_s(), o.confidence));
+    let normal_run = cfg.min_partial_s.min(0.8 * clip_s);
+    let (accept, min_run) = match weak {
+        Some((_, _, conf)) => (cfg.warped_threshold.min(conf + cfg.retime_margin), 0.0),
+        None => (cfg.warped_threshold, normal_run),
+    };
+    let Some(o) = verify(episode, clip, rt, c, cfg, accept, min_run) else {
+        return;
+    };
+    let run = o.clip_end_s - o.clip_start_s;
+    let verified = if o.confidence >= cfg.warped_threshold && run >= normal_run {
+        Some(o)
+    } else {
+        if let Some((i, at, conf)) = weak {
+            let a = o.anchor_s();
+            if o.confidence >= conf + cfg.retime_margin
+                && (o.speed - 1.0).abs() >= cfg.retime_min_speed_deviation
+                && (a - at).abs() < 0.25 * clip_s
+            {
+                // The weak hit, re-timed in place: the whole clip from the warped
+                // anchor at the warped speed. Its extent and confidence stay the
+                // whole-clip hit's (the warped run may be a short stretch of it), so
+                // the cross-clip check judges it as before.
+                retimed.push((
+                    i,
+                    Occurrence {
+                        offset_s: round_ms(a),
+                        clip_start_s: 0.0,
+                        clip_end_s: round_ms(clip_s),
+                        confidence: conf,
+                        ..o
+                    },
+                ));
+            }
+        }
+        None
+    };
+    if let Some(o) = verified {
+        let start = o.anchor_s();
+        let clash = out
+            .iter()
+            .chain(found.iter().filter(|o| o.confidence >= cfg.sure_ncc))
+            .any(|p| (p.anchor_s() - start).abs() < 0.5 * clip_s);
+        if !clash {
+            out.push(o);
+        }
+    }
 }
 
 const TAPS: usize = 16;
@@ -517,7 +557,7 @@ fn verify_hyp<S: Samples + ?Sized>(
     let mut start: Option<usize> = None;
     let mut last_good = 0usize;
     for (j, r) in res.iter().enumerate() {
-        let good = r.0.is_nan() || r.0 >= PIECE_MATCH;
+        let good = r.0.is_nan() || r.0 >= cfg.piece_threshold;
         if good && !r.0.is_nan() {
             if start.is_none() {
                 start = Some(j);
@@ -558,7 +598,7 @@ fn verify_hyp<S: Samples + ?Sized>(
         }
         num += r.0 as f64 * r.1;
         den += r.1;
-        if r.0 >= PIECE_MATCH {
+        if r.0 >= cfg.piece_threshold {
             lag_pts.push((positions[best.0 + j] as f64, r.2, r.0 as f64));
         }
     }
@@ -654,7 +694,7 @@ fn verify<S: Samples + ?Sized>(
                 best = (s, v);
             }
         }
-        if best.1 < PASS1_REJECT {
+        if best.1 < cfg.short_clip_speed_threshold {
             // No speed of the grid lines the loud pieces up: not this clip.
             return None;
         }
@@ -709,5 +749,6 @@ fn verify<S: Samples + ?Sized>(
         clip_start_s: round_ms(v.run.0 as f64 / rate),
         clip_end_s: round_ms(v.run.1 as f64 / rate),
         detector: Detector::Warped,
+        also_explained_by: Vec::new(),
     })
 }

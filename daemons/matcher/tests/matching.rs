@@ -273,7 +273,7 @@ fn middle_half_partial_use_found() {
 }
 
 #[test]
-fn clips_that_resemble_each_other_are_not_reported_for_each_other() {
+fn clips_that_resemble_each_other_are_annotated_not_dropped() {
     use archivist_matcher::corpus::{synth_bed, synth_clip};
     let rate = 8000usize;
     let norm = |x: &[f32]| x.iter().map(|v| v * v).sum::<f32>().sqrt();
@@ -292,12 +292,30 @@ fn clips_that_resemble_each_other_are_not_reported_for_each_other() {
     let clips = vec![("a".to_string(), a), ("b".to_string(), b)];
     let m = Matcher::new(&ep, MatchConfig::default());
     let res = m.find_all(&clips);
-    assert_offsets(&offsets(&res[0]), &[5.0], TOL_S);
-    assert_offsets(&offsets(&res[1]), &[18.0], TOL_S);
-    // Each clip alone is still found at the other's copy (the NCC there is
-    // real): only the pair explains it away.
+    // a is found at its own copy and at b's (the NCC there is real, 0.6 of b is a):
+    // the same two occurrences as when a is matched alone. The one at b's copy is
+    // annotated as explained by b, the one at its own copy is not.
     let alone = m.find(&clips[0].1, "a").expect("a alone");
     assert_eq!(alone.occurrences.len(), 2, "{alone:?}");
+    let a = res[0].as_ref().expect("a");
+    assert_offsets(&offsets(&res[0]), &[5.0, 18.0], 0.05);
+    for (x, y) in a.occurrences.iter().zip(&alone.occurrences) {
+        assert_eq!((x.offset_s, x.confidence), (y.offset_s, y.confidence));
+    }
+    assert!(a.occurrences[0].also_explained_by.is_empty(), "{a:?}");
+    assert_eq!(
+        a.occurrences[1].also_explained_by,
+        vec!["b".to_string()],
+        "{a:?}"
+    );
+    // b is not explained by a at its own copy.
+    let b = res[1].as_ref().expect("b");
+    let own = b
+        .occurrences
+        .iter()
+        .find(|o| (o.offset_s - 18.0).abs() < TOL_S)
+        .expect("b at its copy");
+    assert!(own.also_explained_by.is_empty(), "{b:?}");
 }
 
 /// A short tonal sting and a stretch of sustained notes that it shares (the kind of

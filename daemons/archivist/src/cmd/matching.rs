@@ -31,9 +31,14 @@ pub struct MatchArgs {
     /// Matching strategy.
     #[arg(long, value_enum, default_value_t = ModeArg::Full, env = "ARCHIVIST_MATCH_MODE")]
     pub mode: ModeArg,
-    /// Minimum confidence of a whole-clip match [default: the matcher's, 0.30].
-    #[arg(long, env = "ARCHIVIST_MATCH_THRESHOLD")]
-    pub threshold: Option<f32>,
+    /// Minimum confidence (whitened NCC) of a whole-clip match; the matcher raises it
+    /// per clip to `null_sigmas` standard deviations of the clip's null distribution.
+    #[arg(long, env = "ARCHIVIST_MATCH_THRESHOLD", default_value_t = MatchConfig::default().threshold)]
+    pub threshold: f32,
+    /// Any other matcher setting, as NAME=VALUE (repeatable); the settings and their
+    /// defaults are listed below.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
     /// Where URLs are downloaded to (removed afterwards) [default: the system temp dir].
     #[arg(long, env = "ARCHIVIST_MATCH_WORK_DIR")]
     pub work_dir: Option<PathBuf>,
@@ -105,18 +110,65 @@ async fn decode(
         })
 }
 
+/// The matcher's settings and their real defaults, for `archivist match --help` (taken
+/// from `MatchConfig::default()`, so the help cannot drift from the code).
+pub fn settings_help() -> String {
+    let defaults = serde_json::to_value(MatchConfig::default()).unwrap_or_default();
+    let mut s = String::from(
+        "Matcher settings (--set NAME=VALUE; docs/matcher.md says what each one gates) and their defaults:\n",
+    );
+    if let Some(map) = defaults.as_object() {
+        for (name, value) in map {
+            if name != "mode" && name != "threshold" {
+                // f32 settings print as f32 (0.15, not 0.15000000596046448).
+                let shown = match (value.as_u64(), value.as_f64()) {
+                    (Some(n), _) => n.to_string(),
+                    (None, Some(f)) => format!("{}", f as f32),
+                    _ => value.to_string(),
+                };
+                s.push_str(&format!("  {name} = {shown}\n"));
+            }
+        }
+    }
+    s
+}
+
+/// Applies `--set NAME=VALUE` settings to `config` (values are JSON scalars) and
+/// checks every setting's range.
+fn apply_settings(config: MatchConfig, sets: &[String]) -> Result<MatchConfig> {
+    let mut value = serde_json::to_value(&config).context("serialising the matcher settings")?;
+    let map = value
+        .as_object_mut()
+        .ok_or_else(|| anyhow!("matcher settings are not an object"))?;
+    for set in sets {
+        let (name, raw) = set
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--set {set}: expected NAME=VALUE"))?;
+        let name = name.trim();
+        if name == "mode" || !map.contains_key(name) {
+            bail!("--set {set}: unknown matcher setting {name:?} (see archivist match --help)");
+        }
+        let parsed: serde_json::Value = serde_json::from_str(raw.trim())
+            .with_context(|| format!("--set {set}: {raw:?} is not a number or boolean"))?;
+        map.insert(name.to_string(), parsed);
+    }
+    let config: MatchConfig =
+        serde_json::from_value(value).context("--set: a value has the wrong type")?;
+    config.validate().context("--set")?;
+    Ok(config)
+}
+
 /// Runs `archivist match`.
 pub async fn run(global: &GlobalOpts, args: MatchArgs) -> Result<ExitCode> {
     let mut config = MatchConfig {
         mode: args.mode.into(),
+        threshold: args.threshold,
         ..MatchConfig::default()
     };
-    if let Some(t) = args.threshold {
-        if !(0.0..=1.0).contains(&t) {
-            bail!("--threshold must be within 0..1, not {t}");
-        }
-        config.threshold = t;
+    if !(0.0..=1.0).contains(&args.threshold) {
+        bail!("--threshold must be within 0..1, not {}", args.threshold);
     }
+    config = apply_settings(config, &args.set)?;
     let downloader = Downloader::new(
         DownloadSettings::default()
             .with_read_timeout(Duration::from_millis(args.read_timeout_ms))

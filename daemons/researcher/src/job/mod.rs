@@ -545,6 +545,9 @@ impl Worker {
                 metrics::counter!("archivist_researcher_clips_total", "result" => result_label)
                     .increment(1);
                 tracing::debug!(job = %ctx.job_id, episode = %ctx.episode, state = "researching", %clip, occurrences = result.occurrences.len(), "clip matched");
+                if result.limit_reached {
+                    tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, state = "researching", %clip, occurrences = result.occurrences.len(), "more occurrences than the matcher's max_occurrences: only the most confident are reported");
+                }
                 ClipOutcome {
                     clip: clip.to_string(),
                     occurrences: occurrences(&result),

@@ -97,6 +97,7 @@ mod tests {
                     clip_start_s: 0.0,
                     clip_end_s: 2.0,
                     detector: Detector::Ncc,
+                    also_explained_by: Vec::new(),
                 },
                 Found {
                     offset_s: 30.0,
@@ -105,10 +106,12 @@ mod tests {
                     clip_start_s: 0.5,
                     clip_end_s: 2.0,
                     detector: Detector::Warped,
+                    also_explained_by: Vec::new(),
                 },
             ],
             clip_duration_s: 2.0,
             elapsed_s: 0.1,
+            limit_reached: false,
         };
         let occ = occurrences(&result);
         assert_eq!(occ[0].at, 12.346);
