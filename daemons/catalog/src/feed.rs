@@ -310,12 +310,19 @@ fn parse_unguarded(
     };
     let json = feed.feed_type == feed_rs::model::FeedType::JSON;
     let base_url = url::Url::parse(base.as_deref().unwrap_or(NO_BASE)).ok();
+    let rss_enclosures = Some(xml_prep::rss_item_enclosures(&text))
+        .filter(|items| !json && items.len() == feed.entries.len());
+    let facts = DocumentFacts {
+        json,
+        base: base_url,
+        rss_enclosures,
+    };
     let mut items = Vec::new();
     let mut skipped = Vec::new();
     let mut seen = HashSet::new();
     for (i, entry) in feed.entries.iter().enumerate() {
         let n = i + 1;
-        match entry_item(feed_url, n, entry, json, base_url.as_ref(), priority) {
+        match entry_item(feed_url, n, entry, &facts, priority) {
             Err(problem) => skipped.push(problem),
             Ok(item) => {
                 let keys = item.alias_keys();
@@ -372,12 +379,14 @@ struct Enclosure {
 }
 
 /// Every media reference of an entry: RSS `<enclosure>` and Media RSS (feed-rs puts both
-/// in `media`), Atom `<link rel="enclosure">`, JSON Feed `attachments` (links with a
+/// in `media`, dropping the enclosure when a `media:content` is there; `rss_enclosures`,
+/// read by [`xml_prep::rss_item_enclosures`], come first), Atom `<link rel="enclosure">`, JSON Feed `attachments` (links with a
 /// MIME type). Relative URLs feed-rs could not resolve are resolved against `base`.
 fn enclosures(
     entry: &feed_rs::model::Entry,
     json: bool,
     base: Option<&url::Url>,
+    rss_enclosures: Option<&[(String, Option<String>)]>,
 ) -> Vec<Enclosure> {
     let resolve = |href: &str| -> String {
         let href = href.trim();
@@ -390,7 +399,9 @@ fn enclosures(
             _ => href.to_string(),
         }
     };
-    let mut out: Vec<Enclosure> = entry
+    // `<enclosure>` first, Media RSS after: podcast apps play the enclosure, and a
+    // `media:content` is often a preview or a video.
+    let media: Vec<Enclosure> = entry
         .media
         .iter()
         .flat_map(|m| m.content.iter())
@@ -401,6 +412,31 @@ fn enclosures(
             })
         })
         .collect();
+    // A relative `<enclosure>` URL: feed-rs's reading of it applied `xml:base`.
+    let mut out: Vec<Enclosure> = rss_enclosures
+        .unwrap_or_default()
+        .iter()
+        .map(|(url, media_type)| {
+            let relative = url.trim_start_matches("./");
+            let url = match url::Url::parse(url) {
+                Ok(u) => u.to_string(),
+                Err(_) => media
+                    .iter()
+                    .find(|m| !relative.is_empty() && m.url.ends_with(relative))
+                    .map(|m| m.url.clone())
+                    .unwrap_or_else(|| resolve(url)),
+            };
+            Enclosure {
+                url,
+                media_type: media_type.clone().filter(|t| !t.is_empty()),
+            }
+        })
+        .collect();
+    for m in media {
+        if !out.iter().any(|e| e.url == m.url) {
+            out.push(m);
+        }
+    }
     for link in &entry.links {
         let is_enclosure = if json {
             link.media_type.is_some()
@@ -430,14 +466,25 @@ fn says_nothing(media_type: &str) -> bool {
         .any(|t| essence.eq_ignore_ascii_case(t))
 }
 
+/// What the feed document says besides `feed-rs`'s entries.
+struct DocumentFacts {
+    /// Is it a JSON Feed?
+    json: bool,
+    /// The base of relative URLs.
+    base: Option<url::Url>,
+    /// The RSS `<enclosure>`s of each entry, when the items read match the entries.
+    rss_enclosures: Option<Vec<Vec<(String, Option<String>)>>>,
+}
+
 fn entry_item(
     feed_url: &str,
     n: usize,
     entry: &feed_rs::model::Entry,
-    json: bool,
-    base: Option<&url::Url>,
+    facts: &DocumentFacts,
     priority: Option<i64>,
 ) -> Result<CatalogItem, ItemProblem> {
+    let json = facts.json;
+    let base = facts.base.as_ref();
     let title = entry
         .title
         .as_ref()
@@ -447,7 +494,12 @@ fn entry_item(
     let guid = entry.id.trim().to_string();
     let label = label(&identity::redact_credentials(feed_url), n, &title, &guid);
     let problem = |reason: String| ItemProblem::new(label.clone(), reason);
-    let all = enclosures(entry, json, base);
+    let rss = facts
+        .rss_enclosures
+        .as_ref()
+        .and_then(|all| all.get(n - 1))
+        .map(Vec::as_slice);
+    let all = enclosures(entry, json, base, rss);
     if all.is_empty() {
         return Err(problem(
             if entry.media.iter().any(|m| !m.content.is_empty()) {
@@ -470,11 +522,11 @@ fn entry_item(
             (e.url, media_type)
         })
         .collect();
-    let Some((url, media_type)) = typed
+    let audio: Vec<&(String, Option<String>)> = typed
         .iter()
-        .find(|(_, t)| t.as_deref().map(identity::is_audio_type).unwrap_or(false))
-        .cloned()
-    else {
+        .filter(|(_, t)| t.as_deref().map(identity::is_audio_type).unwrap_or(false))
+        .collect();
+    if audio.is_empty() {
         let types: Vec<String> = typed
             .iter()
             .map(|(u, t)| {
@@ -489,26 +541,24 @@ fn entry_item(
             "enclosure is not audio: {}",
             types.join(", ")
         )));
+    }
+    // The first audio enclosure that is usable; when none is, the first one's reason.
+    let mut first_refusal = None;
+    let mut chosen = None;
+    for (url, media_type) in audio {
+        match usable_enclosure(url) {
+            Ok(()) => {
+                chosen = Some((url.clone(), media_type.clone()));
+                break;
+            }
+            Err(reason) => {
+                first_refusal.get_or_insert(reason);
+            }
+        }
+    }
+    let Some((url, media_type)) = chosen else {
+        return Err(problem(first_refusal.unwrap_or_default()));
     };
-    if let Some(relative) = url.strip_prefix(NO_BASE) {
-        return Err(problem(format!(
-            "enclosure URL {relative:?} is relative and the feed gives no base to resolve it against"
-        )));
-    }
-    // A feed is someone else's document: it may only point at the web, never at this
-    // machine's files or other schemes.
-    if !is_http(&url) {
-        let shown = identity::redact_credentials(&url);
-        return Err(problem(match url::Url::parse(&url) {
-            Ok(u) => format!(
-                "enclosure {shown} has scheme {:?}; a feed's enclosures must be http or https",
-                u.scheme()
-            ),
-            Err(_) => format!(
-                "enclosure URL {shown:?} is relative or not a URL, and there is no base to resolve it against"
-            ),
-        }));
-    }
     let title = if title.is_empty() {
         crate::local::resolve_media(&url, None)
             .map(|m| m.stem)
@@ -535,6 +585,60 @@ fn entry_item(
             feed_url: feed_url.to_string(),
             guid: guid.clone(),
         })))
+}
+
+/// Why an audio enclosure's URL cannot be an episode's media URL, if it cannot.
+fn usable_enclosure(url: &str) -> Result<(), String> {
+    if let Some(relative) = url.strip_prefix(NO_BASE) {
+        return Err(format!(
+            "enclosure URL {relative:?} is relative and the feed gives no base to resolve it against"
+        ));
+    }
+    // A feed is someone else's document: it may only point at the web, never at this
+    // machine's files or other schemes.
+    if !is_http(url) {
+        let shown = identity::redact_credentials(url);
+        return Err(match url::Url::parse(url) {
+            Ok(u) => format!(
+                "enclosure {shown} has scheme {:?}; a feed's enclosures must be http or https",
+                u.scheme()
+            ),
+            Err(_) => format!(
+                "enclosure URL {shown:?} is relative or not a URL, and there is no base to resolve it against"
+            ),
+        });
+    }
+    // `&cdn;ep1.mp3`: an entity of the document's DTD, which is never expanded (no
+    // DTD is read: that is how entity bombs and XXE are avoided). The URL left is not
+    // the one meant.
+    if let Some(entity) = unexpanded_entity(url) {
+        return Err(format!(
+            "enclosure URL {:?} holds the entity reference {entity}, which is not expanded (DTD entities are not read)",
+            identity::redact_credentials(url)
+        ));
+    }
+    Ok(())
+}
+
+/// The first `&name;` left in a URL (XML and HTML entities were already decoded, so
+/// any left is a DTD's), if any.
+fn unexpanded_entity(url: &str) -> Option<String> {
+    let mut rest = url;
+    while let Some(at) = rest.find('&') {
+        let after = &rest[at + 1..];
+        let name_len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
+            .unwrap_or(after.len());
+        let starts_well = after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if starts_well && name_len > 0 && after[name_len..].starts_with(';') {
+            return Some(format!("&{};", &after[..name_len]));
+        }
+        rest = after;
+    }
+    None
 }
 
 /// The two URLs of a configured feed: the one to fetch (which may carry credentials
