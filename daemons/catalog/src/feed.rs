@@ -14,6 +14,7 @@ use crate::charset;
 use crate::error::{CatalogError, ItemProblem};
 use crate::identity;
 use crate::item::{CatalogItem, FeedGuid, Kind};
+use crate::json_feed;
 use crate::local::describe_reqwest;
 use crate::report::CurationReport;
 use crate::settings::{CurateSettings, FetchSettings};
@@ -282,6 +283,16 @@ fn parse_unguarded(
     };
     let decoded = charset::decode(&body.bytes, body.http_charset.as_deref());
     let text = xml_prep::prepare(&decoded.text);
+    // JSON Feed: items read one by one, a sloppy one left out rather than the feed.
+    let json_lenient = if text.starts_with('{') {
+        json_feed::lenient(&text)
+    } else {
+        None
+    };
+    let text = match &json_lenient {
+        Some(l) => l.text.clone(),
+        None => text,
+    };
     // Relative URLs: xml:base (feed-rs applies it), else the URL the document came from,
     // else the feed's own link.
     // With none of them, the sentinel base keeps relative URLs visible, to be named.
@@ -320,8 +331,20 @@ fn parse_unguarded(
     let mut items = Vec::new();
     let mut skipped = Vec::new();
     let mut seen = HashSet::new();
+    if let Some(l) = &json_lenient {
+        for left in &l.left_out {
+            skipped.push(ItemProblem::new(
+                label(&shown_url, left.position, &left.title, &left.id),
+                left.reason.clone(),
+            ));
+        }
+    }
     for (i, entry) in feed.entries.iter().enumerate() {
-        let n = i + 1;
+        // The item's position in the document (a JSON Feed may have had some left out).
+        let n = json_lenient
+            .as_ref()
+            .and_then(|l| l.positions.get(i).copied())
+            .unwrap_or(i + 1);
         match entry_item(feed_url, n, entry, &facts, priority) {
             Err(problem) => skipped.push(problem),
             Ok(item) => {

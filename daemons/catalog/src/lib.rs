@@ -22,6 +22,7 @@ pub mod error;
 pub mod feed;
 pub mod identity;
 pub mod item;
+mod json_feed;
 pub mod local;
 pub mod manifest;
 pub mod merge;

@@ -250,8 +250,10 @@ fn tag_without_empty_url(tag: &str) -> Option<String> {
     while let Some(eq) = tag[search..].find('=').map(|i| search + i) {
         let key_end = tag[..eq].trim_end().len();
         let key_start = tag[..key_end]
-            .rfind(|c: char| c.is_whitespace())
-            .map(|i| i + 1)
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_whitespace())
+            .map(|(i, c)| i + c.len_utf8())
             .unwrap_or(key_end);
         let after_eq = eq + 1 + (tag[eq + 1..].len() - tag[eq + 1..].trim_start().len());
         let Some(quote) = tag[after_eq..]
