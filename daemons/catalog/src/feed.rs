@@ -321,12 +321,12 @@ fn parse_unguarded(
     };
     let json = feed.feed_type == feed_rs::model::FeedType::JSON;
     let base_url = url::Url::parse(base.as_deref().unwrap_or(NO_BASE)).ok();
-    let rss_enclosures = Some(xml_prep::rss_item_enclosures(&text))
-        .filter(|items| !json && items.len() == feed.entries.len());
+    let item_facts =
+        Some(xml_prep::items(&text)).filter(|items| !json && items.len() == feed.entries.len());
     let facts = DocumentFacts {
         json,
         base: base_url,
-        rss_enclosures,
+        items: item_facts,
     };
     let mut items = Vec::new();
     let mut skipped = Vec::new();
@@ -403,7 +403,7 @@ struct Enclosure {
 
 /// Every media reference of an entry: RSS `<enclosure>` and Media RSS (feed-rs puts both
 /// in `media`, dropping the enclosure when a `media:content` is there; `rss_enclosures`,
-/// read by [`xml_prep::rss_item_enclosures`], come first), Atom `<link rel="enclosure">`, JSON Feed `attachments` (links with a
+/// read by [`xml_prep::items`], come first), Atom `<link rel="enclosure">`, JSON Feed `attachments` (links with a
 /// MIME type). Relative URLs feed-rs could not resolve are resolved against `base`.
 fn enclosures(
     entry: &feed_rs::model::Entry,
@@ -495,8 +495,8 @@ struct DocumentFacts {
     json: bool,
     /// The base of relative URLs.
     base: Option<url::Url>,
-    /// The RSS `<enclosure>`s of each entry, when the items read match the entries.
-    rss_enclosures: Option<Vec<Vec<(String, Option<String>)>>>,
+    /// What each entry says that feed-rs loses, when the items read match the entries.
+    items: Option<Vec<xml_prep::ItemFacts>>,
 }
 
 fn entry_item(
@@ -517,11 +517,8 @@ fn entry_item(
     let guid = entry.id.trim().to_string();
     let label = label(&identity::redact_credentials(feed_url), n, &title, &guid);
     let problem = |reason: String| ItemProblem::new(label.clone(), reason);
-    let rss = facts
-        .rss_enclosures
-        .as_ref()
-        .and_then(|all| all.get(n - 1))
-        .map(Vec::as_slice);
+    let item_facts = facts.items.as_ref().and_then(|all| all.get(n - 1));
+    let rss = item_facts.map(|f| f.enclosures.as_slice());
     let all = enclosures(entry, json, base, rss);
     if all.is_empty() {
         return Err(problem(
@@ -590,16 +587,31 @@ fn entry_item(
         title
     };
     let description = entry.summary.as_ref().map(plain_text);
-    let item = CatalogItem::new(Kind::Episode, &url, &title, label.clone())
+    // A date feed-rs could not read: read here (zone abbreviations, no zone...), else
+    // the item says so.
+    let mut date_warning = None;
+    let air_date = match entry.published.or(entry.updated) {
+        Some(d) => Some(d.to_rfc3339()),
+        None => item_facts.and_then(|f| f.date.as_deref()).and_then(|raw| {
+            let parsed = crate::dates::parse_lenient(raw);
+            if parsed.is_none() {
+                date_warning = Some(format!(
+                    "date {raw:?} could not be read; the episode has no air date"
+                ));
+            }
+            parsed
+        }),
+    };
+    let mut item = CatalogItem::new(Kind::Episode, &url, &title, label.clone())
         .map_err(|e| problem(e.to_string()))?;
+    if let Some(warning) = date_warning {
+        item = item.with_warning(warning);
+    }
     Ok(item
         .with_description(description.as_deref())
         .with_media_type(media_type)
         .with_air_date(
-            entry
-                .published
-                .or(entry.updated)
-                .map(|d| d.to_rfc3339())
+            air_date
                 // A feed dated in year 1 or 9999 has a broken date, not an old show.
                 .filter(|d| crate::item::check_air_date(d).is_ok()),
         )
@@ -763,6 +775,22 @@ mod tests {
             parsed.skipped[0].item.contains("Slides") && parsed.skipped[0].item.contains("g-2")
         );
         assert!(parsed.skipped[0].reason.contains("not audio"));
+    }
+
+    #[test]
+    fn an_unreadable_date_is_a_warning_and_a_readable_one_is_kept() {
+        let doc = br#"<rss version="2.0"><channel><title>t</title>
+<item><title>A</title><guid>a</guid><pubDate>last tuesday</pubDate><enclosure url="http://h/a.mp3" type="audio/mpeg"/></item>
+<item><title>B</title><guid>b</guid><pubDate>Tue, 02 Jan 2024 11:00:00 CET</pubDate><enclosure url="http://h/b.mp3" type="audio/mpeg"/></item>
+</channel></rss>"#;
+        let parsed = parse_feed("http://h/feed.xml", doc, None).unwrap();
+        assert_eq!(parsed.items.len(), 2);
+        assert!(parsed.items[0].warnings[0].contains("\"last tuesday\" could not be read"));
+        assert_eq!(
+            parsed.items[1].air_date.as_deref(),
+            Some("2024-01-02T10:00:00+00:00")
+        );
+        assert!(parsed.items[1].warnings.is_empty());
     }
 
     #[test]

@@ -18,6 +18,7 @@
 
 pub mod charset;
 pub mod daemon;
+pub mod dates;
 pub mod error;
 pub mod feed;
 pub mod identity;

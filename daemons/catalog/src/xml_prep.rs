@@ -54,27 +54,73 @@ pub fn prepare(text: &str) -> String {
     drop_empty_media_urls(&text)
 }
 
-/// The RSS `<enclosure>`s (URL as written, entities decoded; type) of each `<item>`
-/// of a prepared document, in document order. `feed-rs` merges `<enclosure>` into the
-/// Media RSS object and drops it when a `<media:content>` is there; podcast apps play
-/// the `<enclosure>`, so it is read here.
-pub fn rss_item_enclosures(text: &str) -> Vec<Vec<(String, Option<String>)>> {
-    let mut items: Vec<Vec<(String, Option<String>)>> = Vec::new();
+/// What an item (`<item>`, `<entry>`) says that `feed-rs` loses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItemFacts {
+    /// Its RSS `<enclosure>`s: URL as written (entities decoded) and type.
+    pub enclosures: Vec<(String, Option<String>)>,
+    /// Its first date (`pubDate`, `dc:date`, `published`, `updated`...) as written.
+    pub date: Option<String>,
+}
+
+const DATE_ELEMENTS: [&str; 6] = [
+    "pubDate",
+    "date",
+    "published",
+    "updated",
+    "issued",
+    "modified",
+];
+
+/// The [`ItemFacts`] of each `<item>` / `<entry>` of a prepared document, in document
+/// order. `feed-rs` merges `<enclosure>` into the Media RSS object and drops it when a
+/// `<media:content>` is there (podcast apps play the `<enclosure>`), and drops dates it
+/// cannot read without a word: both are read here.
+pub fn items(text: &str) -> Vec<ItemFacts> {
+    let mut items: Vec<ItemFacts> = Vec::new();
     let mut in_item = false;
+    let mut date_start: Option<usize> = None;
     let mut reader = Reader::from_str(text);
     reader.config_mut().check_end_names = false;
     loop {
-        match reader.read_event() {
+        let Ok(before) = usize::try_from(reader.buffer_position()) else {
+            break;
+        };
+        let event = match reader.read_event() {
             Ok(Event::Eof) | Err(_) => break,
-            Ok(Event::Start(e)) if e.local_name().as_ref() == "item" => {
-                items.push(Vec::new());
+            Ok(e) => e,
+        };
+        let Ok(after) = usize::try_from(reader.buffer_position()) else {
+            break;
+        };
+        match event {
+            Event::Start(e) if matches!(e.local_name().as_ref(), "item" | "entry") => {
+                items.push(ItemFacts::default());
                 in_item = true;
             }
-            Ok(Event::Empty(e)) if e.local_name().as_ref() == "item" => items.push(Vec::new()),
-            Ok(Event::End(e)) if e.local_name().as_ref() == "item" => in_item = false,
-            Ok(Event::Start(e)) | Ok(Event::Empty(e))
-                if in_item && e.name().as_ref() == "enclosure" =>
-            {
+            Event::Empty(e) if matches!(e.local_name().as_ref(), "item" | "entry") => {
+                items.push(ItemFacts::default())
+            }
+            Event::End(e) if matches!(e.local_name().as_ref(), "item" | "entry") => in_item = false,
+            Event::Start(e) if in_item && DATE_ELEMENTS.contains(&e.local_name().as_ref()) => {
+                date_start = Some(after);
+            }
+            Event::End(e) if in_item && DATE_ELEMENTS.contains(&e.local_name().as_ref()) => {
+                let raw = date_start.take().and_then(|start| text.get(start..before));
+                if let (Some(raw), Some(last)) = (raw, items.last_mut()) {
+                    let raw = raw
+                        .trim()
+                        .trim_start_matches("<![CDATA[")
+                        .trim_end_matches("]]>");
+                    let value = quick_xml::escape::unescape(raw)
+                        .map(|v| v.trim().to_string())
+                        .unwrap_or_else(|_| raw.trim().to_string());
+                    if last.date.is_none() && !value.is_empty() {
+                        last.date = Some(value);
+                    }
+                }
+            }
+            Event::Start(e) | Event::Empty(e) if in_item && e.name().as_ref() == "enclosure" => {
                 let mut url = None;
                 let mut media_type = None;
                 for attr in e.attributes().with_checks(false).flatten() {
@@ -89,10 +135,10 @@ pub fn rss_item_enclosures(text: &str) -> Vec<Vec<(String, Option<String>)>> {
                     }
                 }
                 if let (Some(url), Some(last)) = (url, items.last_mut()) {
-                    last.push((url, media_type));
+                    last.enclosures.push((url, media_type));
                 }
             }
-            Ok(_) => {}
+            _ => {}
         }
     }
     items
@@ -505,17 +551,19 @@ mod tests {
         assert_eq!(out.matches("url=").count(), 1, "{out}");
         assert!(out.contains("<enclosure  type=\"audio/mpeg\"/>"), "{out}");
         assert!(out.contains("url=\"http://h/a.mp3\""), "{out}");
-        let items = rss_item_enclosures("<rss><item><enclosure url=\"http://h/a.mp3?a=1&amp;b=2\" type=\"audio/mpeg\"/><media:content url=\"http://h/p.mp3\"/></item><item/></rss>");
+        let items = items("<rss><item><pubDate>Tue, 02 Jan 2024 10:00:00 BST</pubDate><enclosure url=\"http://h/a.mp3?a=1&amp;b=2\" type=\"audio/mpeg\"/><media:content url=\"http://h/p.mp3\"/></item><item/></rss>");
         assert_eq!(
-            items,
-            [
-                vec![(
-                    "http://h/a.mp3?a=1&b=2".to_string(),
-                    Some("audio/mpeg".to_string())
-                )],
-                vec![]
-            ]
+            items[0].enclosures,
+            [(
+                "http://h/a.mp3?a=1&b=2".to_string(),
+                Some("audio/mpeg".to_string())
+            )]
         );
+        assert_eq!(
+            items[0].date.as_deref(),
+            Some("Tue, 02 Jan 2024 10:00:00 BST")
+        );
+        assert_eq!(items[1], ItemFacts::default());
     }
 
     #[test]
