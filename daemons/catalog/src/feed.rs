@@ -508,11 +508,24 @@ fn entry_item(
 ) -> Result<CatalogItem, ItemProblem> {
     let json = facts.json;
     let base = facts.base.as_ref();
+    // `<title>`, else `<itunes:title>` / `<media:title>`; blanks and newlines inside
+    // made one space (a title is one line in every table).
+    let one_line = |t: String| t.split_whitespace().collect::<Vec<_>>().join(" ");
     let title = entry
         .title
         .as_ref()
         .map(plain_text)
-        .map(|t| t.trim().to_string())
+        .map(one_line)
+        .filter(|t| !t.is_empty())
+        .or_else(|| {
+            entry
+                .media
+                .iter()
+                .filter_map(|m| m.title.as_ref())
+                .map(plain_text)
+                .map(one_line)
+                .find(|t| !t.is_empty())
+        })
         .unwrap_or_default();
     let guid = entry.id.trim().to_string();
     let label = label(&identity::redact_credentials(feed_url), n, &title, &guid);
@@ -791,6 +804,23 @@ mod tests {
             Some("2024-01-02T10:00:00+00:00")
         );
         assert!(parsed.items[1].warnings.is_empty());
+    }
+
+    #[test]
+    fn titles_are_one_line_with_itunes_and_file_name_fallbacks() {
+        let doc = br#"<rss version="2.0" xmlns:itunes="http://www.itunes.com/dtds/podcast-1.0.dtd"><channel><title>t</title>
+<item><title>
+   Two   words
+   and a line </title><guid>a</guid><enclosure url="http://h/a.mp3" type="audio/mpeg"/></item>
+<item><itunes:title>From iTunes</itunes:title><guid>b</guid><enclosure url="http://h/b.mp3" type="audio/mpeg"/></item>
+<item><guid>c</guid><enclosure url="http://h/My%20Show%20%231.mp3" type="audio/mpeg"/></item>
+</channel></rss>"#;
+        let parsed = parse_feed("http://h/feed.xml", doc, None).unwrap();
+        let titles: Vec<&str> = parsed.items.iter().map(|i| i.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            ["Two words and a line", "From iTunes", "My Show #1"]
+        );
     }
 
     #[test]
