@@ -107,7 +107,15 @@ pub async fn fetch(
         .await
         .map_err(|e| fail(describe_reqwest(&e)))?;
     let status = response.status();
+    let sent_validators = validators.is_some_and(|v| v.etag.is_some() || v.last_modified.is_some());
     if status == reqwest::StatusCode::NOT_MODIFIED {
+        // A 304 answers a conditional request; to a plain one it says nothing about
+        // the feed, and "nothing changed" would be a wrong answer.
+        if !sent_validators {
+            return Err(fail(
+                "HTTP 304 Not Modified to a request that was not conditional: the server sent no feed".to_string(),
+            ));
+        }
         return Ok(Fetched::NotModified);
     }
     if !status.is_success() {
@@ -510,7 +518,15 @@ fn entry_item(
     let base = facts.base.as_ref();
     // `<title>`, else `<itunes:title>` / `<media:title>`; blanks and newlines inside
     // made one space (a title is one line in every table).
-    let one_line = |t: String| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    // (No-break spaces are the author's choice and stay.)
+    let one_line = |t: String| {
+        t.split(|c: char| {
+            c.is_ascii_whitespace() || matches!(c, '\u{85}' | '\u{2028}' | '\u{2029}')
+        })
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+    };
     let title = entry
         .title
         .as_ref()
@@ -696,6 +712,14 @@ fn unexpanded_entity(url: &str) -> Option<String> {
 /// # Errors
 /// [`CatalogError::BadInput`] for a URL that is not http(s).
 pub fn feed_urls(url: &str) -> Result<(String, String), CatalogError> {
+    // Checked before normalizing, whose message offers files and paths: a feed is
+    // fetched over HTTP only.
+    if !is_http(url) {
+        return Err(CatalogError::bad_input(
+            identity::redact_credentials(url),
+            "a feed URL must be http or https",
+        ));
+    }
     let fetch_url = identity::normalize_url(url)?;
     if !is_http(&fetch_url) {
         return Err(CatalogError::bad_input(
@@ -821,6 +845,15 @@ mod tests {
             titles,
             ["Two words and a line", "From iTunes", "My Show #1"]
         );
+    }
+
+    #[test]
+    fn a_feed_url_of_another_scheme_is_refused_without_offering_paths() {
+        for url in ["ftp://h/feed.xml", "file:///tmp/feed.xml", "/tmp/feed.xml"] {
+            let err = feed_urls(url).unwrap_err().to_string();
+            assert!(err.contains("must be http or https"), "{err}");
+            assert!(!err.contains("path"), "{err}");
+        }
     }
 
     #[test]

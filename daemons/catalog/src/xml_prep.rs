@@ -82,10 +82,7 @@ pub fn items(text: &str) -> Vec<ItemFacts> {
     let mut date_start: Option<usize> = None;
     let mut reader = Reader::from_str(text);
     reader.config_mut().check_end_names = false;
-    loop {
-        let Ok(before) = usize::try_from(reader.buffer_position()) else {
-            break;
-        };
+    while let Ok(before) = usize::try_from(reader.buffer_position()) {
         let event = match reader.read_event() {
             Ok(Event::Eof) | Err(_) => break,
             Ok(e) => e,
@@ -249,10 +246,7 @@ fn drop_empty_media_urls(text: &str) -> String {
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let mut reader = Reader::from_str(text);
     reader.config_mut().check_end_names = false;
-    loop {
-        let Ok(before) = usize::try_from(reader.buffer_position()) else {
-            break;
-        };
+    while let Ok(before) = usize::try_from(reader.buffer_position()) {
         let event = match reader.read_event() {
             Ok(Event::Eof) | Err(_) => break,
             Ok(e) => e,
