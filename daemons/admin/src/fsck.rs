@@ -6,7 +6,8 @@
 //! so a stale lock is one on a failed, held or finished job); leases reference existing
 //! jobs, last a positive time and are not overdue by more than the reaper's interval; no
 //! id counter is behind the ids of the records it numbers; research records match the
-//! catalog; node sizes are under the limits; every node's data parses. Without `repair`
+//! catalog; no two episodes (or clips) share a media URL and every media-URL alias points
+//! at a record holding that URL; node sizes are under the limits; every node's data parses. Without `repair`
 //! nothing is written (the read-only role can run it): ZooKeeper's time is then the
 //! newest time seen on the tree, a lower bound.
 //!
@@ -21,7 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::queue_key::QueueEntry;
 use archivist_engine::schema::records::{
-    self, JobRecord, LeaseRecord, LockRecord, ResearchRecord, MAX_NODE_BYTES,
+    self, AliasRecord, CatalogFields, ClipRecord, EpisodeRecord, JobRecord, LeaseRecord,
+    LockRecord, ResearchRecord, MAX_NODE_BYTES,
 };
 use archivist_engine::schema::{paths, JobState};
 use archivist_engine::transition::machine;
@@ -75,6 +77,11 @@ pub enum FaultKind {
     LeaseInvalid,
     /// An id counter behind the ids in use: the next id it gives is taken.
     CounterBehind,
+    /// Two records of one kind share a media URL: one media URL must be one record.
+    SharedMediaUrl,
+    /// A media-URL alias points at a record whose media URL is another: curating that
+    /// URL would rewrite the wrong record.
+    AliasMismatch,
 }
 
 /// How bad a fault is.
@@ -622,6 +629,78 @@ fn check_research(ix: &Index<'_>, faults: &mut Vec<Fault>) {
     }
 }
 
+/// The media URL of a catalog record node, if it is one and decodes.
+fn media_url_of(node: &RawNode) -> Option<(&'static str, String)> {
+    let fields = |f: CatalogFields| f.media_url;
+    match parts(&node.path).as_slice() {
+        ["catalog", "episodes", _] => records::decode::<EpisodeRecord>(&node.path, &node.data)
+            .ok()
+            .map(|r| ("episode", fields(r.fields))),
+        ["catalog", "clips", _] => records::decode::<ClipRecord>(&node.path, &node.data)
+            .ok()
+            .map(|r| ("clip", fields(r.fields))),
+        _ => None,
+    }
+}
+
+/// One media URL, one record: no two records of a kind share a media URL, and each
+/// media-URL alias (`url-...`) points at a record whose media URL is the alias's key.
+/// Reported for an operator (which record is right is a human's call).
+fn check_catalog(nodes: &[RawNode], faults: &mut Vec<Fault>) {
+    let mut by_url: BTreeMap<(&str, String), Vec<&str>> = BTreeMap::new();
+    let mut url_of: BTreeMap<&str, String> = BTreeMap::new();
+    for node in nodes {
+        if let Some((kind, url)) = media_url_of(node) {
+            url_of.insert(&node.path, url.clone());
+            by_url.entry((kind, url)).or_default().push(&node.path);
+        }
+    }
+    for ((kind, url), holders) in &by_url {
+        if holders.len() > 1 {
+            faults.push(Fault::new(
+                FaultKind::SharedMediaUrl,
+                Severity::Error,
+                holders[0],
+                format!(
+                    "{} {kind}s share the media URL {url}: {}",
+                    holders.len(),
+                    holders.join(", ")
+                ),
+            ));
+        }
+    }
+    for node in nodes {
+        let segments = parts(&node.path);
+        let ["catalog", "aliases", name] = segments.as_slice() else {
+            continue;
+        };
+        if !name.starts_with("url-") {
+            continue;
+        }
+        let Ok(alias) = records::decode::<AliasRecord>(&node.path, &node.data) else {
+            continue;
+        };
+        let target = match alias.target {
+            records::AliasTarget::Episode => paths::episode(&alias.id),
+            records::AliasTarget::Clip => paths::clip(&alias.id),
+        };
+        let Some(url) = url_of.get(target.as_str()) else {
+            continue;
+        };
+        if *url != alias.key {
+            faults.push(Fault::new(
+                FaultKind::AliasMismatch,
+                Severity::Error,
+                &node.path,
+                format!(
+                    "alias of {} points at {target}, whose media URL is {url}",
+                    alias.key
+                ),
+            ));
+        }
+    }
+}
+
 /// Checks every invariant; with `repair`, fixes the safe faults and says what it did.
 pub async fn fsck(
     session: &Session,
@@ -653,6 +732,7 @@ pub async fn fsck(
     check_leases(&ix, settings, now_ms, &mut faults);
     check_counters(&ix, &mut faults);
     check_research(&ix, &mut faults);
+    check_catalog(&nodes, &mut faults);
     faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
     if repair {
         for fault in faults.iter_mut() {

@@ -14,6 +14,7 @@ use crate::charset;
 use crate::error::{CatalogError, ItemProblem};
 use crate::identity;
 use crate::item::{CatalogItem, FeedGuid, Kind};
+use crate::json_feed;
 use crate::local::describe_reqwest;
 use crate::report::CurationReport;
 use crate::settings::{CurateSettings, FetchSettings};
@@ -106,7 +107,15 @@ pub async fn fetch(
         .await
         .map_err(|e| fail(describe_reqwest(&e)))?;
     let status = response.status();
+    let sent_validators = validators.is_some_and(|v| v.etag.is_some() || v.last_modified.is_some());
     if status == reqwest::StatusCode::NOT_MODIFIED {
+        // A 304 answers a conditional request; to a plain one it says nothing about
+        // the feed, and "nothing changed" would be a wrong answer.
+        if !sent_validators {
+            return Err(fail(
+                "HTTP 304 Not Modified to a request that was not conditional: the server sent no feed".to_string(),
+            ));
+        }
         return Ok(Fetched::NotModified);
     }
     if !status.is_success() {
@@ -282,6 +291,16 @@ fn parse_unguarded(
     };
     let decoded = charset::decode(&body.bytes, body.http_charset.as_deref());
     let text = xml_prep::prepare(&decoded.text);
+    // JSON Feed: items read one by one, a sloppy one left out rather than the feed.
+    let json_lenient = if text.starts_with('{') {
+        json_feed::lenient(&text)
+    } else {
+        None
+    };
+    let text = match &json_lenient {
+        Some(l) => l.text.clone(),
+        None => text,
+    };
     // Relative URLs: xml:base (feed-rs applies it), else the URL the document came from,
     // else the feed's own link.
     // With none of them, the sentinel base keeps relative URLs visible, to be named.
@@ -310,12 +329,31 @@ fn parse_unguarded(
     };
     let json = feed.feed_type == feed_rs::model::FeedType::JSON;
     let base_url = url::Url::parse(base.as_deref().unwrap_or(NO_BASE)).ok();
+    let item_facts =
+        Some(xml_prep::items(&text)).filter(|items| !json && items.len() == feed.entries.len());
+    let facts = DocumentFacts {
+        json,
+        base: base_url,
+        items: item_facts,
+    };
     let mut items = Vec::new();
     let mut skipped = Vec::new();
     let mut seen = HashSet::new();
+    if let Some(l) = &json_lenient {
+        for left in &l.left_out {
+            skipped.push(ItemProblem::new(
+                label(&shown_url, left.position, &left.title, &left.id),
+                left.reason.clone(),
+            ));
+        }
+    }
     for (i, entry) in feed.entries.iter().enumerate() {
-        let n = i + 1;
-        match entry_item(feed_url, n, entry, json, base_url.as_ref(), priority) {
+        // The item's position in the document (a JSON Feed may have had some left out).
+        let n = json_lenient
+            .as_ref()
+            .and_then(|l| l.positions.get(i).copied())
+            .unwrap_or(i + 1);
+        match entry_item(feed_url, n, entry, &facts, priority) {
             Err(problem) => skipped.push(problem),
             Ok(item) => {
                 let keys = item.alias_keys();
@@ -372,12 +410,14 @@ struct Enclosure {
 }
 
 /// Every media reference of an entry: RSS `<enclosure>` and Media RSS (feed-rs puts both
-/// in `media`), Atom `<link rel="enclosure">`, JSON Feed `attachments` (links with a
+/// in `media`, dropping the enclosure when a `media:content` is there; `rss_enclosures`,
+/// read by [`xml_prep::items`], come first), Atom `<link rel="enclosure">`, JSON Feed `attachments` (links with a
 /// MIME type). Relative URLs feed-rs could not resolve are resolved against `base`.
 fn enclosures(
     entry: &feed_rs::model::Entry,
     json: bool,
     base: Option<&url::Url>,
+    rss_enclosures: Option<&[(String, Option<String>)]>,
 ) -> Vec<Enclosure> {
     let resolve = |href: &str| -> String {
         let href = href.trim();
@@ -390,7 +430,9 @@ fn enclosures(
             _ => href.to_string(),
         }
     };
-    let mut out: Vec<Enclosure> = entry
+    // `<enclosure>` first, Media RSS after: podcast apps play the enclosure, and a
+    // `media:content` is often a preview or a video.
+    let media: Vec<Enclosure> = entry
         .media
         .iter()
         .flat_map(|m| m.content.iter())
@@ -401,6 +443,31 @@ fn enclosures(
             })
         })
         .collect();
+    // A relative `<enclosure>` URL: feed-rs's reading of it applied `xml:base`.
+    let mut out: Vec<Enclosure> = rss_enclosures
+        .unwrap_or_default()
+        .iter()
+        .map(|(url, media_type)| {
+            let relative = url.trim_start_matches("./");
+            let url = match url::Url::parse(url) {
+                Ok(u) => u.to_string(),
+                Err(_) => media
+                    .iter()
+                    .find(|m| !relative.is_empty() && m.url.ends_with(relative))
+                    .map(|m| m.url.clone())
+                    .unwrap_or_else(|| resolve(url)),
+            };
+            Enclosure {
+                url,
+                media_type: media_type.clone().filter(|t| !t.is_empty()),
+            }
+        })
+        .collect();
+    for m in media {
+        if !out.iter().any(|e| e.url == m.url) {
+            out.push(m);
+        }
+    }
     for link in &entry.links {
         let is_enclosure = if json {
             link.media_type.is_some()
@@ -430,24 +497,58 @@ fn says_nothing(media_type: &str) -> bool {
         .any(|t| essence.eq_ignore_ascii_case(t))
 }
 
+/// What the feed document says besides `feed-rs`'s entries.
+struct DocumentFacts {
+    /// Is it a JSON Feed?
+    json: bool,
+    /// The base of relative URLs.
+    base: Option<url::Url>,
+    /// What each entry says that feed-rs loses, when the items read match the entries.
+    items: Option<Vec<xml_prep::ItemFacts>>,
+}
+
 fn entry_item(
     feed_url: &str,
     n: usize,
     entry: &feed_rs::model::Entry,
-    json: bool,
-    base: Option<&url::Url>,
+    facts: &DocumentFacts,
     priority: Option<i64>,
 ) -> Result<CatalogItem, ItemProblem> {
+    let json = facts.json;
+    let base = facts.base.as_ref();
+    // `<title>`, else `<itunes:title>` / `<media:title>`; blanks and newlines inside
+    // made one space (a title is one line in every table).
+    // (No-break spaces are the author's choice and stay.)
+    let one_line = |t: String| {
+        t.split(|c: char| {
+            c.is_ascii_whitespace() || matches!(c, '\u{85}' | '\u{2028}' | '\u{2029}')
+        })
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+    };
     let title = entry
         .title
         .as_ref()
         .map(plain_text)
-        .map(|t| t.trim().to_string())
+        .map(one_line)
+        .filter(|t| !t.is_empty())
+        .or_else(|| {
+            entry
+                .media
+                .iter()
+                .filter_map(|m| m.title.as_ref())
+                .map(plain_text)
+                .map(one_line)
+                .find(|t| !t.is_empty())
+        })
         .unwrap_or_default();
     let guid = entry.id.trim().to_string();
     let label = label(&identity::redact_credentials(feed_url), n, &title, &guid);
     let problem = |reason: String| ItemProblem::new(label.clone(), reason);
-    let all = enclosures(entry, json, base);
+    let item_facts = facts.items.as_ref().and_then(|all| all.get(n - 1));
+    let rss = item_facts.map(|f| f.enclosures.as_slice());
+    let all = enclosures(entry, json, base, rss);
     if all.is_empty() {
         return Err(problem(
             if entry.media.iter().any(|m| !m.content.is_empty()) {
@@ -470,11 +571,11 @@ fn entry_item(
             (e.url, media_type)
         })
         .collect();
-    let Some((url, media_type)) = typed
+    let audio: Vec<&(String, Option<String>)> = typed
         .iter()
-        .find(|(_, t)| t.as_deref().map(identity::is_audio_type).unwrap_or(false))
-        .cloned()
-    else {
+        .filter(|(_, t)| t.as_deref().map(identity::is_audio_type).unwrap_or(false))
+        .collect();
+    if audio.is_empty() {
         let types: Vec<String> = typed
             .iter()
             .map(|(u, t)| {
@@ -489,26 +590,24 @@ fn entry_item(
             "enclosure is not audio: {}",
             types.join(", ")
         )));
+    }
+    // The first audio enclosure that is usable; when none is, the first one's reason.
+    let mut first_refusal = None;
+    let mut chosen = None;
+    for (url, media_type) in audio {
+        match usable_enclosure(url) {
+            Ok(()) => {
+                chosen = Some((url.clone(), media_type.clone()));
+                break;
+            }
+            Err(reason) => {
+                first_refusal.get_or_insert(reason);
+            }
+        }
+    }
+    let Some((url, media_type)) = chosen else {
+        return Err(problem(first_refusal.unwrap_or_default()));
     };
-    if let Some(relative) = url.strip_prefix(NO_BASE) {
-        return Err(problem(format!(
-            "enclosure URL {relative:?} is relative and the feed gives no base to resolve it against"
-        )));
-    }
-    // A feed is someone else's document: it may only point at the web, never at this
-    // machine's files or other schemes.
-    if !is_http(&url) {
-        let shown = identity::redact_credentials(&url);
-        return Err(problem(match url::Url::parse(&url) {
-            Ok(u) => format!(
-                "enclosure {shown} has scheme {:?}; a feed's enclosures must be http or https",
-                u.scheme()
-            ),
-            Err(_) => format!(
-                "enclosure URL {shown:?} is relative or not a URL, and there is no base to resolve it against"
-            ),
-        }));
-    }
     let title = if title.is_empty() {
         crate::local::resolve_media(&url, None)
             .map(|m| m.stem)
@@ -517,16 +616,31 @@ fn entry_item(
         title
     };
     let description = entry.summary.as_ref().map(plain_text);
-    let item = CatalogItem::new(Kind::Episode, &url, &title, label.clone())
+    // A date feed-rs could not read: read here (zone abbreviations, no zone...), else
+    // the item says so.
+    let mut date_warning = None;
+    let air_date = match entry.published.or(entry.updated) {
+        Some(d) => Some(d.to_rfc3339()),
+        None => item_facts.and_then(|f| f.date.as_deref()).and_then(|raw| {
+            let parsed = crate::dates::parse_lenient(raw);
+            if parsed.is_none() {
+                date_warning = Some(format!(
+                    "date {raw:?} could not be read; the episode has no air date"
+                ));
+            }
+            parsed
+        }),
+    };
+    let mut item = CatalogItem::new(Kind::Episode, &url, &title, label.clone())
         .map_err(|e| problem(e.to_string()))?;
+    if let Some(warning) = date_warning {
+        item = item.with_warning(warning);
+    }
     Ok(item
         .with_description(description.as_deref())
         .with_media_type(media_type)
         .with_air_date(
-            entry
-                .published
-                .or(entry.updated)
-                .map(|d| d.to_rfc3339())
+            air_date
                 // A feed dated in year 1 or 9999 has a broken date, not an old show.
                 .filter(|d| crate::item::check_air_date(d).is_ok()),
         )
@@ -537,6 +651,60 @@ fn entry_item(
         })))
 }
 
+/// Why an audio enclosure's URL cannot be an episode's media URL, if it cannot.
+fn usable_enclosure(url: &str) -> Result<(), String> {
+    if let Some(relative) = url.strip_prefix(NO_BASE) {
+        return Err(format!(
+            "enclosure URL {relative:?} is relative and the feed gives no base to resolve it against"
+        ));
+    }
+    // A feed is someone else's document: it may only point at the web, never at this
+    // machine's files or other schemes.
+    if !is_http(url) {
+        let shown = identity::redact_credentials(url);
+        return Err(match url::Url::parse(url) {
+            Ok(u) => format!(
+                "enclosure {shown} has scheme {:?}; a feed's enclosures must be http or https",
+                u.scheme()
+            ),
+            Err(_) => format!(
+                "enclosure URL {shown:?} is relative or not a URL, and there is no base to resolve it against"
+            ),
+        });
+    }
+    // `&cdn;ep1.mp3`: an entity of the document's DTD, which is never expanded (no
+    // DTD is read: that is how entity bombs and XXE are avoided). The URL left is not
+    // the one meant.
+    if let Some(entity) = unexpanded_entity(url) {
+        return Err(format!(
+            "enclosure URL {:?} holds the entity reference {entity}, which is not expanded (DTD entities are not read)",
+            identity::redact_credentials(url)
+        ));
+    }
+    Ok(())
+}
+
+/// The first `&name;` left in a URL (XML and HTML entities were already decoded, so
+/// any left is a DTD's), if any.
+fn unexpanded_entity(url: &str) -> Option<String> {
+    let mut rest = url;
+    while let Some(at) = rest.find('&') {
+        let after = &rest[at + 1..];
+        let name_len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
+            .unwrap_or(after.len());
+        let starts_well = after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if starts_well && name_len > 0 && after[name_len..].starts_with(';') {
+            return Some(format!("&{};", &after[..name_len]));
+        }
+        rest = after;
+    }
+    None
+}
+
 /// The two URLs of a configured feed: the one to fetch (which may carry credentials
 /// from the configuration) and its identity (normalized, without credentials: stored in
 /// GUID aliases and shown in messages).
@@ -544,6 +712,14 @@ fn entry_item(
 /// # Errors
 /// [`CatalogError::BadInput`] for a URL that is not http(s).
 pub fn feed_urls(url: &str) -> Result<(String, String), CatalogError> {
+    // Checked before normalizing, whose message offers files and paths: a feed is
+    // fetched over HTTP only.
+    if !is_http(url) {
+        return Err(CatalogError::bad_input(
+            identity::redact_credentials(url),
+            "a feed URL must be http or https",
+        ));
+    }
     let fetch_url = identity::normalize_url(url)?;
     if !is_http(&fetch_url) {
         return Err(CatalogError::bad_input(
@@ -636,6 +812,48 @@ mod tests {
             parsed.skipped[0].item.contains("Slides") && parsed.skipped[0].item.contains("g-2")
         );
         assert!(parsed.skipped[0].reason.contains("not audio"));
+    }
+
+    #[test]
+    fn an_unreadable_date_is_a_warning_and_a_readable_one_is_kept() {
+        let doc = br#"<rss version="2.0"><channel><title>t</title>
+<item><title>A</title><guid>a</guid><pubDate>last tuesday</pubDate><enclosure url="http://h/a.mp3" type="audio/mpeg"/></item>
+<item><title>B</title><guid>b</guid><pubDate>Tue, 02 Jan 2024 11:00:00 CET</pubDate><enclosure url="http://h/b.mp3" type="audio/mpeg"/></item>
+</channel></rss>"#;
+        let parsed = parse_feed("http://h/feed.xml", doc, None).unwrap();
+        assert_eq!(parsed.items.len(), 2);
+        assert!(parsed.items[0].warnings[0].contains("\"last tuesday\" could not be read"));
+        assert_eq!(
+            parsed.items[1].air_date.as_deref(),
+            Some("2024-01-02T10:00:00+00:00")
+        );
+        assert!(parsed.items[1].warnings.is_empty());
+    }
+
+    #[test]
+    fn titles_are_one_line_with_itunes_and_file_name_fallbacks() {
+        let doc = br#"<rss version="2.0" xmlns:itunes="http://www.itunes.com/dtds/podcast-1.0.dtd"><channel><title>t</title>
+<item><title>
+   Two   words
+   and a line </title><guid>a</guid><enclosure url="http://h/a.mp3" type="audio/mpeg"/></item>
+<item><itunes:title>From iTunes</itunes:title><guid>b</guid><enclosure url="http://h/b.mp3" type="audio/mpeg"/></item>
+<item><guid>c</guid><enclosure url="http://h/My%20Show%20%231.mp3" type="audio/mpeg"/></item>
+</channel></rss>"#;
+        let parsed = parse_feed("http://h/feed.xml", doc, None).unwrap();
+        let titles: Vec<&str> = parsed.items.iter().map(|i| i.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            ["Two words and a line", "From iTunes", "My Show #1"]
+        );
+    }
+
+    #[test]
+    fn a_feed_url_of_another_scheme_is_refused_without_offering_paths() {
+        for url in ["ftp://h/feed.xml", "file:///tmp/feed.xml", "/tmp/feed.xml"] {
+            let err = feed_urls(url).unwrap_err().to_string();
+            assert!(err.contains("must be http or https"), "{err}");
+            assert!(!err.contains("path"), "{err}");
+        }
     }
 
     #[test]

@@ -42,7 +42,48 @@ pub fn normalize_url(input: &str) -> Result<String, CatalogError> {
     if url.query() == Some("") {
         url.set_query(None);
     }
+    let path = canonical_escapes(url.path());
+    if path != url.path() {
+        url.set_path(&path);
+    }
+    if let Some(query) = url.query().map(canonical_escapes) {
+        if Some(query.as_str()) != url.query() {
+            url.set_query(Some(&query));
+        }
+    }
     Ok(url.to_string())
+}
+
+/// Percent-encoding made canonical (RFC 3986 §6.2.2.1 and §6.2.2.2): the hex digits of
+/// an escape uppercased, and escapes of unreserved characters (letters, digits, `-`,
+/// `.`, `_`, `~`) decoded. `a%7eb`, `a%7Eb` and `a~b` are one address; `%2f` and `%2F`
+/// are one, and stay escaped (a `/` would change the path). Anything else is as given.
+fn canonical_escapes(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                let byte = (h * 16 + l) as u8;
+                if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+                    out.push(byte as char);
+                } else {
+                    out.push('%');
+                    out.push(bytes[i + 1].to_ascii_uppercase() as char);
+                    out.push(bytes[i + 2].to_ascii_uppercase() as char);
+                }
+                i += 3;
+                continue;
+            }
+        }
+        // Copy one whole character (the text is a URL's, so ASCII, but be safe).
+        let len = text[i..].chars().next().map(char::len_utf8).unwrap_or(1);
+        out.push_str(&text[i..i + len]);
+        i += len;
+    }
+    out
 }
 
 /// Does this URL carry a user name or a password (`http://user:pass@host/...`)?
@@ -157,6 +198,20 @@ mod tests {
             url_alias(&b),
             url_alias(&normalize_url("http://example.com/a/c.mp3").unwrap())
         );
+    }
+
+    #[test]
+    fn percent_escapes_are_canonical() {
+        let n = |u: &str| normalize_url(u).unwrap();
+        assert_eq!(n("http://h/pn/a~b.mp3"), n("http://h/pn/a%7Eb.mp3"));
+        assert_eq!(n("http://h/pn/a%7eb.mp3"), "http://h/pn/a~b.mp3");
+        assert_eq!(n("http://h/pn/%41.mp3"), n("http://h/pn/A.mp3"));
+        assert_eq!(n("http://h/pn/c%2fd.mp3"), "http://h/pn/c%2Fd.mp3");
+        assert_eq!(n("http://h/q.mp3?a=%7e&b=%2f"), "http://h/q.mp3?a=~&b=%2F");
+        assert_ne!(n("http://h/f%20g.mp3"), n("http://h/f+g.mp3"));
+        assert_ne!(n("http://h/q?x=1&y=2"), n("http://h/q?y=2&x=1"));
+        assert_eq!(n("http://h/e.mp3?"), n("http://h/e.mp3"));
+        assert_eq!(n("http://h/100%"), "http://h/100%");
     }
 
     #[test]

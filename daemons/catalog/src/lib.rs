@@ -18,10 +18,12 @@
 
 pub mod charset;
 pub mod daemon;
+pub mod dates;
 pub mod error;
 pub mod feed;
 pub mod identity;
 pub mod item;
+mod json_feed;
 pub mod local;
 pub mod manifest;
 pub mod merge;

@@ -82,7 +82,10 @@ pub fn resolve_media(input: &str, base: Option<&Path>) -> Result<Media, CatalogE
             .map(|u| u.path().to_string())
             .unwrap_or_default();
         return Ok(Media {
-            stem: stem_of(&path),
+            // The file name as people read it: `My%20Show` is `My Show`.
+            stem: percent_encoding::percent_decode_str(&stem_of(&path))
+                .decode_utf8_lossy()
+                .into_owned(),
             media_type: identity::guess_media_type(&url).map(str::to_string),
             url,
             local: false,

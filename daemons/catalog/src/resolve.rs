@@ -14,6 +14,7 @@ use archivist_engine::{store, EngineError, Session};
 use time::OffsetDateTime;
 
 use crate::error::ItemProblem;
+use crate::identity;
 use crate::item::{CatalogItem, Kind};
 use crate::merge::{self, StoredRecord};
 use crate::pipeline;
@@ -27,6 +28,10 @@ pub(crate) struct Update {
     pub changed: Vec<&'static str>,
     /// Alias creates/rewrites pointing at this record.
     pub alias_ops: Vec<Op>,
+    /// When the update moves the record to another media URL: the alias of the URL it
+    /// had, deleted in the same multi (if it points at this record) so that one media
+    /// URL names one record.
+    pub old_url_alias: Option<String>,
 }
 
 /// A record to create.
@@ -175,7 +180,47 @@ pub(crate) async fn resolve(
         };
         plans.push(plan_item(item, found, &index, &record_reads, now)?);
     }
+    delete_old_url_aliases(session, &mut plans, window).await?;
     Ok(plans)
+}
+
+/// Pass 3: for each update moving a record to another media URL, reads the alias of the
+/// URL it had and, when it still points at the record, deletes it (at the version read)
+/// in the record's multi. A race makes the multi fail and the item is retried.
+async fn delete_old_url_aliases(
+    session: &Session,
+    plans: &mut [Plan],
+    window: usize,
+) -> Result<(), EngineError> {
+    let moved: Vec<(usize, String)> = plans
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| match p {
+            Plan::Update(u) => u.old_url_alias.as_ref().map(|a| (i, paths::alias(a))),
+            _ => None,
+        })
+        .collect();
+    if moved.is_empty() {
+        return Ok(());
+    }
+    let alias_paths: Vec<String> = moved.iter().map(|(_, p)| p.clone()).collect();
+    let reads = pipeline::read_many(session, &alias_paths, window).await?;
+    for ((i, path), read) in moved.into_iter().zip(reads) {
+        let Some((bytes, stat)) = read else { continue };
+        let Plan::Update(u) = &mut plans[i] else {
+            continue;
+        };
+        match decode::<AliasRecord>(&path, &bytes) {
+            Ok(a) if a.id == u.record.id() && target_kind(a.target) == u.item.kind => {
+                u.alias_ops.push(Op::Delete {
+                    path,
+                    version: Some(stat.version),
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn plan_item(
@@ -207,7 +252,24 @@ fn plan_item(
                 stale.push((f.name.clone(), *version))
             }
             Some((a, _)) if Some(&a.id) != chosen.as_ref() => {
-                tracing::warn!(item = %item.label, alias = %f.name, points_at = %a.id, chosen = ?chosen, "alias points at another record; left as it is");
+                // The GUID names one record and the media URL another (e.g. two items
+                // swapped enclosures): writing either would leave one media URL naming
+                // two records. Left out, both records as they are.
+                let what = if f.name.starts_with("guid-") {
+                    "its feed GUID"
+                } else {
+                    "its media URL"
+                };
+                return Ok(Plan::Skip(ItemProblem::new(
+                    &item.label,
+                    format!(
+                        "conflict: {what} is registered as {} {}, but the item is {} {}; left out so that one media URL stays one record",
+                        kind.as_str(),
+                        a.id,
+                        kind.as_str(),
+                        chosen.as_deref().unwrap_or("?"),
+                    ),
+                )));
             }
             Some(_) => {}
         }
@@ -223,7 +285,9 @@ fn plan_item(
         Ok(r) => r,
         Err(e) => return Ok(Plan::Skip(ItemProblem::new(&item.label, e.to_string()))),
     };
+    let old_url = record.fields().media_url.clone();
     let changed = merge::merge(&mut record, &item, now);
+    let old_url_alias = (old_url != item.media_url).then(|| identity::url_alias(&old_url));
     let mut alias_ops = Vec::new();
     for name in &missing {
         alias_ops.push(alias_op(&item, name, &id, None)?);
@@ -238,5 +302,6 @@ fn plan_item(
         record,
         changed,
         alias_ops,
+        old_url_alias,
     })))
 }

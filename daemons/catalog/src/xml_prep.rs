@@ -14,7 +14,16 @@
 //!   `published` / `updated`;
 //! - HTML named entities (`&eacute;`, `&nbsp;`), which old feeds copied from HTML and
 //!   which XML does not define, become numeric character references (outside CDATA and
-//!   comments, where they are literal text).
+//!   comments, where they are literal text);
+//! - play times `feed-rs` reads with `unwrap` (`<itunes:duration>`, the `time` of
+//!   `media:thumbnail`, the `start` / `end` of `media:text`) are emptied when they are
+//!   not plain ASCII times with numbers of at most 9 digits: a 20-digit duration, or
+//!   digits of another script, made it panic and lost the whole feed; now that item
+//!   just has no duration;
+//! - an enclosure URL that names nothing (empty, blanks, or only a `#fragment` or a
+//!   `?query`: the `url` of `<enclosure>` and `<media:content>`) is
+//!   dropped: resolved against the feed's URL it became the feed itself, so the item
+//!   now has no media enclosure, as it says.
 
 use std::fmt::Write;
 
@@ -40,7 +49,277 @@ pub fn prepare(text: &str) -> String {
         Some((start, end, local, tag)) => rewrite_root(&text, start, end, &local, &tag),
         None => text,
     };
-    html_entities_to_numeric(&text)
+    let text = html_entities_to_numeric(&text);
+    let text = neutralize_play_times(&text);
+    drop_empty_media_urls(&text)
+}
+
+/// What an item (`<item>`, `<entry>`) says that `feed-rs` loses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ItemFacts {
+    /// Its RSS `<enclosure>`s: URL as written (entities decoded) and type.
+    pub enclosures: Vec<(String, Option<String>)>,
+    /// Its first date (`pubDate`, `dc:date`, `published`, `updated`...) as written.
+    pub date: Option<String>,
+}
+
+const DATE_ELEMENTS: [&str; 6] = [
+    "pubDate",
+    "date",
+    "published",
+    "updated",
+    "issued",
+    "modified",
+];
+
+/// The [`ItemFacts`] of each `<item>` / `<entry>` of a prepared document, in document
+/// order. `feed-rs` merges `<enclosure>` into the Media RSS object and drops it when a
+/// `<media:content>` is there (podcast apps play the `<enclosure>`), and drops dates it
+/// cannot read without a word: both are read here.
+pub fn items(text: &str) -> Vec<ItemFacts> {
+    let mut items: Vec<ItemFacts> = Vec::new();
+    let mut in_item = false;
+    let mut date_start: Option<usize> = None;
+    let mut reader = Reader::from_str(text);
+    reader.config_mut().check_end_names = false;
+    while let Ok(before) = usize::try_from(reader.buffer_position()) {
+        let event = match reader.read_event() {
+            Ok(Event::Eof) | Err(_) => break,
+            Ok(e) => e,
+        };
+        let Ok(after) = usize::try_from(reader.buffer_position()) else {
+            break;
+        };
+        match event {
+            Event::Start(e) if matches!(e.local_name().as_ref(), "item" | "entry") => {
+                items.push(ItemFacts::default());
+                in_item = true;
+            }
+            Event::Empty(e) if matches!(e.local_name().as_ref(), "item" | "entry") => {
+                items.push(ItemFacts::default())
+            }
+            Event::End(e) if matches!(e.local_name().as_ref(), "item" | "entry") => in_item = false,
+            Event::Start(e) if in_item && DATE_ELEMENTS.contains(&e.local_name().as_ref()) => {
+                date_start = Some(after);
+            }
+            Event::End(e) if in_item && DATE_ELEMENTS.contains(&e.local_name().as_ref()) => {
+                let raw = date_start.take().and_then(|start| text.get(start..before));
+                if let (Some(raw), Some(last)) = (raw, items.last_mut()) {
+                    let raw = raw
+                        .trim()
+                        .trim_start_matches("<![CDATA[")
+                        .trim_end_matches("]]>");
+                    let value = quick_xml::escape::unescape(raw)
+                        .map(|v| v.trim().to_string())
+                        .unwrap_or_else(|_| raw.trim().to_string());
+                    if last.date.is_none() && !value.is_empty() {
+                        last.date = Some(value);
+                    }
+                }
+            }
+            Event::Start(e) | Event::Empty(e) if in_item && e.name().as_ref() == "enclosure" => {
+                let mut url = None;
+                let mut media_type = None;
+                for attr in e.attributes().with_checks(false).flatten() {
+                    let raw = attr.value.to_string();
+                    let value = quick_xml::escape::unescape(&raw)
+                        .map(|v| v.into_owned())
+                        .unwrap_or(raw);
+                    match attr.key.as_ref() {
+                        "url" => url = Some(value.trim().to_string()),
+                        "type" => media_type = Some(value.trim().to_string()),
+                        _ => {}
+                    }
+                }
+                if let (Some(url), Some(last)) = (url, items.last_mut()) {
+                    last.enclosures.push((url, media_type));
+                }
+            }
+            _ => {}
+        }
+    }
+    items
+}
+
+/// Longest digit run a play time may have: hours of 9 digits times 3,600 still fit u64.
+const MAX_TIME_DIGITS: usize = 9;
+
+/// Could this (raw, unescaped) play time make `feed-rs` panic: a run of ASCII digits
+/// over [`MAX_TIME_DIGITS`], a character reference (it may stand for a digit of
+/// another script), or any non-ASCII character (digits of other scripts match its
+/// pattern but not `u64`'s parser)?
+fn dangerous_play_time(raw: &str) -> bool {
+    raw.contains('&')
+        || !raw.is_ascii()
+        || raw
+            .split(|c: char| !c.is_ascii_digit())
+            .any(|run| run.len() > MAX_TIME_DIGITS)
+}
+
+/// Empties dangerous play times (see [`dangerous_play_time`]) by their text, not by an
+/// XML reading: `feed-rs` reads malformed markup its own way, so any
+/// `<...duration ...>` content and any ` time=`, ` start=` or ` end=` value anywhere is
+/// checked. A safe value is never touched.
+fn neutralize_play_times(text: &str) -> String {
+    let mut edits: Vec<(usize, usize)> = Vec::new();
+    // Attributes.
+    for key in ["time", "start", "end"] {
+        let mut from = 0;
+        while let Some(i) = text[from..].find(key).map(|i| from + i) {
+            from = i + key.len();
+            let before = text[..i].chars().next_back();
+            if !before.is_some_and(|c| c.is_whitespace() || c == ':') {
+                continue;
+            }
+            let rest = &text[from..];
+            let trimmed = rest.trim_start();
+            let Some(after_eq) = trimmed.strip_prefix('=') else {
+                continue;
+            };
+            let value_part = after_eq.trim_start();
+            let Some(quote) = value_part
+                .chars()
+                .next()
+                .filter(|c| *c == '"' || *c == '\'')
+            else {
+                continue;
+            };
+            let value_start = text.len() - value_part.len() + 1;
+            let value_end = text[value_start..]
+                .find(quote)
+                .map(|j| value_start + j)
+                .unwrap_or(text.len());
+            if dangerous_play_time(&text[value_start..value_end]) {
+                edits.push((value_start, value_end));
+            }
+            from = value_end.max(from);
+        }
+    }
+    // `<itunes:duration>` (any prefix) content, up to the next `</`.
+    let mut from = 0;
+    while let Some(i) = text[from..].find("duration").map(|i| from + i) {
+        from = i + "duration".len();
+        let head = &text[..i];
+        let name_start = head.trim_end_matches(|c: char| {
+            c.is_ascii_alphanumeric() || matches!(c, ':' | '_' | '-' | '.')
+        });
+        if !name_start.ends_with('<') {
+            continue;
+        }
+        let Some(gt) = text[from..].find('>').map(|j| from + j) else {
+            break;
+        };
+        if text[..gt].ends_with('/') {
+            continue;
+        }
+        let content_start = gt + 1;
+        let content_end = text[content_start..]
+            .find("</")
+            .map(|j| content_start + j)
+            .unwrap_or(text.len());
+        let content = &text[content_start..content_end];
+        if content.contains('<') || dangerous_play_time(content) {
+            edits.push((content_start, content_end));
+        }
+        from = content_end.max(from);
+    }
+    if edits.is_empty() {
+        return text.to_string();
+    }
+    edits.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end) in edits {
+        if start < at {
+            continue;
+        }
+        out.push_str(&text[at..start]);
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// Drops media URLs that name nothing (see the module docs) from the `<enclosure>` and
+/// `<media:content>` tags an XML reading finds.
+fn drop_empty_media_urls(text: &str) -> String {
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    let mut reader = Reader::from_str(text);
+    reader.config_mut().check_end_names = false;
+    while let Ok(before) = usize::try_from(reader.buffer_position()) {
+        let event = match reader.read_event() {
+            Ok(Event::Eof) | Err(_) => break,
+            Ok(e) => e,
+        };
+        let Ok(after) = usize::try_from(reader.buffer_position()) else {
+            break;
+        };
+        if let Event::Start(e) | Event::Empty(e) = event {
+            if matches!(e.local_name().as_ref(), "enclosure" | "content") {
+                if let Some(new_tag) = text.get(before..after).and_then(tag_without_empty_url) {
+                    edits.push((before, after, new_tag));
+                }
+            }
+        }
+    }
+    if edits.is_empty() {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end, replacement) in edits {
+        out.push_str(&text[at..start]);
+        out.push_str(&replacement);
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// Does this (raw) media URL name nothing but the document it is in?
+fn names_nothing(raw: &str) -> bool {
+    let t = raw.trim();
+    t.is_empty() || t.starts_with('#') || t.starts_with('?')
+}
+
+/// The tag without its `url` attribute when that names nothing, or `None` when it is
+/// not there or names something. Works on the tag's text, so an attribute malformed
+/// further on does not hide it.
+fn tag_without_empty_url(tag: &str) -> Option<String> {
+    let mut search = tag.find(|c: char| c.is_whitespace())?;
+    while let Some(eq) = tag[search..].find('=').map(|i| search + i) {
+        let key_end = tag[..eq].trim_end().len();
+        let key_start = tag[..key_end]
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_whitespace())
+            .map(|(i, c)| i + c.len_utf8())
+            .unwrap_or(key_end);
+        let after_eq = eq + 1 + (tag[eq + 1..].len() - tag[eq + 1..].trim_start().len());
+        let Some(quote) = tag[after_eq..]
+            .chars()
+            .next()
+            .filter(|c| *c == '"' || *c == '\'')
+        else {
+            search = eq + 1;
+            continue;
+        };
+        let value_start = after_eq + 1;
+        let value_end = tag[value_start..]
+            .find(quote)
+            .map(|i| value_start + i)
+            .unwrap_or(tag.len());
+        let attr_end = (value_end + 1).min(tag.len());
+        if &tag[key_start..key_end] == "url" {
+            return names_nothing(&tag[value_start..value_end])
+                .then(|| format!("{}{}", &tag[..key_start], &tag[attr_end..]));
+        }
+        search = attr_end;
+        if search >= tag.len() {
+            break;
+        }
+    }
+    None
 }
 
 /// The text without what would make the XML reader pick another decoder: NUL
@@ -239,6 +518,46 @@ mod tests {
         assert!(!out.contains('\0') && !out.contains("<?xml "), "{out}");
         assert!(out.starts_with("<rss version=\"2.0\">"), "{out}");
         assert!(out.contains("<?xml-stylesheet"), "{out}");
+    }
+
+    #[test]
+    fn play_times_feed_rs_would_panic_on_are_emptied() {
+        let out = prepare("<rss><item><itunes:duration>99999999999999999999</itunes:duration><media:thumbnail url=\"u\" time=\"123456789012:00:00\"/><media:text start='\u{663}\u{660}' end=\"00:01:00\">t</media:text></item><item><itunes:duration>1:02:03</itunes:duration></item></rss>");
+        assert!(!out.contains("9999999999"), "{out}");
+        assert!(out.contains("<itunes:duration></itunes:duration>"), "{out}");
+        assert!(out.contains("time=\"\""), "{out}");
+        assert!(
+            out.contains("start=''") && out.contains("end=\"00:01:00\""),
+            "{out}"
+        );
+        assert!(
+            out.contains("<itunes:duration>1:02:03</itunes:duration>"),
+            "{out}"
+        );
+        // Malformed further on: still found.
+        let out = prepare("<rss><item><media:text start=\"123456789012345678901.5\"/2.mp3\" type=\"audio/mpeg\"/></item></rss>");
+        assert!(out.contains("start=\"\"/2.mp3"), "{out}");
+    }
+
+    #[test]
+    fn media_urls_naming_nothing_are_dropped() {
+        let out = prepare("<rss><item><enclosure url=\"\" type=\"audio/mpeg\"/><enclosure url='  #x' type=\"audio/mpeg\"/><media:content url=\"?dl\"/><enclosure url=\"http://h/a.mp3\" length=\"1\"/></item></rss>");
+        assert_eq!(out.matches("url=").count(), 1, "{out}");
+        assert!(out.contains("<enclosure  type=\"audio/mpeg\"/>"), "{out}");
+        assert!(out.contains("url=\"http://h/a.mp3\""), "{out}");
+        let items = items("<rss><item><pubDate>Tue, 02 Jan 2024 10:00:00 BST</pubDate><enclosure url=\"http://h/a.mp3?a=1&amp;b=2\" type=\"audio/mpeg\"/><media:content url=\"http://h/p.mp3\"/></item><item/></rss>");
+        assert_eq!(
+            items[0].enclosures,
+            [(
+                "http://h/a.mp3?a=1&b=2".to_string(),
+                Some("audio/mpeg".to_string())
+            )]
+        );
+        assert_eq!(
+            items[0].date.as_deref(),
+            Some("Tue, 02 Jan 2024 10:00:00 BST")
+        );
+        assert_eq!(items[1], ItemFacts::default());
     }
 
     #[test]

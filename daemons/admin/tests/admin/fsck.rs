@@ -207,3 +207,50 @@ async fn stale_locks_unparsable_nodes_and_overdue_leases_are_reported_not_repair
     .await;
     assert!(settled);
 }
+
+#[tokio::test]
+async fn two_records_on_one_media_url_and_a_wrong_alias_are_reported() {
+    use archivist_engine::schema::records::{AliasRecord, AliasTarget, EpisodeRecord};
+    use archivist_engine::schema::SCHEMA_VERSION;
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-catalog").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    let e2 = fixtures::episode(&s, 2, "Two").await;
+    assert!(check(&s, false).await.is_clean());
+    // e2 now holds e1's media URL (what swapped feed enclosures used to leave).
+    let path = paths::episode(&e1);
+    let (one, _) = store::read::<EpisodeRecord>(&s, &path)
+        .await
+        .unwrap()
+        .unwrap();
+    let path2 = paths::episode(&e2);
+    let (mut two, st2) = store::read::<EpisodeRecord>(&s, &path2)
+        .await
+        .unwrap()
+        .unwrap();
+    let e2_url = two.fields.media_url.clone();
+    two.fields.media_url = one.fields.media_url.clone();
+    ops::commit(
+        &s,
+        &[Op::SetData {
+            path: path2.clone(),
+            data: store::encode(&path2, &two).unwrap(),
+            version: Some(st2.version),
+        }],
+    )
+    .await
+    .unwrap();
+    // And the alias of e2's old URL still points at e2.
+    let alias = AliasRecord {
+        schema: SCHEMA_VERSION,
+        target: AliasTarget::Episode,
+        id: e2.clone(),
+        key: e2_url,
+    };
+    let apath = paths::alias("url-00000000000000000000000000000001");
+    fixtures::raw(&s, &apath, &store::encode(&apath, &alias).unwrap()).await;
+    let report = check(&s, false).await;
+    let found: Vec<FaultKind> = report.faults.iter().map(|f| f.kind).collect();
+    assert!(found.contains(&FaultKind::SharedMediaUrl), "{found:?}");
+    assert!(found.contains(&FaultKind::AliasMismatch), "{found:?}");
+    assert!(!report.is_clean());
+}

@@ -81,6 +81,22 @@ async fn malformed_and_unreachable_feeds_write_nothing() {
     assert!(matches!(err, CatalogError::Fetch { .. }), "{err}");
     assert!(err.to_string().contains("404"), "{err}");
 
+    // A 304 to a request that was not conditional is no answer: not "unchanged".
+    let mut not_modified = Route::ok("application/rss+xml", "");
+    not_modified.status = "304 Not Modified".to_string();
+    server.serve("/always-304.xml", not_modified);
+    let err = curate_feed(
+        &session,
+        &server.url("/always-304.xml"),
+        None,
+        &settings,
+        &fetch(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, CatalogError::Fetch { .. }), "{err}");
+    assert!(err.to_string().contains("304"), "{err}");
+
     // Nothing listens on a port we just freed.
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -109,14 +109,12 @@ async fn identity_is_by_url_or_guid_never_by_title() {
         "same title, different URLs: two records"
     );
 
-    // Same GUID, moved media URL: the same record, now also known by the new URL.
+    // Same GUID, moved media URL: the same record, now known by the new URL only (the
+    // old URL's alias moves with it, in the same multi: one media URL, one record).
     let moved = episode("http://cdn.h/a-v2.mp3", "Same title").with_guid(guid("g-1"));
     let report = curate(&session, vec![moved], &settings()).await.unwrap();
     let id = &report.items[0].id;
-    assert_eq!(
-        id_by_url(&session, "http://h/a.mp3").await.as_ref(),
-        Some(id)
-    );
+    assert_eq!(id_by_url(&session, "http://h/a.mp3").await, None);
     assert_eq!(
         id_by_url(&session, "http://cdn.h/a-v2.mp3").await.as_ref(),
         Some(id)
@@ -125,11 +123,11 @@ async fn identity_is_by_url_or_guid_never_by_title() {
         record(&session, Kind::Episode, id).await.fields().media_url,
         "http://cdn.h/a-v2.mp3"
     );
-    // The old URL without a GUID still finds it.
+    // The old URL, no longer any record's, becomes a record of its own.
     let by_url = episode("http://h/a.mp3", "Other title");
     let report = curate(&session, vec![by_url], &settings()).await.unwrap();
-    assert_eq!(&report.items[0].id, id);
-    assert_eq!(episodes(&session).await.len(), 2);
+    assert_ne!(&report.items[0].id, id);
+    assert_eq!(episodes(&session).await.len(), 3);
 
     // A clip URL cannot become an episode: left out, named.
     curate(&session, vec![clip("http://h/c.wav", "C")], &settings())
@@ -143,6 +141,54 @@ async fn identity_is_by_url_or_guid_never_by_title() {
     assert!(report.skipped[0]
         .reason
         .contains("already registered as clip c000001"));
+}
+
+#[tokio::test]
+async fn swapped_enclosures_never_leave_one_media_url_on_two_records() {
+    let (_config, session) = fresh_tree("catalog-swap").await;
+    let feed = identity::normalize_url("http://h/feed.xml").unwrap();
+    let guid = |g: &str| {
+        Some(FeedGuid {
+            feed_url: feed.clone(),
+            guid: g.into(),
+        })
+    };
+    let v1 = vec![
+        episode("http://h/sw/a.mp3", "A").with_guid(guid("ga")),
+        episode("http://h/sw/b.mp3", "B").with_guid(guid("gb")),
+    ];
+    curate(&session, v1, &settings()).await.unwrap();
+    // The next poll: the two items exchanged their enclosure URLs.
+    let v2 = vec![
+        episode("http://h/sw/b.mp3", "A now b").with_guid(guid("ga")),
+        episode("http://h/sw/a.mp3", "B now a").with_guid(guid("gb")),
+    ];
+    let report = curate(&session, v2, &settings()).await.unwrap();
+    assert_eq!(report.skipped.len(), 2, "{report:?}");
+    assert!(report.skipped[0].reason.contains("conflict"), "{report:?}");
+    // A later curation by URL finds the one record holding that URL.
+    let report = curate(
+        &session,
+        vec![episode("http://h/sw/b.mp3", "manual b")],
+        &settings(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.created(), 0, "{report:?}");
+    let mut urls = Vec::new();
+    for id in episodes(&session).await {
+        let rec = record(&session, Kind::Episode, &id).await;
+        let url = rec.fields().media_url.clone();
+        assert_eq!(
+            id_by_url(&session, &url).await.as_deref(),
+            Some(id.as_str()),
+            "the alias of {url} names its record"
+        );
+        urls.push(url);
+    }
+    urls.sort();
+    urls.dedup();
+    assert_eq!(urls.len(), 2, "one media URL, one record: {urls:?}");
 }
 
 #[tokio::test]

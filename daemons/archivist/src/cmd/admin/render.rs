@@ -50,8 +50,10 @@ pub fn table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> St
 
 /// Text made safe to show in a terminal, for every table: control characters (C0, DEL,
 /// C1: escape sequences, newlines that would draw a fake row, carriage returns, bells)
-/// and the bidirectional overrides that reorder what is shown become visible escapes
-/// (`\n`, `\x1b`, `\u{202e}`); credentials in URLs become `***`. The stored text is
+/// the bidirectional overrides and marks that reorder what is shown (including the
+/// Arabic letter mark U+061C), the line and paragraph separators U+2028/U+2029 that
+/// some terminals break lines on, and the invisible U+200B / U+FEFF become visible
+/// escapes (`\n`, `\x1b`, `\u{202e}`, `\u{2028}`); credentials in URLs become `***`. The stored text is
 /// not touched: this is only how it is shown.
 pub fn printable(text: &str) -> String {
     let text = archivist_catalog::identity::redact_credentials(text);
@@ -62,9 +64,15 @@ pub fn printable(text: &str) -> String {
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
             c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32))
-            }
+            '\u{200e}'
+            | '\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{061c}'
+            | '\u{200b}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{feff}' => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
@@ -122,6 +130,10 @@ mod tests {
             "{out}"
         );
         assert_eq!(printable("plain Café ☕"), "plain Café ☕");
+        assert_eq!(
+            printable("a\u{2028}b\u{2029}c\u{61c}d\u{200b}e\u{feff}f"),
+            "a\\u{2028}b\\u{2029}c\\u{61c}d\\u{200b}e\\u{feff}f"
+        );
         assert_eq!(printable("http://u:s3cret@h/a.mp3"), "http://***@h/a.mp3");
     }
 
