@@ -161,6 +161,24 @@ pub async fn catch_up(session: &Session, counter: &Counter) -> Result<Option<(i3
     }
 }
 
+/// Re-creates a missing counter and moves it past the ids in use (what `fsck --repair`
+/// does for a counter deleted by hand; `init` does the same for every counter). Returns
+/// whether it created the node.
+///
+/// # Errors
+/// ZooKeeper failures (e.g. `/counters` itself missing: run `archivist init`); as
+/// [`catch_up`].
+pub async fn recreate(session: &Session, counter: &Counter) -> Result<bool> {
+    let options = session.create_options(crate::zk::CreateMode::Persistent);
+    let created = match session.client().create(counter.path, b"", &options).await {
+        Ok(_) => true,
+        Err(crate::zk::Error::NodeExists) => false,
+        Err(e) => return Err(EngineError::zk("create", counter.path, e)),
+    };
+    catch_up(session, counter).await?;
+    Ok(created)
+}
+
 /// Is `err` the sign of a counter behind its ids: a multi that took the counter's next
 /// id failed because the record that id names already exists? Returns that path.
 pub fn taken_id<'e>(counter: &Counter, err: &'e EngineError) -> Option<&'e str> {

@@ -122,6 +122,44 @@ async fn fsck_flags_a_counter_behind_its_ids_and_repairs_it() {
     assert_eq!(stat.version, 2);
 }
 
+/// Outside tester (issue 17): a counter deleted by hand was reported clean while every
+/// allocation of its ids failed. It is an error now, and `--repair` re-creates it past
+/// the ids in use.
+#[tokio::test]
+async fn fsck_flags_a_missing_counter_and_repairs_it() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-counter-missing").await;
+    fixtures::job(&s, "e0000001", &["c000001"]).await;
+    fixtures::job(&s, "e0000002", &["c000001"]).await;
+    s.client().delete(paths::JOB_COUNTER, None).await.unwrap();
+    s.client().delete(paths::CLIP_COUNTER, None).await.unwrap();
+    let report = fsck::fsck(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert!(!report.is_clean(), "{:#?}", report.faults);
+    for path in [paths::JOB_COUNTER, paths::CLIP_COUNTER] {
+        let fault = report
+            .faults
+            .iter()
+            .find(|f| f.path == path)
+            .unwrap_or_else(|| panic!("no fault on {path}: {:#?}", report.faults));
+        assert_eq!(fault.kind, fsck::FaultKind::CounterMissing);
+        assert_eq!(fault.severity, fsck::Severity::Error);
+    }
+    let repaired = fsck::fsck(&s, &AdminSettings::default(), true, &Silent)
+        .await
+        .unwrap();
+    assert!(repaired.is_clean(), "{:#?}", repaired.faults);
+    let stat = store::exists(&s, paths::JOB_COUNTER)
+        .await
+        .unwrap()
+        .expect("re-created");
+    assert_eq!(stat.version, 2);
+    assert!(store::exists(&s, paths::CLIP_COUNTER)
+        .await
+        .unwrap()
+        .is_some());
+}
+
 #[tokio::test]
 async fn a_lease_that_is_expired_when_written_is_flagged_and_refused() {
     let (_c, s) = archivist_testkit::fresh_tree("rules-negative").await;
