@@ -216,6 +216,30 @@ async fn unreadable_research_is_named_by_status_and_export() {
     assert_eq!(export.unreadable[0].path, paths::research(&bad));
 }
 
+/// Outside tester (issue 17): `results --clip` left an undecodable research record out
+/// silently (exit 0), while `results --episode` and `export` name it. It is named now
+/// (and the CLI exits 1).
+#[tokio::test]
+async fn results_for_a_clip_name_unreadable_research() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-unreadable-clip").await;
+    let good = fixtures::episode(&s, 1, "One").await;
+    let bad = fixtures::episode(&s, 2, "Two").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::research(&s, &good, "j0000000042", &[1], &[(1, 3.0, 0.9)]).await;
+    fixtures::raw(&s, &paths::research(&bad), BAD_RESEARCH).await;
+    let r = results::clip_results(&s, &AdminSettings::default(), "c000001", &Silent)
+        .await
+        .unwrap();
+    assert_eq!(r.episodes_found, 1);
+    assert_eq!(
+        r.unreadable
+            .iter()
+            .map(|u| u.path.as_str())
+            .collect::<Vec<_>>(),
+        [paths::research(&bad)]
+    );
+}
+
 #[tokio::test]
 async fn the_read_only_role_runs_status_and_fsck() {
     let base = archivist_testkit::config("rules-reader");
