@@ -240,6 +240,28 @@ async fn results_for_a_clip_name_unreadable_research() {
     );
 }
 
+/// Outside tester (issue 17): the manual pause docs/operations.md gives
+/// (`create .../control/pause/pending "by: ops"`) was flagged by fsck as unparsable
+/// (missing `at`). `at` is optional: the documented record is clean and pauses.
+#[tokio::test]
+async fn the_documented_manual_pause_is_clean() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-pause-by-hand").await;
+    fixtures::raw(&s, &paths::pause(JobState::Pending), b"by: ops").await;
+    let report = fsck::fsck(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    let (record, _) = store::read::<archivist_engine::schema::records::PauseRecord>(
+        &s,
+        &paths::pause(JobState::Pending),
+    )
+    .await
+    .unwrap()
+    .expect("pause");
+    assert_eq!(record.by, "ops");
+    assert_eq!(record.at, None);
+}
+
 #[tokio::test]
 async fn the_read_only_role_runs_status_and_fsck() {
     let base = archivist_testkit::config("rules-reader");
