@@ -114,7 +114,7 @@ pub async fn create(
             // the counter is behind the ids in use. Move it past them (progress), say so.
             Err(e) if crate::counter::taken_id(&crate::counter::JOBS, &e).is_some() => {
                 let taken = crate::counter::taken_id(&crate::counter::JOBS, &e).unwrap_or_default();
-                let what = format!("job {id} of episode {}", new.episode);
+                let what = format!("a new job of episode {} ({id} is taken)", new.episode);
                 crate::counter::skip_taken(session, &crate::counter::JOBS, taken, &what).await?;
             }
             Err(e) => return Err(e),
