@@ -76,6 +76,31 @@ async fn cancel_says_the_pairs_stay_unplanned_until_delete_which_is_allowed() {
         .is_none());
 }
 
+/// Outside tester (issue 17): `delete` of a job on a held episode said its pairs would
+/// be planned again within seconds; a held episode is not planned at all.
+#[tokio::test]
+async fn delete_on_a_held_episode_says_the_pairs_wait_for_release() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-delete-held").await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    let job = fixtures::job(&s, &e, &["c000001"]).await;
+    archivist_admin::control::set_catalog_hold(
+        &s,
+        &archivist_admin::control::CatalogTarget::Episode(e.clone()),
+        true,
+    )
+    .await
+    .unwrap();
+    actions::cancel(&s, &settings(), &job.id, None)
+        .await
+        .unwrap();
+    let deleted = actions::delete(&s, &settings(), &job.id).await.unwrap();
+    assert!(
+        deleted.detail.contains("is held") && !deleted.detail.contains("again within seconds"),
+        "{}",
+        deleted.detail
+    );
+}
+
 #[tokio::test]
 async fn a_reason_given_to_a_busy_job_travels_with_the_request() {
     let (config, s) = archivist_testkit::fresh_tree("rules-reason").await;
