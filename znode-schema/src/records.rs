@@ -642,9 +642,14 @@ pub struct PauseRecord {
     /// Why.
     #[serde(default)]
     pub reason: String,
-    /// When.
-    #[serde(with = "time::serde::rfc3339")]
-    pub at: OffsetDateTime,
+    /// When (optional: the documented manual pause, `create .../control/pause/pending
+    /// "by: ops"`, has no time; the node's `ctime` tells it).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub at: Option<OffsetDateTime>,
 }
 record!(PauseRecord, "PauseRecord");
 

@@ -589,13 +589,24 @@ pub async fn delete_seen(
         let _ = lock.release(session).await;
         return Err(e);
     }
-    Ok(report(
-        seen,
-        Action::Delete,
-        None,
-        Outcome::Done,
-        "job, queue entry and lease deleted; the planner plans its unrecorded pairs again within seconds (to stop that, `hold --episode` / `hold --clip`)".into(),
-    ))
+    // What happens next depends on the catalog: a held episode is not planned at all.
+    let episode_held = matches!(
+        store::read::<archivist_engine::schema::records::EpisodeRecord>(
+            session,
+            &paths::episode(&seen.job.episode)
+        )
+        .await,
+        Ok(Some((ref e, _))) if e.fields.held
+    );
+    let next = if episode_held {
+        format!(
+            "job, queue entry and lease deleted; episode {} is held, so its pairs are not planned until `release --episode {}`",
+            seen.job.episode, seen.job.episode
+        )
+    } else {
+        "job, queue entry and lease deleted; the planner plans its unrecorded pairs again within seconds (to stop that, `hold --episode` / `hold --clip`)".into()
+    };
+    Ok(report(seen, Action::Delete, None, Outcome::Done, next))
 }
 
 /// One job's result in a bulk action.

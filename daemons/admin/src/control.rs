@@ -155,7 +155,7 @@ pub async fn pause(
         schema: SCHEMA_VERSION,
         by: settings.actor.clone(),
         reason: reason.to_string(),
-        at: archivist_engine::clock::local_now(),
+        at: Some(archivist_engine::clock::local_now()),
     };
     match ops::commit(
         session,

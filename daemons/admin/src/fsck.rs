@@ -82,6 +82,8 @@ pub enum FaultKind {
     /// A media-URL alias points at a record whose media URL is another: curating that
     /// URL would rewrite the wrong record.
     AliasMismatch,
+    /// An id counter that does not exist: every allocation of its ids fails.
+    CounterMissing,
 }
 
 /// How bad a fault is.
@@ -104,6 +106,9 @@ enum Plan {
     },
     /// Move an id counter past the ids in use (`archivist_engine::counter::catch_up`).
     CatchUp { counter: &'static str },
+    /// Re-create a missing id counter past the ids in use
+    /// (`archivist_engine::counter::recreate`).
+    Recreate { counter: &'static str },
     /// Put a job in the queue of its status only, at the job's version.
     Requeue {
         job: String,
@@ -537,14 +542,28 @@ fn check_leases(ix: &Index<'_>, settings: &AdminSettings, now_ms: i64, faults: &
 
 fn check_counters(ix: &Index<'_>, faults: &mut Vec<Fault>) {
     for c in counter::ALL {
-        let Some(node) = ix.nodes.iter().find(|n| n.path == c.path) else {
-            continue;
-        };
         let names = ix.nodes.iter().filter_map(|n| {
             let (dir, name) = n.path.rsplit_once('/')?;
             (dir == c.records_dir()).then_some(name)
         });
         let max = counter::max_number(&c, names);
+        let Some(node) = ix.nodes.iter().find(|n| n.path == c.path) else {
+            faults.push(
+                Fault::new(
+                    FaultKind::CounterMissing,
+                    Severity::Error,
+                    c.path,
+                    format!(
+                        "missing: no new id can be given (ids up to {max} are in use); `archivist init` or `fsck --repair` re-creates it"
+                    ),
+                )
+                .plan(
+                    format!("create it at version {max}"),
+                    Plan::Recreate { counter: c.path },
+                ),
+            );
+            continue;
+        };
         if let Some(behind) = counter::behind(node.stat.version, max) {
             faults.push(
                 Fault::new(
@@ -771,6 +790,16 @@ async fn apply(session: &Session, plan: &Plan) -> std::result::Result<(), String
                 .find(|c| c.path == *path)
                 .ok_or_else(|| format!("{path} is not a counter"))?;
             counter::catch_up(session, &c)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+        Plan::Recreate { counter: path } => {
+            let c = counter::ALL
+                .into_iter()
+                .find(|c| c.path == *path)
+                .ok_or_else(|| format!("{path} is not a counter"))?;
+            counter::recreate(session, &c)
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())

@@ -186,6 +186,9 @@ pub struct ClipResults {
     pub episodes_errored: usize,
     /// One row per occurrence, plus one per error.
     pub rows: Vec<ResultRow>,
+    /// Research records that do not decode: the clip may occur in their episodes, so
+    /// they are named (the CLI exits non-zero), never left out silently.
+    pub unreadable: Vec<crate::status::Unreadable>,
 }
 
 /// Where a clip occurs, across all episodes.
@@ -258,6 +261,7 @@ pub async fn clip_results(
         episodes_found: found_in.len(),
         episodes_errored,
         rows,
+        unreadable: crate::status::Unreadable::of(&research),
     })
 }
 

@@ -571,3 +571,56 @@ async fn logs_that_are_not_a_terminal_have_no_colour_codes() {
         "colour codes in a log file: {stderr:?}"
     );
 }
+
+/// Outside tester (issue 17): `release --lease-duration-s 9300000000000000` was accepted
+/// (shown as 1970) and `--lease-duration-s 0` was an error only later; `researcher
+/// --poll-ms 0` and `planner --work-item-ttl-ms 1 --lease-duration-ms 2` ran and spun.
+/// All are refused before anything is written.
+#[tokio::test]
+async fn absurd_lease_durations_and_spinning_settings_are_refused() {
+    let (config, _s) = archivist_testkit::fresh_tree("cli-absurd").await;
+    for value in ["0", "9300000000000000", "2592001"] {
+        let out = archivist(
+            &config,
+            &[
+                "release",
+                "--job",
+                "j0000000001",
+                "--lease-duration-s",
+                value,
+            ],
+        )
+        .await;
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    }
+    let out = archivist(
+        &config,
+        &[
+            "researcher",
+            "--name",
+            "rsz",
+            "--poll-ms",
+            "0",
+            "--work-dir",
+            "/tmp/archivist-cli-absurd",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("poll"), "{}", text(&out));
+    let out = archivist(
+        &config,
+        &[
+            "planner",
+            "--name",
+            "pz",
+            "--work-item-ttl-ms",
+            "1",
+            "--lease-duration-ms",
+            "2",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("1000 ms"), "{}", text(&out));
+}

@@ -194,7 +194,7 @@ pub async fn hold_all(session: &Session, by: &str, reason: &str) -> Result<bool,
         schema: SCHEMA_VERSION,
         by: by.to_string(),
         reason: reason.to_string(),
-        at: clock::local_now(),
+        at: Some(clock::local_now()),
     };
     Ok(store::create_if_absent(session, paths::HOLD_BATCHES, &record).await?)
 }

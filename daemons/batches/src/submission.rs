@@ -24,7 +24,7 @@ use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{BatchRecord, BatchSubmission, JobEvent, SubmittedItem};
 use archivist_engine::schema::{BatchState, SCHEMA_VERSION};
-use archivist_engine::{clock, store, EngineError, Session};
+use archivist_engine::{clock, counter, store, EngineError, Session};
 use serde::Deserialize;
 
 use crate::error::BatchError;
@@ -220,7 +220,8 @@ pub fn load_submission(path: &Path) -> Result<Submission, CatalogError> {
 
 /// Creates the batch in `pending`: one multi bumping `/counters/batches` at the version
 /// read (the new id is the version after the bump), creating `/batches/{batch}` and its
-/// `reports` directory. A lost race for the counter is retried.
+/// `reports` directory. A lost race for the counter is retried; a counter behind the
+/// batches in use is moved past them (`archivist_engine::counter`), never retried as is.
 ///
 /// # Errors
 /// [`BatchError::Engine`] (e.g. `NotInitialised` on a tree from before batches: run
@@ -291,11 +292,16 @@ pub async fn submit(
                 tracing::info!(batch = %id, by, "batch submitted");
                 return Ok(record);
             }
-            Err(e)
-                if e.failed_path() == Some(paths::BATCH_COUNTER)
-                    || e.failed_path() == Some(path.as_str()) =>
-            {
+            // Another writer took this id first: it made progress; take the next one.
+            Err(e) if e.failed_path() == Some(paths::BATCH_COUNTER) => {
                 tokio::task::yield_now().await;
+            }
+            // The batch this id names exists although the counter had not given it out:
+            // the counter is behind the ids in use (retrying as is would spin forever).
+            Err(e) if counter::taken_id(&counter::BATCHES, &e).is_some() => {
+                let taken = counter::taken_id(&counter::BATCHES, &e).unwrap_or_default();
+                let what = format!("batch {id}");
+                counter::skip_taken(session, &counter::BATCHES, taken, &what).await?;
             }
             Err(EngineError::Precondition { op, source, .. }) if op.contains(paths::BATCHES) => {
                 return Err(EngineError::NotInitialised {

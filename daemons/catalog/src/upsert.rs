@@ -362,10 +362,11 @@ async fn write_creates(
     if creates.is_empty() {
         return Ok(());
     }
-    let counter = match kind {
-        Kind::Episode => paths::EPISODE_COUNTER,
-        Kind::Clip => paths::CLIP_COUNTER,
+    let ids = match kind {
+        Kind::Episode => archivist_engine::counter::EPISODES,
+        Kind::Clip => archivist_engine::counter::CLIPS,
     };
+    let counter = ids.path;
     let stat =
         store::exists(session, counter)
             .await?
@@ -409,6 +410,16 @@ async fn write_creates(
                 Err(e) => {
                     // Later multis expected versions this one would have left: they fail
                     // too, and nothing more is sent this round.
+                    if !raced {
+                        // A record the counter's next id names exists: the counter is
+                        // behind the ids in use. Move it past them, or the next rounds
+                        // fail the same way until curation gives up.
+                        if let Some(taken) = archivist_engine::counter::taken_id(&ids, &e) {
+                            let what = format!("curated {}", kind.as_str());
+                            archivist_engine::counter::skip_taken(session, &ids, taken, &what)
+                                .await?;
+                        }
+                    }
                     raced = true;
                     round.chunk_failed(members.into_iter().map(|(item, _)| item), e)?;
                 }

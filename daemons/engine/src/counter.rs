@@ -161,6 +161,73 @@ pub async fn catch_up(session: &Session, counter: &Counter) -> Result<Option<(i3
     }
 }
 
+/// Re-creates a missing counter and moves it past the ids in use (what `fsck --repair`
+/// does for a counter deleted by hand; `init` does the same for every counter). Returns
+/// whether it created the node.
+///
+/// # Errors
+/// ZooKeeper failures (e.g. `/counters` itself missing: run `archivist init`); as
+/// [`catch_up`].
+pub async fn recreate(session: &Session, counter: &Counter) -> Result<bool> {
+    let options = session.create_options(crate::zk::CreateMode::Persistent);
+    let created = match session.client().create(counter.path, b"", &options).await {
+        Ok(_) => true,
+        Err(crate::zk::Error::NodeExists) => false,
+        Err(e) => return Err(EngineError::zk("create", counter.path, e)),
+    };
+    catch_up(session, counter).await?;
+    Ok(created)
+}
+
+/// Is `err` the sign of a counter behind its ids: a multi that took the counter's next
+/// id failed because the record that id names already exists? Returns that path.
+pub fn taken_id<'e>(counter: &Counter, err: &'e EngineError) -> Option<&'e str> {
+    match err {
+        EngineError::Precondition {
+            path,
+            source: zookeeper_client::Error::NodeExists,
+            ..
+        } if counter.dirs.iter().any(|dir| {
+            path.strip_prefix(dir)
+                .is_some_and(|rest| rest.starts_with('/'))
+        }) =>
+        {
+            Some(path)
+        }
+        _ => None,
+    }
+}
+
+/// What every allocator does when the id it took is in use ([`taken_id`]): moves the
+/// counter past the ids in use ([`catch_up`]) and says so, so the next attempt makes
+/// progress instead of failing the same way forever. `what` names the allocation for
+/// the log (a job's episode, a batch's name, a curated item).
+///
+/// # Errors
+/// [`EngineError::Config`] when `taken` exists yet the counter is not behind (nothing
+/// to skip: retrying would spin; `archivist fsck` names the cause); as [`catch_up`].
+pub async fn skip_taken(
+    session: &Session,
+    counter: &Counter,
+    taken: &str,
+    what: &str,
+) -> Result<(i32, i32)> {
+    let moved = catch_up(session, counter).await?;
+    tracing::warn!(
+        counter = counter.path,
+        exists = %taken,
+        for_ = %what,
+        moved = ?moved,
+        "id counter was behind the ids in use; moved it past them"
+    );
+    moved.ok_or_else(|| {
+        EngineError::Config(format!(
+            "{taken} exists but {} is not behind the ids in use; run `archivist fsck`",
+            counter.path
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

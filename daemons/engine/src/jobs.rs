@@ -112,29 +112,10 @@ pub async fn create(
             }
             // A node this id names exists although the counter had not given the id out:
             // the counter is behind the ids in use. Move it past them (progress), say so.
-            Err(EngineError::Precondition {
-                index,
-                path,
-                source: zookeeper_client::Error::NodeExists,
-                ..
-            }) if index > 0 => {
-                let moved = crate::counter::catch_up(session, &crate::counter::JOBS).await?;
-                tracing::warn!(
-                    job = %id,
-                    episode = %new.episode,
-                    state = %JobState::Pending,
-                    counter = paths::JOB_COUNTER,
-                    exists = %path,
-                    moved = ?moved,
-                    "job counter was behind the ids in use; moved it past them"
-                );
-                if moved.is_none() {
-                    // Nothing to skip yet the id's node exists: refuse rather than spin.
-                    return Err(EngineError::Config(format!(
-                        "{path} exists but {} is not behind the ids in use; run `archivist fsck`",
-                        paths::JOB_COUNTER
-                    )));
-                }
+            Err(e) if crate::counter::taken_id(&crate::counter::JOBS, &e).is_some() => {
+                let taken = crate::counter::taken_id(&crate::counter::JOBS, &e).unwrap_or_default();
+                let what = format!("a new job of episode {} ({id} is taken)", new.episode);
+                crate::counter::skip_taken(session, &crate::counter::JOBS, taken, &what).await?;
             }
             Err(e) => return Err(e),
         }

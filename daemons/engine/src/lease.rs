@@ -30,13 +30,41 @@ use crate::transition::{LockAction, Transition};
 /// The message on a job expired because it waited in `pending` past the work-item TTL.
 pub const TTL_PASSED: &str = "work-item TTL passed";
 
-/// Refuses a lease duration that is not positive (a lease that is expired when made).
+/// The shortest lease or work-item TTL an operator may configure on a running daemon
+/// (`archivist planner --lease-duration-ms/--work-item-ttl-ms`): anything shorter makes
+/// the planner create and expire jobs in a loop (~100 jobs/s seen with 1 ms).
+pub const MIN_OPERATOR_MS: i64 = 1_000;
+/// The longest lease an operator may ask for (30 days): past it, `mtime + duration`
+/// leaves the range times are shown in, and no job should be out of reach that long.
+pub const MAX_DURATION_MS: i64 = 30 * 24 * 3_600 * 1_000;
+/// [`MAX_DURATION_MS`] in seconds (`--lease-duration-s`).
+pub const MAX_DURATION_S: u64 = (MAX_DURATION_MS / 1_000) as u64;
+
+/// Refuses a lease duration that is not positive (a lease that is expired when made) or
+/// longer than [`MAX_DURATION_MS`].
 pub fn validate_duration(duration_ms: i64) -> Result<()> {
-    if duration_ms > 0 {
+    if duration_ms <= 0 {
+        Err(EngineError::Config(format!(
+            "lease duration {duration_ms} ms: a lease must last a positive time"
+        )))
+    } else if duration_ms > MAX_DURATION_MS {
+        Err(EngineError::Config(format!(
+            "lease duration {duration_ms} ms: at most {MAX_DURATION_MS} ms (30 days)"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+/// Refuses an operator-set lease duration or work-item TTL (`what` names the flag)
+/// shorter than [`MIN_OPERATOR_MS`] or longer than [`MAX_DURATION_MS`].
+pub fn validate_operator_ms(what: &str, ms: u128) -> Result<()> {
+    let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+    if (MIN_OPERATOR_MS..=MAX_DURATION_MS).contains(&ms) {
         Ok(())
     } else {
         Err(EngineError::Config(format!(
-            "lease duration {duration_ms} ms: a lease must last a positive time"
+            "{what} {ms} ms: must be between {MIN_OPERATOR_MS} ms (1 s) and {MAX_DURATION_MS} ms (30 days)"
         )))
     }
 }
@@ -254,6 +282,23 @@ async fn expire_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Outside tester (issue 17): `release --lease-duration-s 9300000000000000` was
+    /// accepted (saturated, shown as 1970), and the planner took a 2 ms lease and a 1 ms
+    /// TTL (jobs created and expired ~100/s). Both are bounded here.
+    #[test]
+    fn absurd_or_spinning_durations_are_refused() {
+        assert!(validate_duration(600_000).is_ok());
+        assert!(validate_duration(MAX_DURATION_MS).is_ok());
+        assert!(validate_duration(MAX_DURATION_MS + 1).is_err());
+        assert!(validate_duration(i64::MAX).is_err());
+        assert!(validate_duration(0).is_err());
+        assert!(validate_operator_ms("ttl", 1).is_err());
+        assert!(validate_operator_ms("lease", 2).is_err());
+        assert!(validate_operator_ms("lease", 1_000).is_ok());
+        assert!(validate_operator_ms("lease", u128::MAX).is_err());
+        assert_eq!(MAX_DURATION_S, 2_592_000);
+    }
 
     #[test]
     fn a_lease_expires_at_its_last_write_plus_its_duration() {

@@ -6,7 +6,7 @@
 //! taken in a random order so parallel recorders spread out instead of racing on the
 //! same research record. Polls as a fallback when no watch fires.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use archivist_engine::schema::paths;
 use archivist_engine::{store as zkstore, EngineError, Session};
@@ -45,11 +45,15 @@ pub fn group_by_job(names: &[String], skip: &HashSet<String>) -> BTreeMap<String
 }
 
 /// One pass over `/reports`: stores every report it can. Returns the totals of the pass;
-/// unusable reports are added to `bad` (and logged once) so later passes skip them.
+/// unusable reports are added to `bad` (and logged once) so later passes skip them. A
+/// job whose reports cannot be stored and that is `failed` is `parked` at the version
+/// seen (logged once, with its episode and state): its reports wait, without a retry
+/// every pass, until the job changes (e.g. an operator's `retry`).
 pub async fn pass(
     session: &Session,
     settings: &RecorderSettings,
     bad: &mut HashSet<String>,
+    parked: &mut HashMap<String, i32>,
     shutdown: &CancellationToken,
 ) -> Result<WatchTotals, RecorderError> {
     let names = zkstore::children(session, paths::REPORTS).await?;
@@ -63,6 +67,15 @@ pub async fn pass(
     let mut groups: Vec<(String, Vec<String>)> = group_by_job(&names, bad).into_iter().collect();
     groups.shuffle(&mut rand::thread_rng());
     for (job, names) in groups {
+        if let Some(version) = parked.get(&job).copied() {
+            match archivist_engine::jobs::read_optional(session, &job).await {
+                Ok(Some((_, now))) if now == version => continue,
+                Err(e) if e.is_session_lost() => return Err(e.into()),
+                _ => {
+                    parked.remove(&job);
+                }
+            }
+        }
         for batch in names.chunks(settings.batch_size.max(1)) {
             if shutdown.is_cancelled() {
                 return Ok(totals);
@@ -85,7 +98,26 @@ pub async fn pass(
                 }
                 Err(e) if e.is_session_lost() => return Err(e),
                 Err(e) => {
-                    tracing::warn!(job = %job, episode = "unknown", state = "unknown", error = %e, "storing reports failed; retrying on the next pass")
+                    let seen = archivist_engine::jobs::read_optional(session, &job).await;
+                    let (episode, state) = match &seen {
+                        Ok(Some((record, _))) => {
+                            (record.episode.clone(), record.status.to_string())
+                        }
+                        Ok(None) => ("unknown".to_string(), "missing".to_string()),
+                        Err(_) => ("unknown".to_string(), "unreadable".to_string()),
+                    };
+                    match seen {
+                        Ok(Some((record, version)))
+                            if record.status == archivist_engine::schema::JobState::Failed =>
+                        {
+                            tracing::warn!(job = %job, %episode, %state, error = %e, "storing reports failed and the job is failed; its reports wait until the job changes (e.g. `archivist retry`)");
+                            parked.insert(job.clone(), version);
+                            break;
+                        }
+                        _ => {
+                            tracing::warn!(job = %job, %episode, %state, error = %e, "storing reports failed; retrying on the next pass")
+                        }
+                    }
                 }
             }
         }
@@ -101,6 +133,7 @@ pub async fn run(
 ) -> Result<WatchTotals, RecorderError> {
     let lost = session.lost();
     let mut bad = HashSet::new();
+    let mut parked = HashMap::new();
     let mut totals = WatchTotals::default();
     loop {
         if shutdown.is_cancelled() {
@@ -110,7 +143,7 @@ pub async fn run(
             .client()
             .get_and_watch_children(paths::REPORTS)
             .await;
-        let done = pass(session, settings, &mut bad, &shutdown).await?;
+        let done = pass(session, settings, &mut bad, &mut parked, &shutdown).await?;
         totals.stored += done.stored;
         totals.already += done.already;
         totals.commits += done.commits;

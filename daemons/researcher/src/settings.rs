@@ -193,6 +193,24 @@ impl Default for ResearcherSettings {
 }
 
 impl ResearcherSettings {
+    /// Refuses settings that would make the daemon spin on ZooKeeper: a zero poll
+    /// interval (a request loop with an empty queue) or a zero heartbeat (as the recorder
+    /// and the planner refuse theirs).
+    ///
+    /// # Errors
+    /// A sentence naming the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.poll.is_zero() {
+            return Err("researcher: poll interval (--poll-ms, poll_ms) must be positive".into());
+        }
+        if self.heartbeat.is_zero() {
+            return Err(
+                "researcher: heartbeat (--heartbeat-ms, heartbeat_ms) must be positive".into(),
+            );
+        }
+        Ok(())
+    }
+
     /// Sets the number of jobs run at once (at least 1). Defaults to 1.
     pub fn with_concurrency(mut self, n: u32) -> Self {
         self.concurrency = n.max(1);
@@ -251,6 +269,15 @@ impl ResearcherSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zero_poll_or_heartbeat_is_refused() {
+        assert!(ResearcherSettings::default().validate().is_ok());
+        let zero = ResearcherSettings::default().with_poll(Duration::ZERO);
+        assert!(zero.validate().unwrap_err().contains("poll"));
+        let zero = ResearcherSettings::default().with_heartbeat(Duration::ZERO);
+        assert!(zero.validate().unwrap_err().contains("heartbeat"));
+    }
 
     #[test]
     fn partial_yaml_takes_defaults() {

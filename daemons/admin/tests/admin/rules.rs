@@ -76,6 +76,31 @@ async fn cancel_says_the_pairs_stay_unplanned_until_delete_which_is_allowed() {
         .is_none());
 }
 
+/// Outside tester (issue 17): `delete` of a job on a held episode said its pairs would
+/// be planned again within seconds; a held episode is not planned at all.
+#[tokio::test]
+async fn delete_on_a_held_episode_says_the_pairs_wait_for_release() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-delete-held").await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    let job = fixtures::job(&s, &e, &["c000001"]).await;
+    archivist_admin::control::set_catalog_hold(
+        &s,
+        &archivist_admin::control::CatalogTarget::Episode(e.clone()),
+        true,
+    )
+    .await
+    .unwrap();
+    actions::cancel(&s, &settings(), &job.id, None)
+        .await
+        .unwrap();
+    let deleted = actions::delete(&s, &settings(), &job.id).await.unwrap();
+    assert!(
+        deleted.detail.contains("is held") && !deleted.detail.contains("again within seconds"),
+        "{}",
+        deleted.detail
+    );
+}
+
 #[tokio::test]
 async fn a_reason_given_to_a_busy_job_travels_with_the_request() {
     let (config, s) = archivist_testkit::fresh_tree("rules-reason").await;
@@ -120,6 +145,44 @@ async fn fsck_flags_a_counter_behind_its_ids_and_repairs_it() {
         .unwrap()
         .unwrap();
     assert_eq!(stat.version, 2);
+}
+
+/// Outside tester (issue 17): a counter deleted by hand was reported clean while every
+/// allocation of its ids failed. It is an error now, and `--repair` re-creates it past
+/// the ids in use.
+#[tokio::test]
+async fn fsck_flags_a_missing_counter_and_repairs_it() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-counter-missing").await;
+    fixtures::job(&s, "e0000001", &["c000001"]).await;
+    fixtures::job(&s, "e0000002", &["c000001"]).await;
+    s.client().delete(paths::JOB_COUNTER, None).await.unwrap();
+    s.client().delete(paths::CLIP_COUNTER, None).await.unwrap();
+    let report = fsck::fsck(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert!(!report.is_clean(), "{:#?}", report.faults);
+    for path in [paths::JOB_COUNTER, paths::CLIP_COUNTER] {
+        let fault = report
+            .faults
+            .iter()
+            .find(|f| f.path == path)
+            .unwrap_or_else(|| panic!("no fault on {path}: {:#?}", report.faults));
+        assert_eq!(fault.kind, fsck::FaultKind::CounterMissing);
+        assert_eq!(fault.severity, fsck::Severity::Error);
+    }
+    let repaired = fsck::fsck(&s, &AdminSettings::default(), true, &Silent)
+        .await
+        .unwrap();
+    assert!(repaired.is_clean(), "{:#?}", repaired.faults);
+    let stat = store::exists(&s, paths::JOB_COUNTER)
+        .await
+        .unwrap()
+        .expect("re-created");
+    assert_eq!(stat.version, 2);
+    assert!(store::exists(&s, paths::CLIP_COUNTER)
+        .await
+        .unwrap()
+        .is_some());
 }
 
 #[tokio::test]
@@ -176,6 +239,52 @@ async fn unreadable_research_is_named_by_status_and_export() {
     assert!(export.rows.iter().all(|r| r.episode == good));
     assert_eq!(export.unreadable.len(), 1);
     assert_eq!(export.unreadable[0].path, paths::research(&bad));
+}
+
+/// Outside tester (issue 17): `results --clip` left an undecodable research record out
+/// silently (exit 0), while `results --episode` and `export` name it. It is named now
+/// (and the CLI exits 1).
+#[tokio::test]
+async fn results_for_a_clip_name_unreadable_research() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-unreadable-clip").await;
+    let good = fixtures::episode(&s, 1, "One").await;
+    let bad = fixtures::episode(&s, 2, "Two").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::research(&s, &good, "j0000000042", &[1], &[(1, 3.0, 0.9)]).await;
+    fixtures::raw(&s, &paths::research(&bad), BAD_RESEARCH).await;
+    let r = results::clip_results(&s, &AdminSettings::default(), "c000001", &Silent)
+        .await
+        .unwrap();
+    assert_eq!(r.episodes_found, 1);
+    assert_eq!(
+        r.unreadable
+            .iter()
+            .map(|u| u.path.as_str())
+            .collect::<Vec<_>>(),
+        [paths::research(&bad)]
+    );
+}
+
+/// Outside tester (issue 17): the manual pause docs/operations.md gives
+/// (`create .../control/pause/pending "by: ops"`) was flagged by fsck as unparsable
+/// (missing `at`). `at` is optional: the documented record is clean and pauses.
+#[tokio::test]
+async fn the_documented_manual_pause_is_clean() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-pause-by-hand").await;
+    fixtures::raw(&s, &paths::pause(JobState::Pending), b"by: ops").await;
+    let report = fsck::fsck(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    let (record, _) = store::read::<archivist_engine::schema::records::PauseRecord>(
+        &s,
+        &paths::pause(JobState::Pending),
+    )
+    .await
+    .unwrap()
+    .expect("pause");
+    assert_eq!(record.by, "ops");
+    assert_eq!(record.at, None);
 }
 
 #[tokio::test]

@@ -63,6 +63,14 @@ pub async fn run(global: &GlobalOpts, args: PlannerArgs) -> Result<ExitCode> {
     let file = crate::context::file_config(global)?;
     let settings = settings(file.planner, &args);
     settings.validate()?;
+    archivist_engine::lease::validate_operator_ms(
+        "lease duration (--lease-duration-ms)",
+        settings.lease_duration.as_millis(),
+    )?;
+    archivist_engine::lease::validate_operator_ms(
+        "work-item TTL (--work-item-ttl-ms)",
+        settings.work_item_ttl.as_millis(),
+    )?;
     let identity = match &args.name {
         Some(n) => Identity::named("planner", n.clone()),
         None => Identity::new("planner"),

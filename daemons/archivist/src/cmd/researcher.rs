@@ -131,6 +131,7 @@ pub async fn run(global: &GlobalOpts, args: ResearcherArgs) -> Result<ExitCode> 
     if let Some(addr) = global.metrics_addr.or(file.metrics_addr) {
         settings = settings.with_metrics_addr(Some(addr.to_string()));
     }
+    settings.validate().map_err(anyhow::Error::msg)?;
     let identity = match &args.name {
         Some(n) => Identity::named("researcher", n.clone()),
         None => Identity::new("researcher"),

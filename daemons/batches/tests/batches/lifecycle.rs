@@ -264,3 +264,32 @@ async fn unreadable_records_are_left_out_and_other_batches_go_on() {
         assert_eq!(&bytes, data, "{path} left as it was");
     }
 }
+
+/// Outside tester (issue 17): with `/counters/batches` re-created behind the batches in
+/// use, `batch submit` retried the same taken id forever (~1,200 requests/s, never
+/// returned). The counter is now moved past the batches in use and the submit returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_moves_a_counter_behind_the_batches_in_use() {
+    let (_config, session) = fresh_tree("batch-counter-behind").await;
+    let text = submission(&["e1"], &["jingle"], None);
+    let first = submit_text(&session, &text).await;
+    assert_eq!(first.id, paths::batch_id(1));
+    session
+        .client()
+        .delete(paths::BATCH_COUNTER, None)
+        .await
+        .expect("delete counter");
+    session
+        .client()
+        .create(
+            paths::BATCH_COUNTER,
+            &[],
+            &session.create_options(archivist_engine::zk::CreateMode::Persistent),
+        )
+        .await
+        .expect("re-create counter at version 0");
+    let second = tokio::time::timeout(Duration::from_secs(10), submit_text(&session, &text))
+        .await
+        .expect("submit returns instead of spinning");
+    assert_eq!(second.id, paths::batch_id(2));
+}

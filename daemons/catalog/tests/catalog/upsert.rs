@@ -322,3 +322,49 @@ async fn concurrent_curators_converge_on_one_record_per_url() {
         );
     }
 }
+
+/// Re-creates a counter at version 0 (deleted by hand, as the outside tester did).
+async fn reset_counter(session: &archivist_engine::Session, path: &str) {
+    session
+        .client()
+        .delete(path, None)
+        .await
+        .expect("delete counter");
+    session
+        .client()
+        .create(
+            path,
+            &[],
+            &session.create_options(archivist_engine::zk::CreateMode::Persistent),
+        )
+        .await
+        .expect("re-create counter");
+}
+
+/// Outside tester (issue 17): with `/counters/episodes` (or clips) behind the records in
+/// use, `curate` failed every round on the taken id and gave up "kept conflicting with
+/// other writers", forever. The counter is now moved past the ids in use.
+#[tokio::test]
+async fn curation_moves_a_counter_behind_the_records_in_use() {
+    let (_config, session) = fresh_tree("catalog-counter-behind").await;
+    let first = vec![
+        episode("http://h/e1.mp3", "One"),
+        episode("http://h/e2.mp3", "Two"),
+        clip("http://h/c1.wav", "Jingle"),
+    ];
+    curate(&session, first, &settings()).await.unwrap();
+    reset_counter(&session, paths::EPISODE_COUNTER).await;
+    reset_counter(&session, paths::CLIP_COUNTER).await;
+    let more = vec![
+        episode("http://h/e3.mp3", "Three"),
+        clip("http://h/c2.wav", "Sting"),
+    ];
+    let report = curate(&session, more, &settings()).await.expect("curated");
+    assert_eq!(report.created(), 2, "{report:?}");
+    assert_eq!(
+        episodes(&session).await,
+        ["e0000001", "e0000002", "e0000003"]
+    );
+    assert_eq!(clips(&session).await, ["c000001", "c000002"]);
+    assert_eq!(counter_version(&session, paths::EPISODE_COUNTER).await, 3);
+}

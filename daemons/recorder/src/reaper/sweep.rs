@@ -8,7 +8,7 @@
 use archivist_engine::lock::JobLock;
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{JobRecord, ResearchRecord};
+use archivist_engine::schema::records::{JobRecord, JobRequest, ResearchRecord};
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Transition};
 use archivist_engine::{clock, jobs, lease, queue, store, EngineError, Session};
@@ -132,17 +132,33 @@ async fn expire(
     by: &str,
     extra: Option<Op>,
 ) -> Result<bool, EngineError> {
-    let result = Transition::new(job, version, JobState::Expired)
+    // A pending `cancel`/`hold` (written while the holder lived) is honoured: the job
+    // goes where the operator asked, with the operator's reason, not to `expired` (whose
+    // pairs would be planned again).
+    let honoured = requested(job);
+    let stopped = honoured.is_some();
+    let (to, message, step) = match honoured {
+        Some((to, why)) => (to, why, "request honoured"),
+        None => (JobState::Expired, message.to_string(), "reap"),
+    };
+    let result = Transition::new(job, version, to)
         .failed()
         .lock(LockAction::Release(lock.clone()))
-        .edit(|j| j.message = Some(message.to_string()))
-        .event(by, "reap", message)
+        .edit(|j| {
+            j.message = Some(message.clone());
+            if stopped {
+                j.request = None;
+                j.request_reason = None;
+                j.holder = None;
+            }
+        })
+        .event(by, step, &message)
         .with_ops(extra)
         .commit(session)
         .await;
     match result {
         Ok(_) => {
-            tracing::info!(job = %job.id, episode = %job.episode, state = %job.status, reason = message, "job expired");
+            tracing::info!(job = %job.id, episode = %job.episode, state = %job.status, to = %to, reason = %message, "job reaped");
             Ok(true)
         }
         Err(e) if e.is_conflict() => {
@@ -154,6 +170,21 @@ async fn expire(
             Err(e)
         }
     }
+}
+
+/// Where a job with a pending operator request goes instead of `expired`, and its
+/// message: the request's reason, or the word the researcher uses ("cancel requested by
+/// an operator").
+fn requested(job: &JobRecord) -> Option<(JobState, String)> {
+    let (to, word) = match job.request? {
+        JobRequest::Cancel => (JobState::Cancelled, "cancel requested"),
+        JobRequest::Hold => (JobState::Held, "hold requested"),
+    };
+    let why = job
+        .request_reason
+        .clone()
+        .unwrap_or_else(|| format!("{word} by an operator"));
+    Some((to, why))
 }
 
 /// "lease expired", saying so when every clip of the job was recorded anyway (its

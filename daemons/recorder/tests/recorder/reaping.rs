@@ -388,3 +388,72 @@ async fn a_job_whose_researcher_died_is_expired_at_once_without_waiting_for_its_
     );
     assert!(read_lease(&session, &alive.id).await.is_some());
 }
+
+/// Outside tester (issue 17): `cancel` (or `hold`) of a job whose researcher had just
+/// died wrote the request for the holder; the reaper then expired the job ("researcher
+/// lost"), dropping the request and its reason, and its pairs were planned again. The
+/// reaper now honours the request: `cancelled` (or `held`) with the operator's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_pending_cancel_or_hold_is_honoured_not_expired() {
+    use archivist_engine::schema::records::JobRequest;
+    let (config, session) = archivist_testkit::fresh_tree("holder-lost-request").await;
+    let cancel = job(&session, "e0000032", &[1, 2], JobState::Researching).await;
+    let hold = job(&session, "e0000033", &[1, 2], JobState::Leased).await;
+    let doomed = archivist_testkit::another_session(&config).await;
+    for (j, request, reason) in [
+        (&cancel, JobRequest::Cancel, Some("dead-holder-cancel")),
+        (&hold, JobRequest::Hold, None),
+    ] {
+        lease(&session, j, 600_000).await;
+        JobLock::try_acquire(&doomed, &j.id, "researcher-dead")
+            .await
+            .unwrap()
+            .expect("lock");
+        // What `archivist cancel`/`hold` writes when a researcher holds the lock.
+        let (mut record, version) = jobs::read(&session, &j.id).await.unwrap();
+        record.request = Some(request);
+        record.request_reason = reason.map(str::to_string);
+        let path = paths::job(&j.id);
+        archivist_engine::ops::commit(
+            &session,
+            &[archivist_engine::ops::Op::SetData {
+                data: store::encode(&path, &record).unwrap(),
+                path: path.clone(),
+                version: Some(version),
+            }],
+        )
+        .await
+        .unwrap();
+    }
+    drop(doomed);
+    let gone = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        store::exists(&session, &paths::job_lock(&cancel.id))
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await;
+    assert!(gone, "the dead researcher's lock should vanish");
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    sweep::sweep(&session, &fast_reaper(), "reaper-test")
+        .await
+        .unwrap();
+    assert_eq!(
+        status(&session, &cancel).await,
+        Some((JobState::Cancelled, Some("dead-holder-cancel".to_string())))
+    );
+    assert_eq!(
+        status(&session, &hold).await,
+        Some((
+            JobState::Held,
+            Some("hold requested by an operator".to_string())
+        ))
+    );
+    let (record, _) = jobs::read(&session, &cancel.id).await.unwrap();
+    assert_eq!(record.request, None, "the request is done");
+    assert_eq!(
+        queues_holding(&session, &cancel.id).await,
+        vec![JobState::Cancelled]
+    );
+    assert!(read_lease(&session, &cancel.id).await.is_none());
+}

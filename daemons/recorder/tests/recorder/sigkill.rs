@@ -74,9 +74,15 @@ async fn a_recorder_killed_mid_store_leaves_nothing_half_done() {
     // A fresh recorder finishes the job.
     let settings = support::settings();
     let mut bad = std::collections::HashSet::new();
-    let totals = watcher::pass(&session, &settings, &mut bad, &CancellationToken::new())
-        .await
-        .unwrap();
+    let totals = watcher::pass(
+        &session,
+        &settings,
+        &mut bad,
+        &mut Default::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!(totals.stored + stored_by_child.len(), 20);
     assert_eq!(totals.already, 0);
     assert!(support::reports_left(&session).await.is_empty());

@@ -55,9 +55,15 @@ async fn replayed_reports_and_duplicate_pairs_are_no_ops() {
     report(&session, &first, 8, occurrences_for(8, 0.5), false).await;
     report(&session, &second, 8, occurrences_for(8, 77.0), false).await;
     let mut bad = HashSet::new();
-    let totals = watcher::pass(&session, &settings, &mut bad, &CancellationToken::new())
-        .await
-        .unwrap();
+    let totals = watcher::pass(
+        &session,
+        &settings,
+        &mut bad,
+        &mut Default::default(),
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!((totals.stored, totals.already), (1, 1));
     let (record, _) = research(&session, "e0000001").await.unwrap();
     let counts = support::run_clip_counts(&record);
@@ -160,4 +166,56 @@ async fn an_unreadable_report_is_left_in_place_and_the_rest_are_stored() {
         done.bad[0]
     );
     assert_eq!(support::reports_left(&session).await, vec![bad_name]);
+}
+
+/// Outside tester (issue 17): reports of a failed job whose research record does not
+/// decode were retried every pass, forever, logged with episode and state "unknown".
+/// The job is parked once (logged with its real episode and state) and its reports wait
+/// until the job changes.
+#[tokio::test]
+async fn reports_of_a_failed_job_that_cannot_be_stored_are_parked_not_retried_every_pass() {
+    let (_config, session) = archivist_testkit::fresh_tree("parked").await;
+    let settings = support::settings();
+    let failed = job(&session, "e0000009", &[1], JobState::Failed).await;
+    report(&session, &failed, 1, occurrences_for(1, 0.5), true).await;
+    session
+        .client()
+        .create(
+            &paths::research("e0000009"),
+            b"schema: 1\nepisode: e0000009\nruns: []\nfound:\n  c000001: [{at: not-a-number}]\n",
+            &session.create_options(archivist_engine::zk::CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+    let mut bad = HashSet::new();
+    let mut parked = std::collections::HashMap::new();
+    watcher::pass(
+        &session,
+        &settings,
+        &mut bad,
+        &mut parked,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let (_, version) = archivist_engine::jobs::read(&session, &failed.id)
+        .await
+        .unwrap();
+    assert_eq!(
+        parked.get(&failed.id),
+        Some(&version),
+        "parked at the version seen"
+    );
+    // The next pass leaves it alone; the report stays for a retry.
+    watcher::pass(
+        &session,
+        &settings,
+        &mut bad,
+        &mut parked,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(parked.get(&failed.id), Some(&version));
+    assert_eq!(support::reports_left(&session).await.len(), 1);
 }

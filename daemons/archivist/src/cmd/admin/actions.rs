@@ -24,8 +24,9 @@ pub struct RetryArgs {
     /// `*`; case-insensitive).
     #[arg(long, requires = "all_failed")]
     pub reason: Option<String>,
-    /// Duration of the fresh lease, in seconds.
-    #[arg(long, env = "ARCHIVIST_LEASE_DURATION_S", default_value_t = 600)]
+    /// Duration of the fresh lease, in seconds (1 to 2,592,000: 30 days).
+    #[arg(long, env = "ARCHIVIST_LEASE_DURATION_S", default_value_t = 600,
+        value_parser = clap::value_parser!(u64).range(1..=archivist_engine::lease::MAX_DURATION_S))]
     pub lease_duration_s: u64,
     #[command(flatten)]
     pub actor: ActorOpts,

@@ -55,8 +55,9 @@ pub struct HoldArgs {
 pub struct ReleaseArgs {
     #[command(flatten)]
     pub target: Target,
-    /// Duration of a released job's fresh lease, in seconds.
-    #[arg(long, env = "ARCHIVIST_LEASE_DURATION_S", default_value_t = 600)]
+    /// Duration of a released job's fresh lease, in seconds (1 to 2,592,000: 30 days).
+    #[arg(long, env = "ARCHIVIST_LEASE_DURATION_S", default_value_t = 600,
+        value_parser = clap::value_parser!(u64).range(1..=archivist_engine::lease::MAX_DURATION_S))]
     pub lease_duration_s: u64,
     #[command(flatten)]
     pub actor: ActorOpts,
@@ -104,7 +105,11 @@ fn render_pause(r: &PauseReport) -> String {
     let by = r
         .record
         .as_ref()
-        .map(|p| format!(" (by {} at {}: {})", p.by, p.at, p.reason))
+        .map(|p| {
+            let at = p.at.map(|t| format!(" at {t}")).unwrap_or_default();
+            // escape_debug: a reason with a newline stays on one line.
+            format!(" (by {}{at}: {})", p.by, p.reason.escape_debug())
+        })
         .unwrap_or_default();
     format!("{}: {what}{by}\n", r.state)
 }

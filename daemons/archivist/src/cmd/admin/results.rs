@@ -131,6 +131,16 @@ pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
     } else if let Some(clip) = &args.clip {
         let r = results::clip_results(&session, &settings, clip, &Bar::stderr()).await?;
         emit(global.output, &r, render_clip)?;
+        if !r.unreadable.is_empty() {
+            eprintln!(
+                "archivist: results are incomplete: {} research record(s) do not decode; {clip} may occur in their episodes (run `archivist fsck`):",
+                r.unreadable.len()
+            );
+            for u in &r.unreadable {
+                eprintln!("  {}: {}", u.path, u.error);
+            }
+            return Ok(ExitCode::from(1));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
