@@ -146,6 +146,12 @@ async fn enforced_sasl_refuses_the_unauthenticated_and_sasl_acls_hold() {
     let cause = refusal(&digest_only).await;
     assert!(cause.contains("refuses unauthenticated clients"), "{cause}");
 
+    // A TLS client on this plaintext port, which closes unauthenticated sessions: still
+    // recognised as plaintext ZooKeeper (outside testing of issue 21 got "closed the
+    // connection during the TLS handshake").
+    let cause = refusal(&quick(base.clone().with_tls(Some(secured::client_tls())))).await;
+    assert!(cause.contains("serves plaintext ZooKeeper"), "{cause}");
+
     // A wrong password.
     let wrong = base.clone().with_sasl(Some(SaslConfig {
         credentials: Credentials {
