@@ -571,3 +571,29 @@ async fn logs_that_are_not_a_terminal_have_no_colour_codes() {
         "colour codes in a log file: {stderr:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_read_says_not_authorized_once_and_names_the_identity() {
+    let config = archivist_testkit::config("cli-noauth").with_credentials(
+        archivist_engine::config::Credentials::parse("archivist:the-password"),
+    );
+    let session = archivist_engine::Session::connect(&config).await.unwrap();
+    archivist_engine::tree::init(&session, "test")
+        .await
+        .unwrap();
+    // No --zk-auth: anonymous, which the tree's digest ACLs refuse.
+    let out = archivist(&config, &["status"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        stderr.matches("not authorized").count(),
+        1,
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stderr.contains("connected as anyone") && stderr.contains("zookeeper.auth"),
+        "{}",
+        text(&out)
+    );
+}
