@@ -282,5 +282,19 @@ fn the_documented_zoo_cfg_matches_what_zk_sh_writes() {
             );
         }
     }
+
+    // `scripts/zk.sh cli tls sasl`, the zkCli the docs show for such a server, runs `ls /`.
+    let out = std::process::Command::new(root.join("scripts/zk.sh"))
+        .args(["cli", "tls", "sasl", "--", "ls", "/"])
+        .env("ZK_PORT", DOC_PORT.to_string())
+        .output()
+        .expect("run scripts/zk.sh cli");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("[zookeeper]"),
+        "zk.sh cli: {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     drop(server);
 }
