@@ -597,3 +597,30 @@ async fn a_refused_read_says_not_authorized_once_and_names_the_identity() {
         text(&out)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_timeout_below_the_minimum_warns_with_the_rule() {
+    let (config, _s) = archivist_testkit::fresh_tree("cli-short-timeout").await;
+    let (hosts, chroot) = config.hosts_and_chroot();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_archivist"))
+        .args([
+            "--zk",
+            &hosts,
+            "--chroot",
+            &chroot,
+            "--session-timeout-ms",
+            "1000",
+        ])
+        .arg("status")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run archivist");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("below 4000 ms") && stderr.contains("operations.md"),
+        "{}",
+        text(&out)
+    );
+}
