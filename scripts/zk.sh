@@ -12,6 +12,13 @@
 #   scripts/zk.sh ensemble restart N
 #   scripts/zk.sh ensemble leader  prints the node number that is leader
 #   scripts/zk.sh connect-string [ensemble]
+#   scripts/zk.sh cli [tls] [sasl] [-- ARGS]
+#                                  zkCli (ZooKeeperMain) against $ZK_SERVER (default
+#                                  127.0.0.1:$ZK_PORT) with TLS (client certificate of the
+#                                  pki) and/or SASL as $ZK_CLI_USER (default archivist);
+#                                  ARGS is one command (`-- ls /`), else interactive.
+#                                  Debian's zkCli.sh lacks netty on its classpath and so
+#                                  cannot speak TLS; this is the java command that can.
 #   scripts/zk.sh pki              makes (once) and prints the directory of certificates
 #                                  and SASL secrets
 #
@@ -338,6 +345,45 @@ ensemble_leader() {
     return 1
 }
 
+# zkCli with the JVM flags a TLS and/or SASL ensemble needs (Netty client socket, PEM
+# trust and key stores, a JAAS `Client` section); Debian's zkCli.sh has no netty.
+zk_cli() { # [tls] [sasl] [-- ARGS]
+    local words=() flags=(-Dzookeeper.root.logger=ERROR,CONSOLE)
+    while [[ $# -gt 0 && $1 != -- ]]; do words+=("$1"); shift; done
+    [[ ${1:-} == -- ]] && shift
+    parse_security "${words[@]}"
+    if has tls; then
+        make_pki
+        local keystore="$pki/client-keystore.pem"
+        [[ -f $keystore ]] || (umask 077; cat "$pki/client.key" "$pki/client.pem" >"$keystore")
+        flags+=(-Dzookeeper.client.secure=true
+            -Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty
+            "-Dzookeeper.ssl.keyStore.location=$keystore" -Dzookeeper.ssl.keyStore.type=PEM
+            "-Dzookeeper.ssl.trustStore.location=$pki/ca.pem" -Dzookeeper.ssl.trustStore.type=PEM
+            -Dzookeeper.ssl.hostnameVerification=false)
+    fi
+    if has sasl; then
+        make_pki
+        local user=${ZK_CLI_USER:-archivist}
+        local jaas="$pki/jaas-client-$user.conf"
+        (
+            umask 077
+            {
+                echo "Client {"
+                echo "    org.apache.zookeeper.server.auth.DigestLoginModule required"
+                echo "    username=\"$user\""
+                echo "    password=\"$(cat "$pki/$user.password")\";"
+                echo "};"
+            } >"$jaas"
+        )
+        flags+=("-Djava.security.auth.login.config=$jaas")
+    else
+        flags+=(-Dzookeeper.sasl.client=false)
+    fi
+    exec java "${flags[@]}" -cp "$classpath" org.apache.zookeeper.ZooKeeperMain \
+        -server "${ZK_SERVER:-127.0.0.1:$port}" "$@"
+}
+
 case "${1:-}" in
     start)
         shift
@@ -345,6 +391,7 @@ case "${1:-}" in
         standalone_start
         ;;
     pki) make_pki; echo "$pki" ;;
+    cli) shift; zk_cli "$@" ;;
     stop) stop_node "$(standalone_dir)" ;;
     status)
         if serving "$port"; then
@@ -380,7 +427,7 @@ case "${1:-}" in
         esac
         ;;
     *)
-        sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac

@@ -71,6 +71,10 @@ pub enum FaultKind {
     LeaseMismatch,
     /// A pending job without a lease: no researcher can claim it (warning).
     PendingWithoutLease,
+    /// A pending job whose lock has been held for a while (warning): a claim holds it a
+    /// moment only, so its holder may have lost track of it (a create whose reply was
+    /// lost, docs/protocol.md "Lost replies"); the job waits until that session ends.
+    PendingLocked,
     /// A research record whose content contradicts its node or the catalog.
     ResearchMismatch,
     /// A lease whose duration is not positive (expired when written).
@@ -415,11 +419,23 @@ fn check_queues(ix: &Index<'_>, faults: &mut Vec<Fault>) {
     }
 }
 
-fn check_locks(ix: &Index<'_>, faults: &mut Vec<Fault>) {
+fn check_locks(ix: &Index<'_>, settings: &AdminSettings, now_ms: i64, faults: &mut Vec<Fault>) {
+    // A claim or an admin action holds a pending job's lock for a few round trips.
+    let held_too_long_ms = settings.reaper_interval_ms().saturating_mul(2).max(1000);
     for (id, node) in &ix.locks {
         let owner = NodeStat::owner_hex(&node.stat)
             .unwrap_or_else(|| "no session (persistent node)".into());
         if let Some((_, Some(job))) = ix.jobs.get(id) {
+            let held_ms = now_ms - node.stat.ctime_ms;
+            if job.status == JobState::Pending && held_ms > held_too_long_ms {
+                let who = records::decode::<LockRecord>(&node.path, &node.data)
+                    .map(|l| l.owner)
+                    .unwrap_or_else(|_| "?".into());
+                faults.push(
+                    Fault::new(FaultKind::PendingLocked, Severity::Warning, &node.path, format!("pending job locked for {} s by {who} (session {owner}); a claim holds it a moment only: if it stays, its holder lost track of it (docs/protocol.md, Lost replies) and the job waits until that session ends: restart that daemon", held_ms / 1000))
+                        .job(id),
+                );
+            }
             let idle = machine().state(job.status).terminal
                 || matches!(job.status, JobState::Failed | JobState::Held);
             if idle {
@@ -747,7 +763,7 @@ pub async fn fsck(
     check_nodes(&nodes, settings, &mut faults);
     let ix = index(&nodes);
     check_queues(&ix, &mut faults);
-    check_locks(&ix, &mut faults);
+    check_locks(&ix, settings, now_ms, &mut faults);
     check_leases(&ix, settings, now_ms, &mut faults);
     check_counters(&ix, &mut faults);
     check_research(&ix, &mut faults);

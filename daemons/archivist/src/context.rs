@@ -22,6 +22,11 @@ pub fn file_config(global: &GlobalOpts) -> Result<FileConfig> {
     config::load(global.config.as_deref())
 }
 
+/// Below this session timeout (ZooKeeper's default minimum, 2 x the sample tickTime of
+/// 2 s) a warning names the rule of docs/operations.md ("Failover and the session
+/// timeout"); the value is still used (tests and fast-tick ensembles want it).
+const MIN_SESSION_TIMEOUT_MS: u64 = 4000;
+
 /// The ZooKeeper configuration the global options and the file describe.
 pub fn zk_config(global: &GlobalOpts) -> Result<ZkConfig> {
     let file = file_config(global)?.zookeeper;
@@ -57,6 +62,14 @@ pub fn zk_config(global: &GlobalOpts) -> Result<ZkConfig> {
         .session_timeout_ms
         .or(file.session_timeout_ms)
         .unwrap_or(DEFAULT_SESSION_TIMEOUT.as_millis() as u64);
+    if timeout < MIN_SESSION_TIMEOUT_MS {
+        tracing::warn!(
+            session_timeout_ms = timeout,
+            "zookeeper.session_timeout_ms is below {MIN_SESSION_TIMEOUT_MS} ms: the server raises it to \
+             2 x tickTime at least, and it must exceed detection + election + reconnect (x2) or a \
+             leader election loses every session and its work (docs/operations.md, failover)"
+        );
+    }
     Ok(ZkConfig::new(connect)
         .with_chroot(chroot)
         .with_session_timeout(Duration::from_millis(timeout))
@@ -99,10 +112,7 @@ fn sasl_config(
         return Ok(None);
     };
     let password = match global.zk_sasl_password_file.clone().or(file.password_file) {
-        Some(path) => std::fs::read_to_string(&path)
-            .with_context(|| format!("zookeeper.sasl.password_file: reading {}", path.display()))?
-            .trim_end_matches(['\n', '\r'])
-            .to_string(),
+        Some(path) => read_password_file(&path)?,
         None => password_var.with_context(|| {
             format!("zookeeper.sasl: user {user:?} needs a password: zookeeper.sasl.password_file, --zk-sasl-password-file or {SASL_PASSWORD_VAR}")
         })?,
@@ -113,9 +123,77 @@ fn sasl_config(
     }))
 }
 
+/// The SASL password in `path`, without its trailing line break. An empty file is an
+/// error naming the file (the server would only say "authentication failed"); a file
+/// that group or others may read is used, with a warning (it holds a secret).
+fn read_password_file(path: &std::path::Path) -> Result<String> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("zookeeper.sasl.password_file: reading {shown}"))?;
+    let password = text.trim_end_matches(['\n', '\r']);
+    if password.is_empty() {
+        anyhow::bail!("zookeeper.sasl.password_file: {shown} is empty: write the password in it");
+    }
+    if let Some(mode) = loose_mode(path) {
+        tracing::warn!(
+            file = %shown,
+            mode = format!("{mode:o}"),
+            "zookeeper.sasl.password_file is readable by group or others: chmod 600 it"
+        );
+    }
+    Ok(password.to_string())
+}
+
+/// The file's permission bits if group or others may read it.
+#[cfg(unix)]
+fn loose_mode(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o044 != 0).then_some(mode)
+}
+
+#[cfg(not(unix))]
+fn loose_mode(_: &std::path::Path) -> Option<u32> {
+    None
+}
+
 /// Connects and checks the tree was initialised (for admin commands).
 pub async fn connect_initialised(global: &GlobalOpts) -> Result<Session> {
     let session = Session::connect(&zk_config(global)?).await?;
     archivist_engine::tree::check_initialised(&session).await?;
     Ok(session)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn password_file(name: &str, text: &str, mode: u32) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("archivist-pw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    #[test]
+    fn an_empty_password_file_is_named_as_empty() {
+        for (name, text) in [("empty.pw", ""), ("nl.pw", "\n"), ("crlf.pw", "\r\n")] {
+            let path = password_file(name, text, 0o600);
+            let err = read_password_file(&path).unwrap_err().to_string();
+            assert!(err.contains("is empty") && err.contains(name), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_password_file_loses_its_line_break_and_loose_modes_are_seen() {
+        let path = password_file("good.pw", "secret\n", 0o600);
+        assert_eq!(read_password_file(&path).unwrap(), "secret");
+        assert_eq!(loose_mode(&path), None);
+        let path = password_file("loose.pw", "secret\n", 0o644);
+        assert_eq!(read_password_file(&path).unwrap(), "secret");
+        assert_eq!(loose_mode(&path), Some(0o644));
+    }
 }

@@ -42,11 +42,65 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(1);
         }
     };
+    let global = cli.global.clone();
     match runtime.block_on(cmd::run(cli)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("archivist: {err:#}");
+            eprintln!("archivist: {}", describe(&err, &global));
             std::process::ExitCode::from(1)
         }
+    }
+}
+
+/// The error and its causes on one line, each cause once (an engine error already shows
+/// its client error, which is also its source: "not authorized: not authorized"), and,
+/// for a refused read or write, the identity used and where it is configured.
+fn describe(err: &anyhow::Error, global: &cli::GlobalOpts) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    let refused = err.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<archivist_engine::EngineError>(),
+            Some(archivist_engine::EngineError::Zk {
+                source: archivist_engine::zk::Error::NoAuth,
+                ..
+            })
+        )
+    });
+    if refused {
+        text.push_str(&format!(
+            " (connected as {}: the tree's ACLs do not let it do this; check zookeeper.sasl \
+             and zookeeper.auth, or --zk-sasl-user and --zk-auth)",
+            identity(global)
+        ));
+    }
+    text
+}
+
+/// Who this process authenticates as, for an error message (never the password).
+fn identity(global: &cli::GlobalOpts) -> String {
+    let Ok(config) = context::zk_config(global) else {
+        return "an identity its configuration does not give".to_string();
+    };
+    let mut ids = Vec::new();
+    if let Some(sasl) = &config.sasl {
+        ids.push(format!("SASL user {:?}", sasl.credentials.user));
+    }
+    if let Some(digest) = &config.credentials {
+        ids.push(format!("digest user {:?}", digest.user));
+    }
+    if ids.is_empty() {
+        "anyone (no zookeeper.sasl or zookeeper.auth)".to_string()
+    } else {
+        ids.join(" and ")
     }
 }

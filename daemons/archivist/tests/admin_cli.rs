@@ -624,3 +624,56 @@ async fn absurd_lease_durations_and_spinning_settings_are_refused() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("1000 ms"), "{}", text(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_read_says_not_authorized_once_and_names_the_identity() {
+    let config = archivist_testkit::config("cli-noauth").with_credentials(
+        archivist_engine::config::Credentials::parse("archivist:the-password"),
+    );
+    let session = archivist_engine::Session::connect(&config).await.unwrap();
+    archivist_engine::tree::init(&session, "test")
+        .await
+        .unwrap();
+    // No --zk-auth: anonymous, which the tree's digest ACLs refuse.
+    let out = archivist(&config, &["status"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        stderr.matches("not authorized").count(),
+        1,
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stderr.contains("connected as anyone") && stderr.contains("zookeeper.auth"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_timeout_below_the_minimum_warns_with_the_rule() {
+    let (config, _s) = archivist_testkit::fresh_tree("cli-short-timeout").await;
+    let (hosts, chroot) = config.hosts_and_chroot();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_archivist"))
+        .args([
+            "--zk",
+            &hosts,
+            "--chroot",
+            &chroot,
+            "--session-timeout-ms",
+            "1000",
+        ])
+        .arg("status")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run archivist");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("below 4000 ms") && stderr.contains("operations.md"),
+        "{}",
+        text(&out)
+    );
+}

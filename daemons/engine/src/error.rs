@@ -6,6 +6,20 @@ use znode_schema::JobState;
 /// Result with [`EngineError`].
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
+/// Did the request perhaps reach the server and get applied, with only its reply lost?
+/// A connection loss, a timeout, or an I/O error of the connection (over TLS: a server
+/// gone without `close_notify`, which the client reports as a custom error, not as a
+/// connection loss). A caller whose write may have been applied must look before it
+/// retries or gives up (a lock created unseen is still held by this session).
+pub fn reply_may_be_lost(source: &zookeeper_client::Error) -> bool {
+    matches!(
+        source,
+        zookeeper_client::Error::ConnectionLoss
+            | zookeeper_client::Error::Custom(_)
+            | zookeeper_client::Error::Timeout
+    )
+}
+
 /// What went wrong talking to ZooKeeper or handling the tree.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -136,16 +150,13 @@ impl EngineError {
             EngineError::Precondition { .. } => true,
             EngineError::Zk { source, .. }
             | EngineError::WriteFailed { source, .. }
-            | EngineError::Unreachable { source, .. } => matches!(
-                source,
-                zookeeper_client::Error::ConnectionLoss
-                    // I/O errors of the connection (over TLS: a server gone without
-                    // close_notify) fail in-flight requests like a connection loss.
-                    | zookeeper_client::Error::Custom(_)
-                    | zookeeper_client::Error::Timeout
-                    | zookeeper_client::Error::Throttled
-                    | zookeeper_client::Error::NoHosts
-            ),
+            | EngineError::Unreachable { source, .. } => {
+                reply_may_be_lost(source)
+                    || matches!(
+                        source,
+                        zookeeper_client::Error::Throttled | zookeeper_client::Error::NoHosts
+                    )
+            }
             _ => false,
         }
     }

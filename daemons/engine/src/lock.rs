@@ -11,7 +11,7 @@ use znode_schema::records::LockRecord;
 use znode_schema::SCHEMA_VERSION;
 use zookeeper_client as zk;
 
-use crate::error::{EngineError, Result};
+use crate::error::{reply_may_be_lost, EngineError, Result};
 use crate::ops::Op;
 use crate::session::Session;
 use crate::store;
@@ -31,8 +31,11 @@ pub struct JobLock {
 impl JobLock {
     /// Tries to take the lock; `None` if another session holds it (or the job is gone).
     ///
-    /// On connection loss the create may have succeeded unseen; the lock is then looked
-    /// up and counted as ours only if its `ephemeralOwner` is this session.
+    /// On a lost reply (connection loss, timeout, or an I/O error such as a TLS peer gone
+    /// without `close_notify`: [`reply_may_be_lost`]) the create may have succeeded
+    /// unseen; the lock is then looked up and counted as ours only if its
+    /// `ephemeralOwner` is this session, so this session never holds a lock it does not
+    /// know about (the caller then re-checks the job as after any lock).
     pub async fn try_acquire(session: &Session, job: &str, owner: &str) -> Result<Option<JobLock>> {
         Self::try_acquire_at(session, &paths::job_lock(job), job, owner).await
     }
@@ -56,7 +59,9 @@ impl JobLock {
                 version: if stat.version >= 0 { stat.version } else { 0 },
             })),
             Err(zk::Error::NodeExists) | Err(zk::Error::NoNode) => Ok(None),
-            Err(zk::Error::ConnectionLoss) => JobLock::confirm_after_loss(session, job, path).await,
+            Err(e) if reply_may_be_lost(&e) => {
+                JobLock::confirm_after_loss(session, job, path).await
+            }
             Err(e) => Err(EngineError::zk("create", &path, e)),
         }
     }
@@ -68,7 +73,7 @@ impl JobLock {
     /// lock (or the job is gone); otherwise the lock and the read's outcome (`None`: no
     /// node at `read_path`).
     ///
-    /// On connection loss the outcome of the create is unknown: falls back to
+    /// On a lost reply the outcome of the create is unknown: falls back to
     /// [`JobLock::try_acquire`]'s check of the lock's owner, then reads again.
     pub async fn try_acquire_and_read(
         session: &Session,
@@ -89,7 +94,7 @@ impl JobLock {
                 version: if stat.version >= 0 { stat.version } else { 0 },
             },
             Err(zk::Error::NodeExists) | Err(zk::Error::NoNode) => return Ok(None),
-            Err(zk::Error::ConnectionLoss) => {
+            Err(e) if reply_may_be_lost(&e) => {
                 drop(read);
                 return match JobLock::confirm_after_loss(session, job, path).await? {
                     Some(lock) => {
@@ -109,12 +114,17 @@ impl JobLock {
         Ok(Some((lock, read)))
     }
 
+    /// After a create whose reply was lost: is the lock node there, and is it this
+    /// session's? Looks again while the connection is down (the reply may be lost again
+    /// during an election), for at most the session timeout plus the connect timeout:
+    /// past that the server has expired the session and with it any lock it held.
     async fn confirm_after_loss(
         session: &Session,
         job: &str,
         path: String,
     ) -> Result<Option<JobLock>> {
-        Ok(match store::exists(session, &path).await? {
+        let stat = while_reply_lost(session, || store::exists(session, &path)).await?;
+        Ok(match stat {
             Some(stat) if stat.ephemeral_owner == session.id_number() => Some(JobLock {
                 job: job.to_string(),
                 path,
@@ -140,15 +150,47 @@ impl JobLock {
         }
     }
 
-    /// Releases the lock on its own (when no transition happens).
+    /// Releases the lock on its own (when no transition happens). A delete whose reply
+    /// was lost is sent again until it is seen (`NoNode`: the lost one was applied), so
+    /// the lock is not left behind on a session that goes on living.
     pub async fn release(self, session: &Session) -> Result<()> {
-        match session
-            .client()
-            .delete(&self.path, Some(self.version))
-            .await
-        {
-            Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-            Err(e) => Err(EngineError::zk("delete", &self.path, e)),
+        while_reply_lost(session, || async {
+            match session
+                .client()
+                .delete(&self.path, Some(self.version))
+                .await
+            {
+                Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                Err(e) => Err(EngineError::zk("delete", &self.path, e)),
+            }
+        })
+        .await
+    }
+}
+
+/// Runs `call` again while it fails with a lost reply ([`reply_may_be_lost`]), with a
+/// short backoff, until the session timeout plus the connect timeout has passed (by
+/// then the server has expired the session and its ephemeral nodes) or the session is
+/// lost. `call` must be safe to repeat (a read, or a delete that accepts `NoNode`).
+async fn while_reply_lost<T, F, Fut>(session: &Session, mut call: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let config = session.config();
+    let deadline = tokio::time::Instant::now() + config.session_timeout + config.connect_timeout;
+    let mut backoff = std::time::Duration::from_millis(50);
+    loop {
+        match call().await {
+            Err(EngineError::Zk { source, .. })
+                if reply_may_be_lost(&source)
+                    && !session.is_lost()
+                    && tokio::time::Instant::now() + backoff < deadline =>
+            {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
+            }
+            other => return other,
         }
     }
 }

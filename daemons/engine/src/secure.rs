@@ -205,17 +205,52 @@ fn first_host(hosts: &str) -> Option<(String, u16)> {
     }
 }
 
-/// Does a plaintext ZooKeeper session get established there?
+/// Does a plaintext ZooKeeper server answer there? Sends a plaintext `ConnectRequest`
+/// and reads the `ConnectResponse` the server writes before anything else, so a server
+/// that then closes the session (it enforces SASL: `sessionRequireClientSASLAuth`,
+/// `enforce.auth.enabled`) is recognised too; a client session would not get that far.
+/// Closes the probe's session at once.
 async fn answers_plaintext(at: &str) -> bool {
-    let connect = zk::Client::connector()
-        .with_fail_eagerly()
-        .with_session_timeout(Duration::from_secs(4))
-        .with_connection_timeout(PROBE_TIMEOUT)
-        .connect(at);
     matches!(
-        tokio::time::timeout(PROBE_TIMEOUT, connect).await,
-        Ok(Ok(_))
+        tokio::time::timeout(PROBE_TIMEOUT, probe_plaintext(at)).await,
+        Ok(Ok(true))
     )
+}
+
+async fn probe_plaintext(at: &str) -> std::io::Result<bool> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(at).await?;
+    // ConnectRequest (jute): protocolVersion, lastZxidSeen, timeOut, sessionId, passwd
+    // (a 16-byte buffer), readOnly; framed by its length.
+    let mut request = Vec::with_capacity(48);
+    request.extend_from_slice(&0i32.to_be_bytes());
+    request.extend_from_slice(&0i64.to_be_bytes());
+    request.extend_from_slice(&4000i32.to_be_bytes());
+    request.extend_from_slice(&0i64.to_be_bytes());
+    request.extend_from_slice(&16i32.to_be_bytes());
+    request.extend_from_slice(&[0u8; 16]);
+    request.push(0);
+    let mut framed = (request.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&request);
+    stream.write_all(&framed).await?;
+    // ConnectResponse: length, protocolVersion (0), timeOut (> 0), sessionId (non-zero).
+    let mut head = [0u8; 20];
+    stream.read_exact(&mut head).await?;
+    let field =
+        |at: usize| i32::from_be_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    let session = i64::from_be_bytes([
+        head[12], head[13], head[14], head[15], head[16], head[17], head[18], head[19],
+    ]);
+    let zookeeper =
+        (20..=1024).contains(&field(0)) && field(4) == 0 && field(8) > 0 && session != 0;
+    if zookeeper {
+        // closeSession (xid 1, type -11), so the probe's session does not linger.
+        let mut close = 8i32.to_be_bytes().to_vec();
+        close.extend_from_slice(&1i32.to_be_bytes());
+        close.extend_from_slice(&(-11i32).to_be_bytes());
+        let _ = stream.write_all(&close).await;
+    }
+    Ok(zookeeper)
 }
 
 /// The rustls configuration the client would use, built from the same files.

@@ -2,7 +2,7 @@
 //! plaintext port, client certificates required) and enforced SASL. Every way of getting
 //! the connection wrong must end in an error naming its cause, fast.
 //!
-//! Ports of their own (2291..2293), never the shared plaintext server's settings.
+//! Ports of their own (2291..2294), never the shared plaintext server's settings.
 
 use std::time::{Duration, Instant};
 
@@ -146,6 +146,12 @@ async fn enforced_sasl_refuses_the_unauthenticated_and_sasl_acls_hold() {
     let cause = refusal(&digest_only).await;
     assert!(cause.contains("refuses unauthenticated clients"), "{cause}");
 
+    // A TLS client on this plaintext port, which closes unauthenticated sessions: still
+    // recognised as plaintext ZooKeeper (outside testing of issue 21 got "closed the
+    // connection during the TLS handshake").
+    let cause = refusal(&quick(base.clone().with_tls(Some(secured::client_tls())))).await;
+    assert!(cause.contains("serves plaintext ZooKeeper"), "{cause}");
+
     // A wrong password.
     let wrong = base.clone().with_sasl(Some(SaslConfig {
         credentials: Credentials {
@@ -219,4 +225,76 @@ async fn enforced_sasl_refuses_the_unauthenticated_and_sasl_acls_hold() {
         reader.client().delete(&path, None).await.unwrap_err(),
         zk::Error::NoAuth
     );
+}
+
+/// The `zoo.cfg` block of docs/configuration.md ("Secured ZooKeeper") is what
+/// `scripts/zk.sh start tls sasl` writes: the same client-security keys, the same values
+/// (but for paths and the port), and no comment after a value (Java properties files
+/// would take it as part of the value, and the server would refuse to start).
+#[test]
+fn the_documented_zoo_cfg_matches_what_zk_sh_writes() {
+    const DOC_PORT: u16 = 2294;
+    let server = SecuredZk::standalone(DOC_PORT, &["tls", "sasl"], &[]);
+    let root = archivist_testkit::repo_root();
+    let doc = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap();
+    let start = doc
+        .find("```properties\n# zoo.cfg")
+        .expect("the zoo.cfg block");
+    let block = &doc[start + "```properties\n".len()..];
+    let block = &block[..block.find("```").unwrap()];
+    let written =
+        std::fs::read_to_string(root.join(format!(".local/zk/standalone-{DOC_PORT}/zoo.cfg")))
+            .unwrap();
+    let pairs = |text: &str| -> std::collections::BTreeMap<String, String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| {
+                let (k, v) = l.split_once('=').unwrap_or((l, ""));
+                (k.trim().to_string(), v.trim().to_string())
+            })
+            .collect()
+    };
+    let (doc, written) = (pairs(block), pairs(&written));
+    for (key, value) in &doc {
+        assert!(!value.contains('#'), "{key}: a comment after the value");
+        let Some(actual) = written.get(key) else {
+            panic!("the doc sets {key}, zk.sh does not");
+        };
+        if !value.contains('/') && !key.ends_with("Port") {
+            assert_eq!(value, actual, "{key}");
+        }
+    }
+    let security = [
+        "secureClient",
+        "clientPort",
+        "ssl.",
+        "serverCnxnFactory",
+        "authProvider",
+        "enforce.",
+        "sessionRequire",
+    ];
+    for key in written.keys() {
+        if security.iter().any(|p| key.starts_with(p)) {
+            assert!(
+                doc.contains_key(key),
+                "zk.sh writes {key}, the doc does not"
+            );
+        }
+    }
+
+    // `scripts/zk.sh cli tls sasl`, the zkCli the docs show for such a server, runs `ls /`.
+    let out = std::process::Command::new(root.join("scripts/zk.sh"))
+        .args(["cli", "tls", "sasl", "--", "ls", "/"])
+        .env("ZK_PORT", DOC_PORT.to_string())
+        .output()
+        .expect("run scripts/zk.sh cli");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("[zookeeper]"),
+        "zk.sh cli: {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(server);
 }

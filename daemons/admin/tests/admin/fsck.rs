@@ -254,3 +254,34 @@ async fn two_records_on_one_media_url_and_a_wrong_alias_are_reported() {
     assert!(found.contains(&FaultKind::AliasMismatch), "{found:?}");
     assert!(!report.is_clean());
 }
+
+/// Outside testing of issue 21: a lock created by a claim whose reply was lost sat on a
+/// pending job, owned by a live session that did not know it held it. fsck warns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_job_locked_for_long_is_flagged() {
+    let (config, s) = archivist_testkit::fresh_tree("fsck-pending-locked").await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    let pending = fixtures::job(&s, &e, &["c000001"]).await;
+    let other = archivist_testkit::another_session(&config).await;
+    let settings = AdminSettings::default().with_reaper_interval(Duration::ZERO);
+    let _lock = JobLock::try_acquire(&other, &pending.id, "researcher-1")
+        .await
+        .unwrap()
+        .unwrap();
+    // Just taken: a claim in progress, not a fault.
+    let report = fsck::fsck(&s, &settings, true, &Silent).await.unwrap();
+    assert!(
+        !kinds(&report).contains(&(FaultKind::PendingLocked, Some(pending.id.clone()))),
+        "{:?}",
+        kinds(&report)
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let report = fsck::fsck(&s, &settings, true, &Silent).await.unwrap();
+    let fault = report
+        .faults
+        .iter()
+        .find(|f| f.kind == FaultKind::PendingLocked)
+        .unwrap_or_else(|| panic!("{:?}", kinds(&report)));
+    assert_eq!(fault.job.as_deref(), Some(pending.id.as_str()));
+    assert!(fault.detail.contains("researcher-1"), "{}", fault.detail);
+}
