@@ -166,3 +166,59 @@ fn bad_inputs_give_clear_errors() {
     );
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// A 32-bit float WAV (WAVE_FORMAT_IEEE_FLOAT) of `samples`, mono.
+fn write_f32_wav(path: &Path, samples: &[f32], rate: u32) {
+    let data_len = (samples.len() * 4) as u32;
+    let mut b = Vec::with_capacity(44 + data_len as usize);
+    b.extend_from_slice(b"RIFF");
+    b.extend_from_slice(&(36 + data_len).to_le_bytes());
+    b.extend_from_slice(b"WAVEfmt ");
+    b.extend_from_slice(&16u32.to_le_bytes());
+    b.extend_from_slice(&3u16.to_le_bytes()); // IEEE float
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&rate.to_le_bytes());
+    b.extend_from_slice(&(rate * 4).to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&32u16.to_le_bytes());
+    b.extend_from_slice(b"data");
+    b.extend_from_slice(&data_len.to_le_bytes());
+    for s in samples {
+        b.extend_from_slice(&s.to_le_bytes());
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn nan_and_infinite_float_samples_are_lost_audio_not_a_panic() {
+    let d = tmpdir("nan");
+    let rate = 44100;
+    let mut ep = synth_bed(BedKind::Speech, 3.0, 91, rate);
+    // A few bad samples: replaced by silence, noted, the rest decodes.
+    ep[1000] = f32::NAN;
+    ep[2000] = f32::INFINITY;
+    ep[3000] = f32::NEG_INFINITY;
+    let few = d.join("few.wav");
+    write_f32_wav(&few, &ep, rate);
+    let dec = decode_file(&few).unwrap_or_else(|e| panic!("{e}"));
+    assert!(dec.samples.iter().all(|s| s.is_finite()));
+    assert!((dec.duration_s - 3.0).abs() < 0.001, "{}", dec.duration_s);
+    assert!(
+        dec.warnings.iter().any(|w| w.contains("NaN or infinite")),
+        "{:?}",
+        dec.warnings
+    );
+    // A second of them is more than the lost-audio allowance: a readable failure.
+    for s in &mut ep[rate as usize..2 * rate as usize] {
+        *s = f32::NAN;
+    }
+    let many = d.join("many.wav");
+    write_f32_wav(&many, &ep, rate);
+    match decode_file(&many) {
+        Err(e @ DecodeError::Incomplete { .. }) => {
+            assert!(e.to_string().contains("NaN or infinite"), "{e}")
+        }
+        other => panic!("expected Incomplete, got {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -471,7 +471,9 @@ pub fn decode_source(
                         state.new_segment(spec.rate);
                     }
                     state.channels = spec.channels.count().max(1) as u16;
-                    mix(&buf, &mut sample_buf, &mut chunk)
+                    let frames = mix(&buf, &mut sample_buf, &mut chunk);
+                    state.zero_non_finite(&mut chunk, frames);
+                    frames
                 }
                 Err(SymError::DecodeError(msg)) => {
                     // A changed signal (sample rate, channels) needs a fresh decoder.
@@ -490,7 +492,9 @@ pub fn decode_source(
                                 state.new_segment(spec.rate);
                             }
                             state.channels = spec.channels.count().max(1) as u16;
-                            Some(mix(&buf, &mut sample_buf, &mut chunk))
+                            let frames = mix(&buf, &mut sample_buf, &mut chunk);
+                            state.zero_non_finite(&mut chunk, frames);
+                            Some(frames)
                         }
                         Err(_) => None,
                     };
@@ -610,6 +614,23 @@ impl Progress {
     fn new_segment(&mut self, rate: u32) {
         self.rate = rate;
         self.segment_rates.push(rate);
+    }
+
+    /// Replaces NaN and infinite samples among the last `frames` of `chunk` (a float
+    /// file can hold them; the FFT resampler panics on them) by silence, counted as lost
+    /// audio under the same [`MAX_LOST_S`] rule as an undecodable packet.
+    fn zero_non_finite(&mut self, chunk: &mut [f32], frames: usize) {
+        let start = chunk.len() - frames;
+        let mut bad = 0;
+        for s in &mut chunk[start..] {
+            if !s.is_finite() {
+                *s = 0.0;
+                bad += 1;
+            }
+        }
+        if bad > 0 {
+            self.lose(bad, &format!("{bad} NaN or infinite samples"));
+        }
     }
 
     fn lose(&mut self, frames: usize, msg: &str) {
