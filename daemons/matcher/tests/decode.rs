@@ -222,3 +222,70 @@ fn nan_and_infinite_float_samples_are_lost_audio_not_a_panic() {
     }
     let _ = std::fs::remove_dir_all(d);
 }
+
+#[test]
+fn flac_with_trailing_bytes_decodes_its_declared_length_or_fails() {
+    if !tool_available("flac") {
+        eprintln!("flac not installed: test skipped (scripts/matcher-deps.sh installs it)");
+        return;
+    }
+    let d = tmpdir("flactail");
+    let rate = 8000;
+    // Four 4096-sample frames and a short last one of 200 (25 ms: within the loose
+    // duration tolerance, so only the exact count notices it missing).
+    let mut ep = synth_bed(BedKind::Speech, 3.0, 93, rate);
+    ep.truncate(4 * 4096 + 200);
+    let wav = d.join("ep.wav");
+    write_wav(&wav, &ep, rate, 1).unwrap();
+    let flac = d.join("ep.flac");
+    let st = std::process::Command::new("flac")
+        .args(["-s", "-f", "-o"])
+        .arg(&flac)
+        .arg(&wav)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let body = std::fs::read(&flac).unwrap();
+    // Junk, and an ID3v2 tag, after the last frame.
+    let mut junk = body.clone();
+    junk.extend((0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+    let mut tagged = body.clone();
+    tagged.extend_from_slice(b"ID3\x03\x00\x00\x00\x00\x01\x00");
+    tagged.extend(std::iter::repeat_n(0u8, 128));
+    for (name, bytes) in [("junk.flac", junk), ("tag.flac", tagged)] {
+        let p = d.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        match decode_file(&p) {
+            // Whole: every declared frame decoded.
+            Ok(dec) => assert_eq!(dec.samples.len(), 4 * 4096 + 200, "{name}"),
+            // Or refused as incomplete, never a silently shorter episode.
+            Err(DecodeError::Incomplete { .. }) => {}
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn mp3_with_crc_frames_or_without_a_tag_keeps_offsets() {
+    if !tool_available("lame") {
+        eprintln!("lame not installed: MP3 test skipped (scripts/matcher-deps.sh installs it)");
+        return;
+    }
+    let d = tmpdir("mp3crc");
+    let (e, c) = episode_44k(&d, 6.5, 1);
+    // `-p`: CRC-protected frames (the LAME tag two bytes later); `-t`: no tag at all.
+    for (name, flag, tol) in [("crc.mp3", "-p", 0.005), ("notag.mp3", "-t", 0.005)] {
+        let mp3 = d.join(name);
+        let out = std::process::Command::new("lame")
+            .args(["--quiet", "-q", "7", "-b", "64", "-m", "m", flag])
+            .arg(&e)
+            .arg(&mp3)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let off = offset_of(&mp3, &c);
+        assert!((off - 6.5).abs() <= tol, "{name}: offset {off}, true 6.5");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::DownloadError;
 use hosts::HostBackoff;
-pub use probe::{check_audio, probe_audio};
+pub use probe::{check_audio, probe_audio, Refusal};
 
 use crate::settings::DownloadSettings;
 
@@ -405,6 +405,12 @@ impl Downloader {
                 Ok(None) => break,
                 Err(e) if e.is_timeout() => {
                     return Err(self.map_reqwest(url, &e, "reading the body"))
+                }
+                Err(e) if e.is_decode() => {
+                    return Err(DownloadError::BadEncoding {
+                        url: url.to_string(),
+                        reason: error_chain(&e),
+                    })
                 }
                 Err(e) => {
                     tracing::debug!(%url, error = %error_chain(&e), got, "body ended early");
