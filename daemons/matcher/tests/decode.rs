@@ -166,3 +166,126 @@ fn bad_inputs_give_clear_errors() {
     );
     let _ = std::fs::remove_dir_all(d);
 }
+
+/// A 32-bit float WAV (WAVE_FORMAT_IEEE_FLOAT) of `samples`, mono.
+fn write_f32_wav(path: &Path, samples: &[f32], rate: u32) {
+    let data_len = (samples.len() * 4) as u32;
+    let mut b = Vec::with_capacity(44 + data_len as usize);
+    b.extend_from_slice(b"RIFF");
+    b.extend_from_slice(&(36 + data_len).to_le_bytes());
+    b.extend_from_slice(b"WAVEfmt ");
+    b.extend_from_slice(&16u32.to_le_bytes());
+    b.extend_from_slice(&3u16.to_le_bytes()); // IEEE float
+    b.extend_from_slice(&1u16.to_le_bytes());
+    b.extend_from_slice(&rate.to_le_bytes());
+    b.extend_from_slice(&(rate * 4).to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&32u16.to_le_bytes());
+    b.extend_from_slice(b"data");
+    b.extend_from_slice(&data_len.to_le_bytes());
+    for s in samples {
+        b.extend_from_slice(&s.to_le_bytes());
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn nan_and_infinite_float_samples_are_lost_audio_not_a_panic() {
+    let d = tmpdir("nan");
+    let rate = 44100;
+    let mut ep = synth_bed(BedKind::Speech, 3.0, 91, rate);
+    // A few bad samples: replaced by silence, noted, the rest decodes.
+    ep[1000] = f32::NAN;
+    ep[2000] = f32::INFINITY;
+    ep[3000] = f32::NEG_INFINITY;
+    let few = d.join("few.wav");
+    write_f32_wav(&few, &ep, rate);
+    let dec = decode_file(&few).unwrap_or_else(|e| panic!("{e}"));
+    assert!(dec.samples.iter().all(|s| s.is_finite()));
+    assert!((dec.duration_s - 3.0).abs() < 0.001, "{}", dec.duration_s);
+    assert!(
+        dec.warnings.iter().any(|w| w.contains("NaN or infinite")),
+        "{:?}",
+        dec.warnings
+    );
+    // A second of them is more than the lost-audio allowance: a readable failure.
+    for s in &mut ep[rate as usize..2 * rate as usize] {
+        *s = f32::NAN;
+    }
+    let many = d.join("many.wav");
+    write_f32_wav(&many, &ep, rate);
+    match decode_file(&many) {
+        Err(e @ DecodeError::Incomplete { .. }) => {
+            assert!(e.to_string().contains("NaN or infinite"), "{e}")
+        }
+        other => panic!("expected Incomplete, got {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn flac_with_trailing_bytes_decodes_its_declared_length_or_fails() {
+    if !tool_available("flac") {
+        eprintln!("flac not installed: test skipped (scripts/matcher-deps.sh installs it)");
+        return;
+    }
+    let d = tmpdir("flactail");
+    let rate = 8000;
+    // Four 4096-sample frames and a short last one of 200 (25 ms: within the loose
+    // duration tolerance, so only the exact count notices it missing).
+    let mut ep = synth_bed(BedKind::Speech, 3.0, 93, rate);
+    ep.truncate(4 * 4096 + 200);
+    let wav = d.join("ep.wav");
+    write_wav(&wav, &ep, rate, 1).unwrap();
+    let flac = d.join("ep.flac");
+    let st = std::process::Command::new("flac")
+        .args(["-s", "-f", "-o"])
+        .arg(&flac)
+        .arg(&wav)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let body = std::fs::read(&flac).unwrap();
+    // Junk, and an ID3v2 tag, after the last frame.
+    let mut junk = body.clone();
+    junk.extend((0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+    let mut tagged = body.clone();
+    tagged.extend_from_slice(b"ID3\x03\x00\x00\x00\x00\x01\x00");
+    tagged.extend(std::iter::repeat_n(0u8, 128));
+    for (name, bytes) in [("junk.flac", junk), ("tag.flac", tagged)] {
+        let p = d.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        match decode_file(&p) {
+            // Whole: every declared frame decoded.
+            Ok(dec) => assert_eq!(dec.samples.len(), 4 * 4096 + 200, "{name}"),
+            // Or refused as incomplete, never a silently shorter episode.
+            Err(DecodeError::Incomplete { .. }) => {}
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(d);
+}
+
+#[test]
+fn mp3_with_crc_frames_or_without_a_tag_keeps_offsets() {
+    if !tool_available("lame") {
+        eprintln!("lame not installed: MP3 test skipped (scripts/matcher-deps.sh installs it)");
+        return;
+    }
+    let d = tmpdir("mp3crc");
+    let (e, c) = episode_44k(&d, 6.5, 1);
+    // `-p`: CRC-protected frames (the LAME tag two bytes later); `-t`: no tag at all.
+    for (name, flag, tol) in [("crc.mp3", "-p", 0.005), ("notag.mp3", "-t", 0.005)] {
+        let mp3 = d.join(name);
+        let out = std::process::Command::new("lame")
+            .args(["--quiet", "-q", "7", "-b", "64", "-m", "m", flag])
+            .arg(&e)
+            .arg(&mp3)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let off = offset_of(&mp3, &c);
+        assert!((off - 6.5).abs() <= tol, "{name}: offset {off}, true 6.5");
+    }
+    let _ = std::fs::remove_dir_all(d);
+}

@@ -27,6 +27,7 @@
 //!   [`DecodeError::Incomplete`] naming what was decoded and what was expected.
 
 mod band;
+mod mp3;
 mod mp4;
 mod resample;
 
@@ -180,6 +181,30 @@ impl DecodeError {
     }
 }
 
+/// PCM codecs: their container (WAV, AIFF) declares the exact frame count.
+const PCM_CODECS: &[CodecType] = &[
+    sc::CODEC_TYPE_PCM_S8,
+    sc::CODEC_TYPE_PCM_U8,
+    sc::CODEC_TYPE_PCM_S16LE,
+    sc::CODEC_TYPE_PCM_S16BE,
+    sc::CODEC_TYPE_PCM_U16LE,
+    sc::CODEC_TYPE_PCM_U16BE,
+    sc::CODEC_TYPE_PCM_S24LE,
+    sc::CODEC_TYPE_PCM_S24BE,
+    sc::CODEC_TYPE_PCM_U24LE,
+    sc::CODEC_TYPE_PCM_U24BE,
+    sc::CODEC_TYPE_PCM_S32LE,
+    sc::CODEC_TYPE_PCM_S32BE,
+    sc::CODEC_TYPE_PCM_U32LE,
+    sc::CODEC_TYPE_PCM_U32BE,
+    sc::CODEC_TYPE_PCM_F32LE,
+    sc::CODEC_TYPE_PCM_F32BE,
+    sc::CODEC_TYPE_PCM_F64LE,
+    sc::CODEC_TYPE_PCM_F64BE,
+    sc::CODEC_TYPE_PCM_ALAW,
+    sc::CODEC_TYPE_PCM_MULAW,
+];
+
 /// Codecs this build decodes, for error messages.
 pub const SUPPORTED_CODECS: &str = "MP3, AAC-LC, ALAC, Vorbis, FLAC, PCM, ADPCM";
 
@@ -208,12 +233,32 @@ pub fn codec_name(codec: CodecType) -> String {
     name.to_string()
 }
 
-/// The reason an audio track's codec is refused: its name and what is supported.
-pub fn unsupported_reason(codec: CodecType, detail: &str) -> String {
-    format!(
-        "{} is not supported (this build decodes {SUPPORTED_CODECS}): {detail}",
-        codec_name(codec)
-    )
+/// The reason an audio track's codec is refused: its name and what is supported. For a
+/// codec this build does decode (a 5.1 AAC-LC track), what is really refused: the form
+/// of it (its channel count), never "AAC is not supported (this build decodes AAC-LC)".
+pub fn unsupported_reason(params: &sc::CodecParameters, detail: &str) -> String {
+    let name = codec_name(params.codec);
+    let decoded = [
+        sc::CODEC_TYPE_AAC,
+        sc::CODEC_TYPE_MP3,
+        sc::CODEC_TYPE_ALAC,
+        sc::CODEC_TYPE_VORBIS,
+        sc::CODEC_TYPE_FLAC,
+    ];
+    if decoded.contains(&params.codec) {
+        let channels = params
+            .channels
+            .map(|c| c.count())
+            .or_else(|| params.channel_layout.map(|l| l.into_channels().count()));
+        let form = match channels {
+            Some(n) if n > 2 => format!("with {n} channels"),
+            _ => "in this form".to_string(),
+        };
+        return format!(
+            "{name} {form} is not supported (this build decodes {name} in mono or stereo): {detail}"
+        );
+    }
+    format!("{name} is not supported (this build decodes {SUPPORTED_CODECS}): {detail}")
 }
 
 /// Decodes a file (the extension is used as a format hint).
@@ -291,6 +336,11 @@ pub fn decode_source(
     } else {
         None
     };
+    let mp3_start = if source.is_seekable() && mp4_gapless.is_none() {
+        mp3::read_start(&mut source)
+    } else {
+        None
+    };
     let mss = MediaSourceStream::new(source, Default::default());
     let mut hint = Hint::new();
     if let Some(ext) = hint_ext {
@@ -348,6 +398,17 @@ pub fn decode_source(
         let (skip, keep) = g.frames(source_rate);
         Trim { skip, keep, pos: 0 }
     });
+    if is_mp3 && params.delay.is_none() {
+        // No delay from symphonia: a tag it missed (CRC frames) or none at all.
+        trim = mp3_start
+            .map(mp3::Start::skip)
+            .filter(|skip| *skip > 0)
+            .map(|skip| Trim {
+                skip,
+                keep: None,
+                pos: 0,
+            });
+    }
     // The duration the container declares: MP3 only with a LAME tag (without one the
     // reader estimates it from the first frame's bitrate, wrong for VBR).
     let expected_frames = match &trim {
@@ -356,6 +417,11 @@ pub fn decode_source(
         None => params.n_frames,
     };
     let expected_s = expected_frames.map(|n| n as f64 / source_rate as f64);
+    // FLAC's STREAMINFO and a WAV's data size declare the exact frame count, no
+    // rounding: one frame fewer is a lost frame, never a tolerance.
+    let exact_frames = expected_frames
+        .filter(|n| *n > 0 && trim.is_none())
+        .filter(|_| params.codec == sc::CODEC_TYPE_FLAC || PCM_CODECS.contains(&params.codec));
     let mono = MonoResampler::new(source_rate, expected_frames.unwrap_or(0), &input)?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(64);
     std::thread::scope(|scope| {
@@ -471,7 +537,9 @@ pub fn decode_source(
                         state.new_segment(spec.rate);
                     }
                     state.channels = spec.channels.count().max(1) as u16;
-                    mix(&buf, &mut sample_buf, &mut chunk)
+                    let frames = mix(&buf, &mut sample_buf, &mut chunk);
+                    state.zero_non_finite(&mut chunk, frames);
+                    frames
                 }
                 Err(SymError::DecodeError(msg)) => {
                     // A changed signal (sample rate, channels) needs a fresh decoder.
@@ -490,7 +558,9 @@ pub fn decode_source(
                                 state.new_segment(spec.rate);
                             }
                             state.channels = spec.channels.count().max(1) as u16;
-                            Some(mix(&buf, &mut sample_buf, &mut chunk))
+                            let frames = mix(&buf, &mut sample_buf, &mut chunk);
+                            state.zero_non_finite(&mut chunk, frames);
+                            Some(frames)
                         }
                         Err(_) => None,
                     };
@@ -559,6 +629,14 @@ pub fn decode_source(
                 state.first_lost.clone().unwrap_or_default()
             )));
         }
+        if let Some(n) = exact_frames {
+            if state.frames_in < n && state.segment_rates.len() == 1 {
+                return Err(incomplete(format!(
+                    "{} frames short of the exact {n} its header declares (a frame lost at the end, e.g. to trailing bytes, or a truncated file)",
+                    n - state.frames_in
+                )));
+            }
+        }
         if let Some(e) = expected_s {
             if state.decoded_s < e - duration_tolerance_s(e) {
                 return Err(incomplete(format!(
@@ -610,6 +688,23 @@ impl Progress {
     fn new_segment(&mut self, rate: u32) {
         self.rate = rate;
         self.segment_rates.push(rate);
+    }
+
+    /// Replaces NaN and infinite samples among the last `frames` of `chunk` (a float
+    /// file can hold them; the FFT resampler panics on them) by silence, counted as lost
+    /// audio under the same [`MAX_LOST_S`] rule as an undecodable packet.
+    fn zero_non_finite(&mut self, chunk: &mut [f32], frames: usize) {
+        let start = chunk.len() - frames;
+        let mut bad = 0;
+        for s in &mut chunk[start..] {
+            if !s.is_finite() {
+                *s = 0.0;
+                bad += 1;
+            }
+        }
+        if bad > 0 {
+            self.lose(bad, &format!("{bad} NaN or infinite samples"));
+        }
     }
 
     fn lose(&mut self, frames: usize, msg: &str) {
@@ -666,7 +761,7 @@ fn make_decoder(
         .make(params, &DecoderOptions::default())
         .map_err(|e| DecodeError::UnsupportedCodec {
             input: input.to_string(),
-            reason: unsupported_reason(params.codec, &e.to_string()),
+            reason: unsupported_reason(params, &e.to_string()),
         })
 }
 
@@ -781,6 +876,13 @@ mod tests {
     #[test]
     fn opus_and_alac_are_named() {
         assert_eq!(codec_name(sc::CODEC_TYPE_OPUS), "Opus");
-        assert!(unsupported_reason(sc::CODEC_TYPE_OPUS, "x").starts_with("Opus is not supported"));
+        let mut p = sc::CodecParameters::new();
+        p.for_codec(sc::CODEC_TYPE_OPUS);
+        assert!(unsupported_reason(&p, "x").starts_with("Opus is not supported"));
+        // A supported codec refused for its layout says so, not "AAC is not supported".
+        p.for_codec(sc::CODEC_TYPE_AAC)
+            .with_channel_layout(symphonia::core::audio::Layout::FivePointOne);
+        let r = unsupported_reason(&p, "x");
+        assert!(r.starts_with("AAC with 6 channels is not supported"), "{r}");
     }
 }

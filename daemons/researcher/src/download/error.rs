@@ -102,6 +102,15 @@ pub enum DownloadError {
         /// The header's value.
         encoding: String,
     },
+    /// The body does not decode as its `Content-Encoding` says (gzip on bytes that are
+    /// not gzip, ...). Final: the same bytes come again on a retry.
+    #[error("GET {url}: the body does not decode as its Content-Encoding says: {reason}")]
+    BadEncoding {
+        /// The URL.
+        url: String,
+        /// The decoder's message.
+        reason: String,
+    },
     /// The body is (or announces itself as) larger than allowed.
     #[error("GET {url}: body is over the {limit}-byte limit ({detail})")]
     TooLarge {
@@ -141,6 +150,14 @@ pub enum DownloadError {
         reason: String,
         /// Worth trying again.
         transient: bool,
+    },
+    /// What arrived is audio in a codec this build does not decode (named).
+    #[error("GET {url}: unsupported codec: {reason}")]
+    UnsupportedCodec {
+        /// The URL.
+        url: String,
+        /// The codec's name and what is supported.
+        reason: String,
     },
     /// What arrived is not audio.
     #[error("not audio: {content_type} body from {url} ({reason}); starts with {head:?}")]
@@ -202,11 +219,13 @@ impl DownloadError {
             DownloadError::RetryAfterTooLong { .. } => "retry_after".into(),
             DownloadError::TooSlow { .. } => "too_slow".into(),
             DownloadError::ContentEncoding { .. } => "content_encoding".into(),
+            DownloadError::BadEncoding { .. } => "bad_encoding".into(),
             DownloadError::TooLarge { .. } => "too_large".into(),
             DownloadError::Truncated { .. } => "truncated".into(),
             DownloadError::Timeout { .. } => "timeout".into(),
             DownloadError::Network { .. } => "network".into(),
             DownloadError::NotAudio { .. } => "not_audio".into(),
+            DownloadError::UnsupportedCodec { .. } => "unsupported_codec".into(),
             DownloadError::Io { .. } => "io".into(),
             DownloadError::GaveUp { last, .. } => last.kind(),
             DownloadError::Cancelled { .. } => "cancelled".into(),

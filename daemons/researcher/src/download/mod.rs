@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::DownloadError;
 use hosts::HostBackoff;
-pub use probe::{check_audio, probe_audio};
+pub use probe::{check_audio, probe_audio, Refusal};
 
 use crate::settings::DownloadSettings;
 
@@ -60,6 +60,25 @@ pub fn hex(bytes: &[u8]) -> String {
 /// sha256 of a string, lowercase hex (used to name cache entries after URLs).
 pub fn sha256_hex(text: &str) -> String {
     hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// Is a body-decoding error about bytes that do not decode (the gzip/deflate/brotli
+/// decoder's invalid-data error) rather than the connection ending early (truncated,
+/// worth a retry)?
+fn bad_encoding(e: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
+            ) {
+                return true;
+            }
+        }
+        source = s.source();
+    }
+    false
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -405,6 +424,12 @@ impl Downloader {
                 Ok(None) => break,
                 Err(e) if e.is_timeout() => {
                     return Err(self.map_reqwest(url, &e, "reading the body"))
+                }
+                Err(e) if e.is_decode() && bad_encoding(&e) => {
+                    return Err(DownloadError::BadEncoding {
+                        url: url.to_string(),
+                        reason: error_chain(&e),
+                    })
                 }
                 Err(e) => {
                     tracing::debug!(%url, error = %error_chain(&e), got, "body ended early");

@@ -12,14 +12,34 @@ use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
-use archivist_matcher::decode::unsupported_reason;
+use archivist_matcher::decode::{unsupported_reason, SUPPORTED_CODECS};
 
 use super::DownloadError;
 
-/// Probes a file; `Err(reason)` when no supported container with an audio track whose
-/// codec this build decodes is found.
-pub fn probe_audio(path: &Path) -> Result<(), String> {
-    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+/// Why a probe refused a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No supported container with an audio track.
+    NotAudio(String),
+    /// Audio, in a codec this build does not decode; the text names it.
+    Codec(String),
+}
+
+/// Probes a file; `Err` when no supported container with an audio track whose codec
+/// this build decodes is found.
+pub fn probe_audio(path: &Path) -> Result<(), Refusal> {
+    if let Some(codec) = unsupported_magic(path) {
+        return Err(Refusal::Codec(format!(
+            "{codec} is not supported (this build decodes {SUPPORTED_CODECS})"
+        )));
+    }
+    probe_container(path)
+}
+
+fn probe_container(path: &Path) -> Result<(), Refusal> {
+    let refuse = Refusal::NotAudio;
+    let file =
+        File::open(path).map_err(|e| refuse(format!("cannot open {}: {e}", path.display())))?;
     let mss = MediaSourceStream::new(Box::new(file), Default::default());
     let probed = symphonia::default::get_probe()
         .format(
@@ -28,22 +48,31 @@ pub fn probe_audio(path: &Path) -> Result<(), String> {
             &FormatOptions::default(),
             &MetadataOptions::default(),
         )
-        .map_err(|e| format!("no supported audio container: {e}"))?;
+        .map_err(|e| refuse(format!("no supported audio container: {e}")))?;
     let track = probed
         .format
         .tracks()
         .iter()
         .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
-        .ok_or_else(|| "no audio track".to_string())?;
+        .ok_or_else(|| refuse("no audio track".to_string()))?;
     symphonia::default::get_codecs()
         .make(&track.codec_params, &Default::default())
         .map(|_| ())
-        .map_err(|e| {
-            format!(
-                "unsupported codec: {}",
-                unsupported_reason(track.codec_params.codec, &e.to_string())
-            )
-        })
+        .map_err(|e| Refusal::Codec(unsupported_reason(&track.codec_params, &e.to_string())))
+}
+
+/// Audio formats symphonia has no reader for at all, named by their magic bytes (the
+/// probe would only say "no supported container").
+fn unsupported_magic(path: &Path) -> Option<&'static str> {
+    let mut buf = [0u8; 4];
+    let n = File::open(path).and_then(|mut f| f.read(&mut buf)).ok()?;
+    match &buf[..n] {
+        b"wvpk" => Some("WavPack"),
+        b"MAC " => Some("Monkey's Audio"),
+        b"TTA1" => Some("TTA"),
+        b"MPCK" | b"MP+\x07" => Some("Musepack"),
+        _ => None,
+    }
 }
 
 /// Names compressed wrappers a server may send without a `Content-Encoding` header
@@ -93,12 +122,15 @@ pub async fn check_audio(
 ) -> Result<(), DownloadError> {
     let owned = path.to_path_buf();
     let verdict = tokio::task::spawn_blocking(move || {
-        probe_audio(&owned).map_err(|reason| {
-            let reason = match wrapper(&owned) {
-                Some(what) => format!("{what}; {reason}"),
-                None => reason,
-            };
-            (reason, head_text(&owned))
+        probe_audio(&owned).map_err(|refusal| match refusal {
+            Refusal::NotAudio(reason) => {
+                let reason = match wrapper(&owned) {
+                    Some(what) => format!("{what}; {reason}"),
+                    None => reason,
+                };
+                (Refusal::NotAudio(reason), head_text(&owned))
+            }
+            codec => (codec, String::new()),
         })
     })
     .await
@@ -106,10 +138,17 @@ pub async fn check_audio(
         path: path.display().to_string(),
         reason: format!("probe task failed: {e}"),
     })?;
-    verdict.map_err(|(reason, head)| DownloadError::NotAudio {
-        url: url.to_string(),
-        content_type: content_type.unwrap_or("unknown").to_string(),
-        reason,
-        head,
+    verdict.map_err(|(refusal, head)| match refusal {
+        // Audio in a codec we do not decode, whatever the Content-Type said.
+        Refusal::Codec(reason) => DownloadError::UnsupportedCodec {
+            url: url.to_string(),
+            reason,
+        },
+        Refusal::NotAudio(reason) => DownloadError::NotAudio {
+            url: url.to_string(),
+            content_type: content_type.unwrap_or("unknown").to_string(),
+            reason,
+            head,
+        },
     })
 }

@@ -82,6 +82,7 @@ async fn hostile_servers_and_media_fail_with_reasons_and_retry_works() {
         "ogg",
         &["-c:a", "libopus", "-b:a", "32k"],
     ));
+    let wavpack = Arc::new(ffmpeg_to(&episode, "wv", &["-c:a", "wavpack"]));
     // The WAV header declares 20 s; only 12 s of samples follow (the server sends
     // exactly what it announces, so only the decoder can tell).
     let cut_wav = Arc::new(episode[..44 + (episode.len() - 44) * 6 / 10].to_vec());
@@ -163,6 +164,18 @@ async fn hostile_servers_and_media_fail_with_reasons_and_retry_works() {
             hits: 1,
         },
         Case {
+            // Not gzip at all: a decoding error at once, not "truncated" after retries.
+            path: "/not-gzip.wav".into(),
+            route: Route::Encoded {
+                body: episode.clone(),
+                encoding: "gzip",
+            },
+            reason: Some(vec![
+                "the body does not decode as its Content-Encoding says".into(),
+            ]),
+            hits: 1,
+        },
+        Case {
             path: "/brotli.wav".into(),
             route: Route::Encoded {
                 body: episode.clone(),
@@ -176,11 +189,32 @@ async fn hostile_servers_and_media_fail_with_reasons_and_retry_works() {
         Case {
             path: "/episode.opus".into(),
             route: Route::Ok {
-                body: opus,
+                body: opus.clone(),
                 content_type: "audio/ogg",
                 delay: Duration::ZERO,
             },
             reason: Some(vec!["Opus is not supported".into()]),
+            hits: 1,
+        },
+        Case {
+            // Served under an MP3 type: still named as the codec it is.
+            path: "/episode-as-mp3.mp3".into(),
+            route: Route::Ok {
+                body: opus.clone(),
+                content_type: "audio/mpeg",
+                delay: Duration::ZERO,
+            },
+            reason: Some(vec!["unsupported codec: Opus is not supported".into()]),
+            hits: 1,
+        },
+        Case {
+            path: "/episode.wv".into(),
+            route: Route::Ok {
+                body: wavpack,
+                content_type: "audio/mpeg",
+                delay: Duration::ZERO,
+            },
+            reason: Some(vec!["unsupported codec: WavPack is not supported".into()]),
             hits: 1,
         },
         Case {
