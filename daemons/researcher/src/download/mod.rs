@@ -119,6 +119,9 @@ impl Downloader {
             .read_timeout(settings.read_timeout)
             .redirect(policy)
             .user_agent(settings.user_agent.clone())
+            // Brotli is not decoded (gzip and deflate are): another crate of the workspace
+            // turning on reqwest's brotli feature must not change what an episode gets.
+            .no_brotli()
             .build()
             .map_err(|e| DownloadError::Network {
                 url: String::new(),
