@@ -217,22 +217,8 @@ async fn each_bad_download_fails_with_its_reason_and_can_be_retried() {
         }
     }
     for (case, job) in cases.iter().zip(&jobs) {
-        let done = wait_for(
-            &session,
-            &job.id,
-            &[JobState::Reported, JobState::Failed],
-            Duration::from_secs(60),
-        )
-        .await;
-        assert_eq!(
-            done.status,
-            JobState::Reported,
-            "{} after retry: {done:#?}",
-            case.path
-        );
-        assert_eq!(done.retry_count, u32::from(case.reason.is_some()));
-        let reports = reports(&session, &job.id).await;
-        assert_eq!(reports.len(), 2, "{}", case.path);
+        let reports =
+            reported_after_retry(&session, &job.id, case.path, case.reason.is_some()).await;
         assert_eq!(reports.iter().filter(|r| r.is_final).count(), 1);
     }
     researcher.stop().await;

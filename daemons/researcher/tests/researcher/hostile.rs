@@ -290,21 +290,7 @@ async fn hostile_servers_and_media_fail_with_reasons_and_retry_works() {
         }
     }
     for (case, job) in cases.iter().zip(&jobs) {
-        let done = wait_for(
-            &session,
-            &job.id,
-            &[JobState::Reported, JobState::Failed],
-            Duration::from_secs(60),
-        )
-        .await;
-        assert_eq!(
-            done.status,
-            JobState::Reported,
-            "{} after retry: {done:#?}",
-            case.path
-        );
-        assert_eq!(done.retry_count, u32::from(case.reason.is_some()));
-        assert_eq!(reports(&session, &job.id).await.len(), 2, "{}", case.path);
+        reported_after_retry(&session, &job.id, &case.path, case.reason.is_some()).await;
     }
     researcher.stop().await;
 }

@@ -237,6 +237,33 @@ pub async fn wait_for(
 }
 
 /// The reports of a job still in /reports.
+/// After an operator's fix and `retry`: waits for the job to be reported, checks it was
+/// retried exactly when it had failed (`retried`), and returns its two reports (the
+/// failures and hostile-server tests share this ending).
+pub async fn reported_after_retry(
+    session: &Session,
+    job: &str,
+    what: &str,
+    retried: bool,
+) -> Vec<ReportRecord> {
+    let done = wait_for(
+        session,
+        job,
+        &[JobState::Reported, JobState::Failed],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        done.status,
+        JobState::Reported,
+        "{what} after retry: {done:#?}"
+    );
+    assert_eq!(done.retry_count, u32::from(retried));
+    let reports = reports(session, job).await;
+    assert_eq!(reports.len(), 2, "{what}");
+    reports
+}
+
 pub async fn reports(session: &Session, job: &str) -> Vec<ReportRecord> {
     let mut out = Vec::new();
     for name in store::children(session, paths::REPORTS).await.unwrap() {
