@@ -698,6 +698,15 @@ pub async fn run<S: Step>(
                             tracing::warn!(
                                 "session lost during step; the job is left to the reaper"
                             );
+                        } else if err.is_retryable() && !err.is_conflict() {
+                            // A dropped connection (a leader change) is not the job's fault:
+                            // steps are idempotent, so free the job to be claimed again
+                            // once the session reconnects, whatever state the last write
+                            // left it in.
+                            tracing::warn!(error = %err, "connection dropped mid-step; the job will be claimed again");
+                            if let Err(e) = lock.release(&session).await {
+                                tracing::warn!(error = %e, "could not release the lock; the session's end will");
+                            }
                         } else {
                             tracing::warn!(error = %err, "step failed");
                             if let Err(e) =

@@ -136,3 +136,62 @@ async fn concurrent_consumer_processes_process_each_job_exactly_once() {
         "a job was processed twice"
     );
 }
+
+/// Fails its first run of each job with a dropped connection, as a ZooKeeper leader
+/// change does mid-step, then moves the job on.
+struct DroppedOnceStep {
+    runs: Arc<Mutex<BTreeMap<String, u32>>>,
+}
+
+impl Step for DroppedOnceStep {
+    async fn run(&self, claimed: Claimed) -> Result<(), EngineError> {
+        let first = {
+            let mut runs = self.runs.lock().unwrap();
+            let n = runs.entry(claimed.job.id.clone()).or_default();
+            *n += 1;
+            *n == 1
+        };
+        if first {
+            return Err(EngineError::zk(
+                "multi",
+                "/jobs",
+                archivist_engine::zk::Error::ConnectionLoss,
+            ));
+        }
+        Transition::new(&claimed.job, claimed.version, JobState::Leased)
+            .lock(LockAction::Release(claimed.lock.clone()))
+            .commit(&claimed.session)
+            .await?;
+        Ok(())
+    }
+}
+
+/// A step cut off by a dropped connection is not the job's fault: the job is claimed
+/// again and finishes, and none is marked failed (CI saw two jobs failed by a leader kill).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_cut_off_by_a_dropped_connection_runs_again_instead_of_failing_the_job() {
+    let (_config, session) = archivist_testkit::fresh_tree("dropped-step").await;
+    let ids = create_jobs(&session, 3).await;
+    let runs = Arc::new(Mutex::new(BTreeMap::new()));
+    let shutdown = CancellationToken::new();
+    let step = Arc::new(DroppedOnceStep { runs: runs.clone() });
+    let options = ConsumerOptions::new(JobState::Pending, "consumer-dropped")
+        .with_concurrency(2)
+        .with_poll_interval(Duration::from_millis(100));
+    let handle = {
+        let s = session.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { consumer::run(&s, options, step, shutdown).await })
+    };
+    let done = archivist_testkit::eventually(Duration::from_secs(30), || async {
+        queue::len(&session, JobState::Leased).await.unwrap() == 3
+    })
+    .await;
+    shutdown.cancel();
+    handle.await.unwrap().unwrap();
+    assert_eq!(queue::len(&session, JobState::Failed).await.unwrap(), 0);
+    assert!(done, "not every job reached leased");
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(runs.keys().cloned().collect::<BTreeSet<_>>(), ids);
+    assert!(runs.values().all(|n| *n == 2), "runs per job: {runs:?}");
+}
