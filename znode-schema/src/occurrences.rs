@@ -26,6 +26,39 @@ use serde::{Deserializer, Serializer};
 
 use crate::records::Occurrence;
 
+/// Latest offset an occurrence may have, seconds (about 115 days: no episode is longer,
+/// and any finite value below it stays finite when rounded to the millisecond).
+pub const MAX_AT_S: f64 = 1e7;
+
+/// Largest speed factor an occurrence may carry.
+pub const MAX_SPEED: f32 = 4.0;
+
+/// The one rule for an occurrence the archive may hold: an offset in `[0, MAX_AT_S)`,
+/// a confidence in `[0, 1]`, a speed factor in `(0, MAX_SPEED]`, a matched part with
+/// `0 <= start < end`, every value finite. The recorder refuses reports that break it
+/// and the reader refuses records that do, so nothing is stored that cannot be read back.
+pub fn check(o: &Occurrence) -> Result<(), String> {
+    if !(o.at.is_finite() && (0.0..MAX_AT_S).contains(&o.at)) {
+        return Err(format!("offset {} s is not in [0, {MAX_AT_S})", o.at));
+    }
+    if !(o.conf.is_finite() && (0.0..=1.0).contains(&o.conf)) {
+        return Err(format!("confidence {} is not in [0, 1]", o.conf));
+    }
+    if let Some(speed) = o.speed {
+        if !(speed.is_finite() && speed > 0.0 && speed <= MAX_SPEED) {
+            return Err(format!("speed {speed} is not in (0, {MAX_SPEED}]"));
+        }
+    }
+    if let Some([start, end]) = o.part {
+        if !(start.is_finite() && end.is_finite() && 0.0 <= start && start < end) {
+            return Err(format!(
+                "matched part [{start}, {end}] is not 0 <= start < end"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Rounds seconds to the millisecond (what the archive keeps).
 pub fn round_ms(seconds: f64) -> f64 {
     (seconds * 1000.0).round() / 1000.0
@@ -87,15 +120,14 @@ fn parse_one(token: &str) -> Result<Occurrence, String> {
     };
     let at: f64 = at.parse().map_err(|_| bad())?;
     let conf: f32 = conf.parse().map_err(|_| bad())?;
-    if !at.is_finite() || !conf.is_finite() {
-        return Err(bad());
-    }
-    Ok(Occurrence {
+    let occurrence = Occurrence {
         at,
         conf,
         speed,
         part,
-    })
+    };
+    check(&occurrence).map_err(|why| format!("occurrence {token:?}: {why}"))?;
+    Ok(occurrence)
 }
 
 /// The compact table: one line per found clip, `<clip number> <occurrences>`.
@@ -212,6 +244,7 @@ impl<'de> Visitor<'de> for ListVisitor {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<List, A::Error> {
         let mut out = Vec::new();
         while let Some(o) = seq.next_element::<Occurrence>()? {
+            check(&o).map_err(de::Error::custom)?;
             out.push(o);
         }
         Ok(List(out))
@@ -287,7 +320,17 @@ mod tests {
 
     #[test]
     fn garbage_is_refused_with_the_token() {
-        for bad in ["1.5", "x@0.9", "1.5@0.9[1-", "1.5@0.9xq", "NaN@0.5"] {
+        for bad in [
+            "1.5",
+            "x@0.9",
+            "1.5@0.9[1-",
+            "1.5@0.9xq",
+            "NaN@0.5",
+            "inf@-3",
+            "-5@7",
+            "1@.9x0",
+            "1@.9[3-1]",
+        ] {
             let err = parse_list(bad).unwrap_err();
             assert!(err.contains(bad), "{err}");
         }

@@ -45,6 +45,9 @@ pub enum AdminError {
     /// The operator's input is unusable.
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// Writing an export's rows failed (disk full, closed pipe...).
+    #[error("writing the export: {0}")]
+    Write(#[source] std::io::Error),
 }
 
 impl AdminError {

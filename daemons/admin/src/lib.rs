@@ -22,6 +22,7 @@
 pub mod actions;
 pub mod control;
 pub mod error;
+pub mod export;
 pub mod fsck;
 pub mod jobs;
 pub mod results;

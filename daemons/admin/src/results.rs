@@ -1,7 +1,7 @@
 //! `results` and `export`: the research archive read back as rows, one per occurrence
 //! plus one "not found" row per researched pair where the clip does not occur.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{ClipRecord, EpisodeRecord, ResearchRecord};
@@ -51,16 +51,16 @@ fn titles<T>(loaded: &[Loaded<T>], title: impl Fn(&T) -> &str) -> BTreeMap<Strin
 }
 
 /// Every row of one research record (optionally only for one clip).
-fn rows_of(
+pub(crate) fn rows_of(
     record: &ResearchRecord,
     episode_title: &str,
     clip_titles: &BTreeMap<String, String>,
-    only_clip: Option<u32>,
+    keep: &dyn Fn(u32) -> bool,
 ) -> Vec<ResultRow> {
     let mut rows = Vec::new();
     for run in &record.runs {
         for number in run.clips.iter() {
-            if only_clip.is_some_and(|c| c != number) {
+            if !keep(number) {
                 continue;
             }
             let clip = paths::clip_id(number);
@@ -116,8 +116,11 @@ pub struct EpisodeResults {
     pub title: String,
     /// Episode duration, seconds, once known.
     pub duration_s: Option<f64>,
-    /// Clips researched in it.
+    /// Catalog clips researched in it.
     pub researched: usize,
+    /// Clips its research names that are not in the catalog (deleted, or a hand-edited
+    /// record): left out of the rows and the counts, as `status` leaves them out.
+    pub researched_not_in_catalog: usize,
     /// Clips found in it.
     pub found: usize,
     /// Rows.
@@ -149,23 +152,40 @@ pub async fn episode_results(
             title,
             duration_s: None,
             researched: 0,
+            researched_not_in_catalog: 0,
             found: 0,
             rows: Vec::new(),
         });
     };
-    let researched = record.researched();
-    let clip_paths = researched
+    // Only clips in the catalog count, as in `status`: one listing, then one read per
+    // researched catalog clip (a run's clip set may name numbers the catalog never had).
+    let catalog: BTreeSet<u32> = store::children(session, paths::CLIPS)
+        .await?
         .iter()
-        .map(|n| paths::clip(&paths::clip_id(n)))
+        .filter_map(|c| paths::clip_number(c))
+        .collect();
+    let researched = record.researched();
+    let in_catalog: Vec<u32> = researched.iter().filter(|n| catalog.contains(n)).collect();
+    let clip_paths = in_catalog
+        .iter()
+        .map(|n| paths::clip(&paths::clip_id(*n)))
         .collect();
     let clips = scan::load::<ClipRecord>(session, clip_paths, settings, &Silent, "clips").await?;
-    let rows = rows_of(&record, &title, &titles(&clips, |c| &c.fields.title), None);
+    let keep = |n: u32| catalog.contains(&n);
+    let rows = rows_of(&record, &title, &titles(&clips, |c| &c.fields.title), &keep);
     Ok(EpisodeResults {
         episode: episode.to_string(),
         title,
         duration_s: record.episode_duration_s,
-        researched: researched.len(),
-        found: record.found.values().filter(|o| !o.is_empty()).count(),
+        researched: in_catalog.len(),
+        researched_not_in_catalog: researched.len() - in_catalog.len(),
+        found: record
+            .found
+            .iter()
+            .filter(|(c, o)| {
+                !o.is_empty() && paths::clip_number(c).is_some_and(|n| catalog.contains(&n))
+            })
+            .count(),
         rows,
     })
 }
@@ -219,7 +239,7 @@ pub async fn clip_results(
         if record.is_researched(number) {
             researched_in.push(record.episode.clone());
             rows.extend(
-                rows_of(record, "", &BTreeMap::new(), Some(number))
+                rows_of(record, "", &BTreeMap::new(), &|n| n == number)
                     .into_iter()
                     .filter(|r| r.found || r.error.is_some()),
             );
@@ -275,71 +295,26 @@ pub struct Export {
     pub unreadable: Vec<crate::status::Unreadable>,
 }
 
-/// `export`: every researched (episode, clip) pair, one row per occurrence plus
-/// not-found rows, ordered by episode, clip and offset.
+/// `export` into memory: every row of [`crate::export::export_to`]. For tests and small
+/// archives; the CLI streams instead.
 pub async fn export(
     session: &Session,
     settings: &AdminSettings,
     progress: &dyn Progress,
 ) -> Result<Export> {
-    let episodes =
-        scan::load_dir::<EpisodeRecord>(session, paths::EPISODES, settings, progress).await?;
-    let clips = scan::load_dir::<ClipRecord>(session, paths::CLIPS, settings, progress).await?;
-    let research =
-        scan::load_dir::<ResearchRecord>(session, paths::RESEARCH, settings, progress).await?;
-    let episode_titles = titles(&episodes, |e| &e.fields.title);
-    let clip_titles = titles(&clips, |c| &c.fields.title);
     let mut rows = Vec::new();
-    for record in research.iter().filter_map(|n| n.ok()) {
-        let title = episode_titles
-            .get(&record.episode)
-            .map(String::as_str)
-            .unwrap_or("");
-        rows.extend(rows_of(record, title, &clip_titles, None));
-    }
+    let summary = crate::export::export_to(session, settings, progress, &mut rows).await?;
     Ok(Export {
         rows,
-        unreadable: crate::status::Unreadable::of(&research),
+        unreadable: summary.unreadable,
     })
 }
 
 /// CSV of export rows (RFC 4180 quoting), with a header line.
 pub fn to_csv(rows: &[ResultRow]) -> String {
-    fn field(out: &mut String, value: &str) {
-        if value.contains([',', '"', '\n', '\r']) {
-            out.push('"');
-            out.push_str(&value.replace('"', "\"\""));
-            out.push('"');
-        } else {
-            out.push_str(value);
-        }
-    }
-    fn opt<T: ToString>(v: &Option<T>) -> String {
-        v.as_ref().map(ToString::to_string).unwrap_or_default()
-    }
-    let mut out = String::from("episode,episode_title,clip,clip_title,found,at,conf,speed,part_start,part_end,job,researcher,error\n");
+    let mut out = format!("{}\n", crate::export::CSV_HEADER);
     for r in rows {
-        let values = [
-            r.episode.clone(),
-            r.episode_title.clone(),
-            r.clip.clone(),
-            r.clip_title.clone(),
-            r.found.to_string(),
-            opt(&r.at),
-            opt(&r.conf),
-            opt(&r.speed),
-            opt(&r.part_start),
-            opt(&r.part_end),
-            opt(&r.job),
-            opt(&r.researcher),
-            opt(&r.error),
-        ];
-        for (i, v) in values.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            field(&mut out, v);
-        }
+        out.push_str(&crate::export::csv_line(r));
         out.push('\n');
     }
     out

@@ -3,8 +3,10 @@
 //!
 //! A pair is **recorded** when its episode's research record covers the clip; **failed**
 //! when it is not recorded and the latest job covering it (highest job id among the jobs
-//! still in a queue that is not terminal) is `failed`, the reason being the job's
-//! message; **pending** otherwise (planned, being researched, or not planned yet).
+//! that can still decide a pair, [`crate::snapshot::LIVE_STATES`]) is `failed` (the
+//! reason being the job's message) or `cancelled` (an operator stopped it, and its pairs
+//! stay out of planning until the job is deleted, so waiting for them would never end);
+//! **pending** otherwise (planned, being researched, or not planned yet).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -117,6 +119,20 @@ pub fn pair_state(episode: &str, clip: &str, knowledge: &Knowledge) -> PairState
         .get(&(episode.to_string(), clip.to_string()))
     {
         Some(seen) if seen.status == JobState::Failed => PairState::Failed(seen.clone()),
+        Some(seen) if seen.status == JobState::Cancelled => {
+            let why = seen
+                .message
+                .clone()
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| "by an operator".into());
+            PairState::Failed(JobSeen {
+                message: Some(format!(
+                    "cancelled ({why}); its pairs are not planned again until the job is deleted (`archivist delete {}`)",
+                    seen.id
+                )),
+                ..seen.clone()
+            })
+        }
         _ => PairState::Pending,
     }
 }
@@ -260,6 +276,36 @@ mod tests {
         assert_eq!(failed.reason, "download failed: 404");
         assert_eq!(e.found["c000002"]["e0000001"][0].at, 12.5);
         assert!(!e.found.contains_key("c000001"));
+    }
+
+    /// Outside try: a batch covering pairs of a cancelled job stayed `processing` at
+    /// "2 pending" forever, because cancelled pairs are never planned again.
+    #[test]
+    fn pairs_of_a_cancelled_job_settle_as_failed_with_the_way_out() {
+        let k = Knowledge::new(
+            [],
+            [job(
+                10,
+                "e0000005",
+                &[2, 3],
+                JobState::Cancelled,
+                "wrong feed",
+            )],
+        );
+        let e = evaluate(&ids(&["e0000005"]), &ids(&["c000002", "c000003"]), &k);
+        assert_eq!((e.progress.failed, e.progress.pending), (2, 0));
+        assert!(e.progress.settled());
+        let failed = &e.failed_jobs[&paths::job_id(10)];
+        assert!(
+            failed.reason.starts_with("cancelled (wrong feed)"),
+            "{}",
+            failed.reason
+        );
+        assert!(
+            failed.reason.contains("archivist delete j0000000010"),
+            "{}",
+            failed.reason
+        );
     }
 
     #[test]

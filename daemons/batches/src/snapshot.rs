@@ -1,6 +1,7 @@
 //! Reading what [`crate::evaluate`] needs: the research records of the batches'
-//! episodes and the jobs in every queue that is not terminal (a job in `recorded`,
-//! `expired` or `cancelled` no longer decides a pair). Reads are pipelined.
+//! episodes and the jobs that can still decide a pair: every queue but `recorded` and
+//! `expired` (a `cancelled` job keeps its pairs out of planning until it is deleted, so
+//! it decides them). Reads are pipelined.
 
 use std::collections::BTreeSet;
 
@@ -13,13 +14,14 @@ use crate::error::BatchError;
 use crate::evaluate::Knowledge;
 
 /// Job states whose jobs can still decide a pair.
-pub const LIVE_STATES: [JobState; 6] = [
+pub const LIVE_STATES: [JobState; 7] = [
     JobState::Pending,
     JobState::Leased,
     JobState::Researching,
     JobState::Reported,
     JobState::Failed,
     JobState::Held,
+    JobState::Cancelled,
 ];
 
 /// Loads research of `episodes` and the live jobs of those episodes.

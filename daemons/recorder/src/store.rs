@@ -11,9 +11,9 @@
 use std::time::Duration;
 
 use archivist_engine::ops::{self, Mode, Op};
-use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{self, LeaseRecord, ReportRecord, ResearchRecord};
 use archivist_engine::schema::JobState;
+use archivist_engine::schema::{occurrences, paths};
 use archivist_engine::{clock, lease, store, zk, EngineError, Session};
 use rand::Rng;
 
@@ -133,6 +133,10 @@ pub async fn prepare(
             ));
             continue;
         };
+        if let Err(why) = usable_occurrences(&report) {
+            prepared.bad.push(bad(path.clone(), why));
+            continue;
+        }
         match &prepared.episode {
             None => prepared.episode = Some(report.episode.clone()),
             Some(e) if *e != report.episode => {
@@ -295,6 +299,28 @@ fn observe(prepared: &Prepared) {
         lease_extended = prepared.extends_lease,
         "reports stored"
     );
+}
+
+/// A report's occurrences as the archive can hold them: each passes the schema's one
+/// rule ([`occurrences::check`], after the rounding the archive applies) and, when the
+/// report knows the episode's duration, starts inside the episode. A report that breaks
+/// it would store a record nothing can read back, or an answer that cannot be true.
+fn usable_occurrences(report: &ReportRecord) -> Result<(), String> {
+    for o in &report.occurrences {
+        let rounded = archive::compact(std::slice::from_ref(o));
+        for r in rounded.iter().chain(std::iter::once(o)) {
+            occurrences::check(r)
+                .map_err(|why| format!("occurrence of clip {}: {why}", report.clip))?;
+        }
+        let duration = report.episode_duration_s;
+        if duration.is_finite() && duration > 0.0 && o.at > duration + 1.0 {
+            return Err(format!(
+                "occurrence of clip {} at {} s starts after the episode's end ({duration} s)",
+                report.clip, o.at
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -210,6 +210,44 @@ async fn results_by_episode_and_clip_and_the_export() {
     );
 }
 
+/// `results --episode` reads only the catalog's clips: a research record whose run names
+/// clips 1-20000 (hand-edited, or clips since deleted) against a catalog of two used to
+/// cost one read per number (20,106 requests; `1-999999` ran past a minute) and listed
+/// 20,000 rows and "20000 clips researched" where `status` counts two.
+#[tokio::test]
+async fn episode_results_count_and_read_only_catalog_clips() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-results-catalog").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::clip(&s, 2, "Sting").await;
+    let numbers: Vec<u32> = (1..=20_000).collect();
+    fixtures::research(
+        &s,
+        &e1,
+        "j0000000001",
+        &numbers,
+        &[(1, 12.5, 0.91), (7, 3.0, 0.8)],
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let r = results::episode_results(&s, &AdminSettings::default(), &e1)
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(
+        (
+            r.researched,
+            r.researched_not_in_catalog,
+            r.found,
+            r.rows.len()
+        ),
+        (2, 19_998, 1, 2),
+        "{:?}",
+        &r.rows[..r.rows.len().min(3)]
+    );
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
+}
+
 /// Issue 18: `results --clip` shows the episodes where the clip errored, instead of
 /// "found in 0" with the errors hidden.
 #[tokio::test]

@@ -129,3 +129,80 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
         .unwrap()
         .is_none());
 }
+
+/// Reports whose occurrences break the archive's rule (non-finite or out-of-range offset,
+/// confidence or speed, an offset past the episode's end) fail their job as unusable and
+/// leave the research record readable. The recorder used to store `inf@-3`, which every
+/// later read of the record refused (outside try: the episode vanished from `status`,
+/// `export` and planning).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_with_impossible_occurrences_fail_the_job_and_the_record_stays_readable() {
+    use archivist_engine::schema::records::{Occurrence, ResearchRecord};
+    let (config, session) = archivist_testkit::fresh_tree("impossible-occurrences").await;
+    let shutdown = CancellationToken::new();
+    let recorder = {
+        let config = config.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            archivist_recorder::run(
+                &config,
+                support::settings(),
+                Identity::named("recorder", "recorder-impossible"),
+                shutdown,
+            )
+            .await
+        })
+    };
+    let occ = |at: f64, conf: f32, speed: Option<f32>| Occurrence {
+        at,
+        conf,
+        speed,
+        part: None,
+    };
+    let cases = [
+        (
+            "e0000041",
+            vec![occ(99.0, 0.9, None), occ(1.0e308, -3.0, None)],
+        ),
+        ("e0000042", vec![occ(-5.0, 7.0, None)]),
+        ("e0000043", vec![occ(99_999.0, 0.9, None)]), // the episode is 3,600 s long
+        ("e0000044", vec![occ(10.0, 0.9, Some(f32::INFINITY))]),
+    ];
+    let mut jobs_made = Vec::new();
+    for (episode, bad) in cases {
+        let j = job(&session, episode, &[1, 2], JobState::Researching).await;
+        lease(&session, &j, 60_000).await;
+        report(&session, &j, 1, vec![occ(12.0, 0.8, None)], false).await;
+        report(&session, &j, 2, bad, true).await;
+        let (current, version) = jobs::read(&session, &j.id).await.unwrap();
+        archivist_engine::transition::Transition::new(&current, version, JobState::Reported)
+            .commit(&session)
+            .await
+            .unwrap();
+        jobs_made.push(j);
+    }
+    let settled = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        let mut all = true;
+        for j in &jobs_made {
+            all &= jobs::read(&session, &j.id).await.unwrap().0.status == JobState::Failed;
+        }
+        all
+    })
+    .await;
+    shutdown.cancel();
+    recorder.await.unwrap().unwrap();
+    for j in &jobs_made {
+        let (failed, _) = jobs::read(&session, &j.id).await.unwrap();
+        let message = failed.message.clone().unwrap_or_default();
+        assert!(settled, "{}: {:?}: {message}", j.id, failed.status);
+        assert!(message.contains("report unusable"), "{message}");
+        // Whatever was stored reads back, and holds nothing of the impossible report.
+        let path = paths::research(&j.episode);
+        if let Some((record, _)) = store::read::<ResearchRecord>(&session, &path)
+            .await
+            .unwrap_or_else(|e| panic!("{path} does not read back: {e}"))
+        {
+            assert!(!record.found.contains_key("c000002"), "{record:?}");
+        }
+    }
+}

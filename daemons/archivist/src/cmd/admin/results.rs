@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use archivist_admin::export::{self, RowWriter};
 use archivist_admin::results::{self, ClipResults, EpisodeResults, ResultRow};
 use archivist_admin::AdminSettings;
 use clap::{Args, ValueEnum};
@@ -32,8 +33,21 @@ pub enum ExportFormat {
     Csv,
     /// A JSON array of rows.
     Json,
+    /// One JSON object per line (JSON Lines), for tools that read row by row.
+    Jsonl,
     /// A YAML list of rows.
     Yaml,
+}
+
+impl From<ExportFormat> for export::Format {
+    fn from(format: ExportFormat) -> Self {
+        match format {
+            ExportFormat::Csv => export::Format::Csv,
+            ExportFormat::Json => export::Format::Json,
+            ExportFormat::Jsonl => export::Format::JsonLines,
+            ExportFormat::Yaml => export::Format::Yaml,
+        }
+    }
 }
 
 /// Arguments of `export`.
@@ -77,6 +91,13 @@ fn render_episode(r: &EpisodeResults) -> String {
         r.researched,
         r.found
     );
+    if r.researched_not_in_catalog > 0 {
+        let _ = writeln!(
+            out,
+            "({} researched clip numbers are not in the catalog and are left out; see `archivist fsck`)",
+            r.researched_not_in_catalog
+        );
+    }
     out.push_str(&table(
         &["clip", "title", "result", "job"],
         r.rows.iter().map(|x| {
@@ -145,35 +166,55 @@ pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs `export`.
+/// Runs `export`: rows are written as they are read (bounded memory at any archive
+/// size); to a file, through a temporary name renamed at the end, so a failed export
+/// never leaves a file that looks complete.
 pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
     let session = crate::context::connect_initialised(global).await?;
-    let export = results::export(&session, &AdminSettings::default(), &Bar::stderr()).await?;
-    let rows = &export.rows;
-    let text = match format_of(args.format, global.output) {
-        ExportFormat::Csv => results::to_csv(rows),
-        ExportFormat::Json => serde_json::to_string_pretty(rows)? + "\n",
-        ExportFormat::Yaml => serde_yaml::to_string(rows)?,
-    };
-    match &args.out {
+    let format = format_of(args.format, global.output).into();
+    let settings = AdminSettings::default();
+    let summary = match &args.out {
         Some(path) => {
-            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+            let partial = PathBuf::from(format!("{}.partial", path.display()));
+            let file = std::fs::File::create(&partial)
+                .with_context(|| format!("creating {}", partial.display()))?;
+            let mut writer = RowWriter::new(format, std::io::BufWriter::new(file));
+            let summary = export::export_to(&session, &settings, &Bar::stderr(), &mut writer).await;
+            let finished = summary.and_then(|s| writer.finish().map(|_| s));
+            let summary = match finished {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&partial);
+                    return Err(e.into());
+                }
+            };
+            std::fs::rename(&partial, path)
+                .with_context(|| format!("renaming {} to {}", partial.display(), path.display()))?;
             eprintln!(
-                "archivist: {} rows written to {}",
-                rows.len(),
+                "archivist: {} rows of {} episodes written to {}",
+                summary.rows,
+                summary.episodes,
                 path.display()
             );
+            summary
         }
-        None => print!("{text}"),
-    }
-    if export.unreadable.is_empty() {
+        None => {
+            let stdout = std::io::stdout().lock();
+            let mut writer = RowWriter::new(format, std::io::BufWriter::new(stdout));
+            let summary =
+                export::export_to(&session, &settings, &Bar::stderr(), &mut writer).await?;
+            writer.finish()?;
+            summary
+        }
+    };
+    if summary.unreadable.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!(
         "archivist: export is incomplete: {} research record(s) do not decode and have no rows (run `archivist fsck`):",
-        export.unreadable.len()
+        summary.unreadable.len()
     );
-    for u in &export.unreadable {
+    for u in &summary.unreadable {
         eprintln!("  {}: {}", u.path, u.error);
     }
     Ok(ExitCode::from(1))
