@@ -38,6 +38,7 @@ struct Inner {
     lost: CancellationToken,
     chroot: String,
     acls: Vec<zk::Acl>,
+    secret_acls: Vec<zk::Acl>,
     reconnects: Arc<AtomicU64>,
     config: ZkConfig,
 }
@@ -51,10 +52,9 @@ pub fn digest_id(user: &str, password: &str) -> String {
     )
 }
 
-/// The ACLs of every node this process creates: ALL for the identities it authenticates
-/// as (digest and/or SASL), READ for the configured readers; open to anyone when it
-/// authenticates as nobody.
-fn acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
+/// ALL for the identities this process authenticates as (digest and/or SASL); empty when
+/// it authenticates as nobody.
+fn owner_acls(config: &ZkConfig) -> Vec<zk::Acl> {
     let mut acls = Vec::new();
     if let Some(creds) = &config.credentials {
         acls.push(zk::Acl::new(
@@ -68,6 +68,13 @@ fn acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
             zk::AuthId::new("sasl", &sasl.credentials.user),
         ));
     }
+    acls
+}
+
+/// The ACLs of every node this process creates: ALL for the identities it authenticates
+/// as, READ for the configured readers; open to anyone when it authenticates as nobody.
+fn acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
+    let mut acls = owner_acls(config);
     if acls.is_empty() {
         return vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())];
     }
@@ -82,6 +89,18 @@ fn acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
             zk::Permission::READ,
             zk::AuthId::new("sasl", reader),
         ));
+    }
+    acls
+}
+
+/// The ACLs of secret nodes: ALL for the identities this process authenticates as and
+/// nothing for the reader roles, so a read-only operator can `stat` a secret node (as
+/// anyone can) but not read it. Open to anyone when the process authenticates as nobody
+/// (an unsecured tree has no roles to keep apart).
+fn secret_acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
+    let acls = owner_acls(config);
+    if acls.is_empty() {
+        return vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())];
     }
     acls
 }
@@ -184,6 +203,7 @@ impl Session {
                 lost,
                 chroot,
                 acls,
+                secret_acls: secret_acls_for(config),
                 reconnects,
                 config: config.clone(),
             }),
@@ -248,6 +268,12 @@ impl Session {
     /// Create options for a node of this mode, with this session's ACLs.
     pub fn create_options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'_> {
         mode.with_acls(zk::Acls::new(&self.inner.acls))
+    }
+
+    /// Create options for a secret node of this mode: no READ for the reader roles
+    /// (docs/operations.md, "What each role can read").
+    pub fn secret_create_options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'_> {
+        mode.with_acls(zk::Acls::new(&self.inner.secret_acls))
     }
 
     /// Marks the session lost now (used on shutdown and by tests).
