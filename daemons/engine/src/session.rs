@@ -333,7 +333,44 @@ fn spawn_state_watch(
 
 #[cfg(test)]
 mod tests {
-    use super::digest_id;
+    use super::{acls_for, digest_id, secret_acls_for};
+    use crate::config::{Credentials, SaslConfig, ZkConfig};
+    use zookeeper_client as zk;
+
+    fn named(acls: &[zk::Acl]) -> Vec<String> {
+        acls.iter()
+            .map(|a| format!("{}:{}", a.scheme(), a.id()))
+            .collect()
+    }
+
+    #[test]
+    fn secret_nodes_give_the_readers_nothing() {
+        let config = ZkConfig::new("h:1")
+            .with_credentials(Credentials::parse("archivist:pw"))
+            .with_reader(Credentials::parse("ops:look"))
+            .with_sasl(Some(SaslConfig {
+                credentials: Credentials::parse("archivist:pw").unwrap(),
+                reader: Some("ops".into()),
+            }));
+        let everyday = acls_for(&config);
+        assert_eq!(
+            named(&everyday),
+            [
+                format!("digest:{}", digest_id("archivist", "pw")),
+                "sasl:archivist".into(),
+                format!("digest:{}", digest_id("ops", "look")),
+                "sasl:ops".into(),
+            ]
+        );
+        let secret = secret_acls_for(&config);
+        assert_eq!(named(&secret), named(&everyday[..2]));
+        assert!(secret.iter().all(|a| a.permission() == zk::Permission::ALL));
+        // An unsecured tree has no roles to keep apart.
+        assert_eq!(
+            named(&secret_acls_for(&ZkConfig::new("h:1"))),
+            ["world:anyone"]
+        );
+    }
 
     #[test]
     fn digest_ids_match_zookeepers_generate_digest() {
