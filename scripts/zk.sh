@@ -24,7 +24,8 @@
 #
 # Secured modes (or ZK_SECURITY=tls,sasl): `tls` serves clients on a TLS-only port
 # (secureClientPort, no plaintext port at all) with ssl.clientAuth=$ZK_TLS_CLIENT_AUTH
-# (default need); `sasl` enforces SASL DIGEST-MD5 (enforce.auth.enabled: the server
+# (default need), and in an ensemble encrypts the quorum and election traffic too
+# (sslQuorum, mutual TLS with the server certificate); `sasl` enforces SASL DIGEST-MD5 (enforce.auth.enabled: the server
 # closes sessions that did not authenticate). Certificates (openssl), the JAAS file and
 # the secrets are made locally under $ARCHIVIST_LOCAL/zk/pki; ZK_TLS_SERVER_CERT=expired
 # serves an expired certificate (for tests). A restarted node keeps its security.
@@ -249,6 +250,21 @@ client_cfg() { # dir port
     fi
 }
 
+# zoo.cfg lines for the traffic between the servers of an ensemble: with `tls` the
+# quorum (proposals, snapshots) and leader election connections are TLS too, mutually
+# authenticated with the server certificate (it is also a client certificate) and the
+# test CA, and the peer's certificate must name its address. Always the valid server
+# certificate: an expired one (ZK_TLS_SERVER_CERT=expired) tests clients, not the quorum.
+quorum_cfg() {
+    has tls || return 0
+    echo "sslQuorum=true"
+    echo "ssl.quorum.keyStore.location=$pki/server-keystore.pem"
+    echo "ssl.quorum.keyStore.type=PEM"
+    echo "ssl.quorum.trustStore.location=$pki/ca.pem"
+    echo "ssl.quorum.trustStore.type=PEM"
+    echo "ssl.quorum.hostnameVerification=true"
+}
+
 stop_node() { # dir signal
     local dir=$1 sig=${2:-TERM}
     [[ -f $dir/pid ]] || return 0
@@ -309,6 +325,7 @@ ensemble_cfg() { # n
         for i in 1 2 3; do
             echo "server.$i=127.0.0.1:$((ensemble_base + 10 + i)):$((ensemble_base + 20 + i))"
         done
+        quorum_cfg
     } >"$dir/zoo.cfg"
 }
 
@@ -427,7 +444,7 @@ case "${1:-}" in
         esac
         ;;
     *)
-        sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac

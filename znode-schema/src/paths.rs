@@ -182,6 +182,12 @@ pub fn batch_lock(id: &str) -> String {
     format!("{BATCHES}/{id}/lock")
 }
 
+/// `/batches/{batch}/webhook`: the batch's webhook URL, a secret node (readers get no
+/// READ), because a webhook URL usually carries the token that authorises posting to it.
+pub fn batch_webhook(id: &str) -> String {
+    format!("{BATCHES}/{id}/webhook")
+}
+
 /// `/batches/{batch}/reports`
 pub fn batch_reports(id: &str) -> String {
     format!("{BATCHES}/{id}/reports")
@@ -281,6 +287,7 @@ pub const EXAMPLES: &[Example] = &[
     ("/batches", || BATCHES.to_string()),
     ("/batches/{batch}", || batch(&batch_id(1))),
     ("/batches/{batch}/lock", || batch_lock("b0000001")),
+    ("/batches/{batch}/webhook", || batch_webhook("b0000001")),
     ("/batches/{batch}/reports", || batch_reports("b0000001")),
     ("/batches/{batch}/reports/{report}", || {
         batch_report("b0000001", 1)

@@ -795,7 +795,9 @@ pub struct BatchRecord {
     /// Last changed.
     #[serde(with = "time::serde::rfc3339")]
     pub updated: OffsetDateTime,
-    /// Where reports are POSTed, if anywhere.
+    /// Where reports are POSTed, if anywhere, as shown to every role: scheme, host and
+    /// port only (`https://hooks.example/…`). The URL itself is in the secret node
+    /// `/batches/{batch}/webhook` ([`WebhookSecret`]), which reader roles cannot read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<String>,
     /// What the submission names.
@@ -934,6 +936,44 @@ pub struct BatchReport {
 }
 record!(BatchReport, "BatchReport");
 
+/// `/batches/{batch}/webhook`: the full webhook URL of a batch. A secret node: its ACL
+/// gives the reader roles no READ, since the URL (path or query) usually is the
+/// credential that lets anyone post to the receiver.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookSecret {
+    /// Schema version.
+    pub schema: u32,
+    /// The URL reports are POSTed to.
+    pub url: String,
+}
+record!(WebhookSecret, "WebhookSecret");
+
+impl std::fmt::Debug for WebhookSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WebhookSecret {{ schema: {}, url: {:?} }}",
+            self.schema,
+            webhook_origin(&self.url)
+        )
+    }
+}
+
+/// What every role may see of a webhook URL: its scheme, host and port followed by `/…`
+/// (`https://hooks.example:8443/…`); the path and query, where receivers put their
+/// tokens, are left out. Text that is no URL shows as `…`.
+pub fn webhook_origin(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "…".to_string();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    // user:password@ would be a credential too.
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!("{scheme}://{host}/…")
+}
+
 impl BatchReport {
     /// The pairs failed in this report.
     pub fn failed_pairs(&self) -> Vec<Pair> {
@@ -1025,5 +1065,23 @@ mod tests {
         }
         assert_eq!(job.events.len(), MAX_JOB_EVENTS);
         assert_eq!(job.events.last().unwrap().step, "s49");
+    }
+
+    #[test]
+    fn a_webhook_shows_its_origin_only() {
+        assert_eq!(
+            webhook_origin("https://hooks.example:8443/services/T0/B0/s3cr3t?k=v"),
+            "https://hooks.example:8443/…"
+        );
+        assert_eq!(
+            webhook_origin("http://user:pw@127.0.0.1:9/hook"),
+            "http://127.0.0.1:9/…"
+        );
+        assert_eq!(webhook_origin("no url s3cr3t"), "…");
+        let secret = WebhookSecret {
+            schema: SCHEMA_VERSION,
+            url: "https://h/s3cr3t".into(),
+        };
+        assert!(!format!("{secret:?}").contains("s3cr3t"));
     }
 }

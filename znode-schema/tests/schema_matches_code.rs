@@ -207,6 +207,7 @@ fn every_data_type_in_the_schema_is_a_record_of_the_code() {
         PauseRecord::KIND,
         BatchRecord::KIND,
         BatchReport::KIND,
+        WebhookSecret::KIND,
     ];
     for p in &Schema::embedded().paths {
         assert!(

@@ -7,6 +7,7 @@ use archivist_engine::schema::queue_key::QueueEntry;
 use archivist_engine::schema::records::{
     self, AliasRecord, BatchRecord, BatchReport, ClipRecord, EpisodeRecord, JobRecord, LeaseRecord,
     LockRecord, MemberRecord, PauseRecord, Record, ReportRecord, ResearchRecord, TreeMeta,
+    WebhookSecret,
 };
 use archivist_engine::schema::spec::Schema;
 use archivist_engine::{zk, EngineError, Session};
@@ -37,7 +38,9 @@ fn join(parent: &str, name: &str) -> String {
 
 /// Reads every node under `root` (included), parents before children, siblings sorted.
 /// Requests of one level are pipelined in batches. Nodes that vanish meanwhile are
-/// left out.
+/// left out, and so are secret nodes (and what is under them) this session may not read
+/// (`NoAuth`: a reader role walking past `/batches/{batch}/webhook`), so the read-only
+/// role can run `tree` and `fsck`; the root itself unreadable is an error.
 pub async fn walk(
     session: &Session,
     settings: &AdminSettings,
@@ -70,7 +73,7 @@ pub async fn walk(
             for ((path, data), kids) in chunk.iter().zip(data).zip(kids) {
                 let (bytes, stat) = match data {
                     Ok(found) => found,
-                    Err(zk::Error::NoNode) if path != root => continue,
+                    Err(zk::Error::NoNode | zk::Error::NoAuth) if path != root => continue,
                     Err(zk::Error::NoNode) => {
                         return Err(AdminError::NotFound {
                             what: "node",
@@ -167,6 +170,15 @@ pub fn decode(path: &str, bytes: &[u8]) -> Decoded {
         Some("PauseRecord") => typed::<PauseRecord>(path, bytes).map(Some),
         Some("BatchRecord") => typed::<BatchRecord>(path, bytes).map(Some),
         Some("BatchReport") => typed::<BatchReport>(path, bytes).map(Some),
+        // A secret shows what every role sees of it, even to the role that may read it.
+        Some("WebhookSecret") => records::decode::<WebhookSecret>(path, bytes)
+            .map_err(|e| e.to_string())
+            .map(|s| {
+                let mut shown = serde_yaml::Mapping::new();
+                shown.insert("schema".into(), s.schema.into());
+                shown.insert("url".into(), records::webhook_origin(&s.url).into());
+                Some(serde_yaml::Value::Mapping(shown))
+            }),
         _ if bytes.is_empty() => Ok(None),
         _ => match std::str::from_utf8(bytes) {
             Ok(text) => serde_yaml::from_str::<serde_yaml::Value>(text)

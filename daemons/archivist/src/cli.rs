@@ -56,17 +56,16 @@ pub struct GlobalOpts {
     /// election (docs/operations.md, "Failover").
     #[arg(long, global = true, env = "ARCHIVIST_SESSION_TIMEOUT_MS")]
     pub session_timeout_ms: Option<u64>,
-    /// Digest credentials `user:password` for an ACL-protected tree (never logged).
-    #[arg(long, global = true, env = "ARCHIVIST_ZK_AUTH", hide_env_values = true)]
+    /// Refused: digest credentials carry a password, and a command line is readable by
+    /// every user of the host (`ps`). Use ARCHIVIST_ZK_AUTH or `zookeeper.auth`.
+    #[arg(long, global = true, hide = true, value_name = "REFUSED")]
     pub zk_auth: Option<String>,
-    /// Read-only digest user `user:password` granted READ on nodes this process creates.
-    #[arg(
-        long,
-        global = true,
-        env = "ARCHIVIST_ZK_READER",
-        hide_env_values = true
-    )]
+    /// Refused like --zk-auth. Use ARCHIVIST_ZK_READER or `zookeeper.reader`.
+    #[arg(long, global = true, hide = true, value_name = "REFUSED")]
     pub zk_reader: Option<String>,
+    /// Refused like --zk-auth. Use ARCHIVIST_ZK_SASL_PASSWORD or a password file.
+    #[arg(long, global = true, hide = true, value_name = "REFUSED")]
+    pub zk_sasl_password: Option<String>,
     /// CA certificate (PEM) to trust: connect over TLS (the servers' secureClientPort).
     #[arg(long, global = true, env = "ARCHIVIST_ZK_TLS_CA")]
     pub zk_tls_ca: Option<std::path::PathBuf>,

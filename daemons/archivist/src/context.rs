@@ -17,6 +17,48 @@ use crate::config::{self, FileConfig, SaslSection, TlsSection};
 /// The variable that may hold the SASL password (a flag would show it in `ps`).
 pub const SASL_PASSWORD_VAR: &str = "ARCHIVIST_ZK_SASL_PASSWORD";
 
+/// The variable holding digest credentials `user:password` (no flag: see
+/// [`refuse_secret_flags`]).
+pub const AUTH_VAR: &str = "ARCHIVIST_ZK_AUTH";
+
+/// The variable holding the read-only digest user `user:password`.
+pub const READER_VAR: &str = "ARCHIVIST_ZK_READER";
+
+/// Secrets are never taken from the command line, which every user of the host can read
+/// (`ps`, `/proc/*/cmdline`) and shells keep in their history. The flags exist only to
+/// say so and where the secret goes instead; the value given is never printed.
+fn refuse_secret_flags(global: &GlobalOpts) -> Result<()> {
+    let given = [
+        (
+            global.zk_auth.is_some(),
+            "--zk-auth",
+            AUTH_VAR,
+            "zookeeper.auth",
+        ),
+        (
+            global.zk_reader.is_some(),
+            "--zk-reader",
+            READER_VAR,
+            "zookeeper.reader",
+        ),
+        (
+            global.zk_sasl_password.is_some(),
+            "--zk-sasl-password",
+            SASL_PASSWORD_VAR,
+            "zookeeper.sasl.password_file",
+        ),
+    ];
+    for (set, flag, var, key) in given {
+        if set {
+            anyhow::bail!(
+                "{flag} is refused: a password on the command line is readable by every user \
+                 of this host (ps); set {var} in the environment or {key} in the configuration file"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The configuration file (and `ARCHIVIST__...` overrides) named by the global options.
 pub fn file_config(global: &GlobalOpts) -> Result<FileConfig> {
     config::load(global.config.as_deref())
@@ -29,6 +71,7 @@ const MIN_SESSION_TIMEOUT_MS: u64 = 4000;
 
 /// The ZooKeeper configuration the global options and the file describe.
 pub fn zk_config(global: &GlobalOpts) -> Result<ZkConfig> {
+    refuse_secret_flags(global)?;
     let file = file_config(global)?.zookeeper;
     let tls = tls_config(global, file.tls.unwrap_or_default())?;
     let sasl = sasl_config(
@@ -36,18 +79,8 @@ pub fn zk_config(global: &GlobalOpts) -> Result<ZkConfig> {
         file.sasl.unwrap_or_default(),
         std::env::var(SASL_PASSWORD_VAR).ok(),
     )?;
-    let credentials = global
-        .zk_auth
-        .as_deref()
-        .or(file.auth.as_deref())
-        .map(|s| Credentials::parse(s).context("--zk-auth must be user:password"))
-        .transpose()?;
-    let reader = global
-        .zk_reader
-        .as_deref()
-        .or(file.reader.as_deref())
-        .map(|s| Credentials::parse(s).context("--zk-reader must be user:password"))
-        .transpose()?;
+    let credentials = digest(AUTH_VAR, file.auth, "zookeeper.auth")?;
+    let reader = digest(READER_VAR, file.reader, "zookeeper.reader")?;
     let connect = global
         .zk
         .clone()
@@ -77,6 +110,17 @@ pub fn zk_config(global: &GlobalOpts) -> Result<ZkConfig> {
         .with_reader(reader)
         .with_tls(tls)
         .with_sasl(sasl))
+}
+
+/// Digest `user:password` from the variable `var`, else the file's `key`.
+fn digest(var: &str, file: Option<String>, key: &str) -> Result<Option<Credentials>> {
+    std::env::var(var)
+        .ok()
+        .or(file)
+        .map(|s| {
+            Credentials::parse(&s).with_context(|| format!("{var} / {key} must be user:password"))
+        })
+        .transpose()
 }
 
 /// TLS from the flags over `zookeeper.tls`: on when a CA is named.

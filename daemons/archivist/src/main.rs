@@ -79,7 +79,7 @@ fn describe(err: &anyhow::Error, global: &cli::GlobalOpts) -> String {
     if refused {
         text.push_str(&format!(
             " (connected as {}: the tree's ACLs do not let it do this; check zookeeper.sasl \
-             and zookeeper.auth, or --zk-sasl-user and --zk-auth)",
+             and zookeeper.auth, or --zk-sasl-user and ARCHIVIST_ZK_AUTH)",
             identity(global)
         ));
     }

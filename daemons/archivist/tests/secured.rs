@@ -1,6 +1,7 @@
 //! The whole pipeline (curate, plan, research, record, admin commands) on a 3-node
 //! ensemble that serves clients over TLS only and enforces SASL, started by
-//! `scripts/zk.sh ensemble start tls sasl` with ZooKeeper's sample timing (tickTime 2000,
+//! `scripts/zk.sh ensemble start tls sasl` (its servers talk to each other over TLS as
+//! well) with ZooKeeper's sample timing (tickTime 2000,
 //! initLimit 10, syncLimit 5) and Archivist's default session timeout. While jobs are in
 //! flight the ZooKeeper leader is killed: no session may be declared lost, no job may
 //! expire or fail, and every (episode, clip) pair must be recorded right.
@@ -47,6 +48,20 @@ fn the_pipeline_runs_over_tls_and_sasl_and_a_leader_kill_loses_no_job() {
             ("ZK_INIT_LIMIT", "10"),
             ("ZK_SYNC_LIMIT", "5"),
         ],
+    );
+    // The servers talk to each other over TLS too (sslQuorum): every election port,
+    // and the leader's quorum port, hands out a certificate of the test CA.
+    for port in BASE + 21..=BASE + 23 {
+        assert!(
+            secured::speaks_verified_tls(port),
+            "election port {port} does not speak TLS"
+        );
+    }
+    let first_leader: u16 = ensemble.zk(&["ensemble", "leader"]).parse().unwrap_or(0);
+    assert!(
+        secured::speaks_verified_tls(BASE + 10 + first_leader),
+        "the leader's quorum port {} does not speak TLS",
+        BASE + 10 + first_leader
     );
     let pki = secured::pki();
     let path = |name: &str| Some(pki.join(name).display().to_string());
@@ -238,4 +253,242 @@ fn the_pipeline_runs_over_tls_and_sasl_and_a_leader_kill_loses_no_job() {
     let s = status(&reader);
     assert_eq!(count(&s, "recorded"), jobs.len() as u64, "{s}");
     reader.ok(&["fsck"]);
+}
+
+/// A webhook receiver on loopback: answers every request 204 and sends its request line
+/// (which holds the URL's path and query) down the channel.
+fn webhook_receiver() -> (u16, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the receiver");
+    let port = listener.local_addr().expect("its address").port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            let mut length = 0usize;
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = header.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                }
+            }
+            let mut body = vec![0u8; length];
+            let _ = reader.read_exact(&mut body);
+            let mut stream = reader.into_inner();
+            let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+            let _ = tx.send(line.trim().to_string());
+        }
+    });
+    (port, rx)
+}
+
+/// Secrets stay with the daemons: the SASL password comes from the environment (a flag
+/// for it, or for digest credentials, is refused without echoing it); a batch's webhook
+/// URL (with its token) is in a secret node the read-only role cannot read, while that
+/// role still runs status, jobs, fsck and batch show and the batcher still delivers; a
+/// media URL with a token is refused without showing it; and no secret reaches the
+/// daemons' log or the reader's screens.
+#[test]
+fn secrets_stay_with_the_daemons_and_out_of_the_readers_reach_and_the_logs() {
+    // A port of its own (the engine's secured tests use 2291..2294).
+    let server = SecuredZk::standalone(2296, &["sasl"], &[]);
+    let password = secured::sasl_password("archivist");
+    let reader_password = secured::sasl_password("ops");
+    let var = |name: &str, value: &str| (name.to_string(), Some(value.to_string()));
+    let env = Env {
+        zk: server.connect.clone(),
+        chroot: archivist_testkit::unique_chroot("secrets"),
+        extra: vec![
+            var("ARCHIVIST_ZK_SASL_USER", "archivist"),
+            var("ARCHIVIST_ZK_SASL_PASSWORD", &password),
+            var("ARCHIVIST_ZK_SASL_READER", "ops"),
+        ],
+    };
+
+    // Passwords on the command line are refused, and not repeated back.
+    for (flag, value, var) in [
+        (
+            "--zk-sasl-password",
+            password.clone(),
+            "ARCHIVIST_ZK_SASL_PASSWORD",
+        ),
+        (
+            "--zk-auth",
+            format!("archivist:{password}"),
+            "ARCHIVIST_ZK_AUTH",
+        ),
+        (
+            "--zk-reader",
+            format!("ops:{reader_password}"),
+            "ARCHIVIST_ZK_READER",
+        ),
+    ] {
+        let err = failure(&env, &[flag, &value, "status"]);
+        assert!(err.contains(&format!("{flag} is refused")), "{err}");
+        assert!(err.contains(var), "{err}");
+        assert!(
+            !err.contains(&password),
+            "{flag} echoed the password: {err}"
+        );
+    }
+
+    // The password from ARCHIVIST_ZK_SASL_PASSWORD authenticates against a server that
+    // enforces SASL (a wrong one is refused: the variable is really used).
+    let mut wrong = env.clone();
+    wrong.extra[1] = var("ARCHIVIST_ZK_SASL_PASSWORD", "not-the-password");
+    let err = failure(&wrong, &["init"]);
+    assert!(err.contains("SASL authentication"), "{err}");
+    env.ok(&["init"]);
+
+    // A media URL with a token is refused, the token not shown.
+    const MEDIA_TOKEN: &str = "m3d1a-t0ken";
+    let out = env.run(&[
+        "curate",
+        "episode",
+        &format!("https://cdn.example/e.mp3?X-Amz-Signature={MEDIA_TOKEN}"),
+        "--title",
+        "signed",
+        "--no-probe",
+    ]);
+    assert!(!out.status.success(), "a media URL with a token was taken");
+    let err = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(err.contains("X-Amz-Signature"), "{err}");
+    assert!(!err.contains(MEDIA_TOKEN), "{err}");
+
+    // One episode, one clip, and a batch over the catalog with a webhook carrying a token.
+    const HOOK_TOKEN: &str = "h00k-t0ken-s3cret";
+    let (dir, media, _files, base) = served_media(&env, "secrets");
+    generate_sample(&env, &media, &base, 1, "1", &[]);
+    env.ok(&[
+        "curate",
+        "manifest",
+        media.join("manifest.yml").to_str().unwrap(),
+    ]);
+    let (port, posts) = webhook_receiver();
+    let hook = format!("http://127.0.0.1:{port}/hook/{HOOK_TOKEN}?token={HOOK_TOKEN}");
+    let submission = dir.join("batch.yml");
+    std::fs::write(
+        &submission,
+        format!(
+            "name: secrets\nwebhook: {hook}\nepisode_ids: [{}]\n",
+            archivist_engine::schema::paths::episode_id(1)
+        ),
+    )
+    .unwrap();
+    let submitted = env.ok(&["batch", "submit", submission.to_str().unwrap()]);
+    assert!(!submitted.contains(HOOK_TOKEN), "{submitted}");
+    let batch = archivist_engine::schema::paths::batch_id(1);
+
+    let config = fast_config(&dir);
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("batcher:\n  poll_ms: 300\n");
+    std::fs::write(&config, text).unwrap();
+    let log = dir.join("daemons.log");
+    let daemons = env.spawn(
+        &["--config", config.to_str().unwrap(), "run", "--all"],
+        &log,
+    );
+    let line = posts
+        .recv_timeout(Duration::from_secs(180))
+        .unwrap_or_else(|_| panic!("no webhook delivery; logs in {}", log.display()));
+    assert!(
+        line.starts_with(&format!("POST /hook/{HOOK_TOKEN}?token={HOOK_TOKEN}")),
+        "{line}"
+    );
+
+    // The read-only role: operators' commands work, and show no secret.
+    let mut reader = env.clone();
+    reader.extra = vec![
+        var("ARCHIVIST_ZK_SASL_USER", "ops"),
+        var("ARCHIVIST_ZK_SASL_PASSWORD", &reader_password),
+    ];
+    let mut shown = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let show = reader.ok(&["batch", "show", &batch, "-o", "json"]);
+        let detail: serde_json::Value = serde_json::from_str(&show).unwrap();
+        if detail["batch"]["delivery"]["status"] == "delivered" {
+            assert_eq!(
+                detail["batch"]["webhook"],
+                format!("http://127.0.0.1:{port}/…"),
+                "{show}"
+            );
+            shown.push_str(&show);
+            break;
+        }
+        assert!(Instant::now() < deadline, "delivery not recorded: {show}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    for args in [
+        &["status", "-o", "json"][..],
+        &["jobs", "list", "-o", "json"],
+        &["batch", "list"],
+        &["batch", "show", batch.as_str()],
+        &["tree", "/batches"],
+        &["fsck"],
+    ] {
+        shown.push_str(&reader.ok(args));
+    }
+    assert!(
+        !shown.contains(HOOK_TOKEN),
+        "a reader saw the token: {shown}"
+    );
+    // The full role's tree shows the secret node's origin only, too.
+    let tree = env.ok(&["tree", "/batches"]);
+    assert!(tree.contains("webhook"), "{tree}");
+    assert!(!tree.contains(HOOK_TOKEN), "{tree}");
+
+    // The reader may stat the secret node (anyone may) but not read it.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let secret = archivist_engine::schema::paths::batch_webhook(&batch);
+        let connect = |user: &str| {
+            ZkConfig::new(server.connect.clone())
+                .with_chroot(env.chroot.clone())
+                .with_sasl(Some(secured::sasl(user, None)))
+        };
+        let ops = Session::connect(&connect("ops"))
+            .await
+            .expect("reader session");
+        assert!(ops.client().check_stat(&secret).await.unwrap().is_some());
+        assert_eq!(
+            ops.client().get_data(&secret).await.err(),
+            Some(archivist_engine::zk::Error::NoAuth),
+            "the reader read {secret}"
+        );
+        let record = archivist_engine::schema::paths::batch(&batch);
+        assert!(ops.client().get_data(&record).await.is_ok(), "{record}");
+        let owner = Session::connect(&connect("archivist"))
+            .await
+            .expect("daemon session");
+        let (data, _) = owner.client().get_data(&secret).await.unwrap();
+        assert!(String::from_utf8_lossy(&data).contains(HOOK_TOKEN));
+    });
+
+    assert!(
+        daemons.stop(Duration::from_secs(30)),
+        "daemons did not stop"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!logged.is_empty(), "the log is empty: {}", log.display());
+    for secret in [password.as_str(), &reader_password, HOOK_TOKEN, MEDIA_TOKEN] {
+        assert!(
+            !logged.contains(secret),
+            "the daemons' log holds a secret; see {}",
+            log.display()
+        );
+    }
 }

@@ -23,7 +23,7 @@ use archivist_engine::member::{self, Identity};
 use archivist_engine::ops::{Mode, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{
-    BatchRecord, BatchReport, ReportKind, WebhookDelivery, WebhookStatus,
+    BatchRecord, BatchReport, ReportKind, WebhookDelivery, WebhookSecret, WebhookStatus,
 };
 use archivist_engine::schema::BatchState;
 use archivist_engine::transition::LockAction;
@@ -474,10 +474,25 @@ impl Batcher {
         report: &BatchReport,
     ) -> Result<Acted, BatchError> {
         let status = record.status;
-        let Some(url) = record.webhook.clone() else {
+        let Some(shown) = record.webhook.clone() else {
             return Ok(Acted::nothing());
         };
-        let outcome = webhook::deliver(&self.http, &url, &record, report, &self.settings).await;
+        // The URL is in the batch's secret node; the record shows its origin only
+        // (a batch submitted before secret nodes existed has the URL in the record).
+        let secret = paths::batch_webhook(&record.id);
+        let url = match store::read::<WebhookSecret>(session, &secret).await? {
+            Some((secret, _)) => Some(secret.url),
+            None => (!shown.ends_with("/…")).then_some(shown),
+        };
+        let outcome = match url {
+            Some(url) => webhook::deliver(&self.http, &url, &record, report, &self.settings).await,
+            None => webhook::Outcome {
+                attempts: 0,
+                error: Some(format!(
+                    "the webhook URL is missing: {secret} does not exist (deleted by hand?)"
+                )),
+            },
+        };
         let (delivery, result) = match &outcome.error {
             None => (
                 WebhookStatus::Delivered,

@@ -3,7 +3,8 @@
 //!
 //! ```yaml
 //! name: new jingle against the back catalog   # optional
-//! webhook: https://hooks.example/archivist    # optional: reports are POSTed here
+//! webhook: https://hooks.example/archivist    # optional: reports are POSTed here (kept
+//!                                             # in a secret node: readers see the host)
 //! clips:                                      # catalog manifest entries (docs/catalog.md)
 //!   - url: https://cdn.example/jingle.wav
 //!     title: Jingle 2024
@@ -22,7 +23,9 @@ use archivist_catalog::manifest::parse_entries;
 use archivist_catalog::{CatalogError, CatalogItem, ItemProblem, Kind};
 use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{BatchRecord, BatchSubmission, JobEvent, SubmittedItem};
+use archivist_engine::schema::records::{
+    webhook_origin, BatchRecord, BatchSubmission, JobEvent, SubmittedItem, WebhookSecret,
+};
 use archivist_engine::schema::{BatchState, SCHEMA_VERSION};
 use archivist_engine::{clock, counter, store, EngineError, Session};
 use serde::Deserialize;
@@ -46,8 +49,9 @@ struct Document {
     clip_ids: Vec<String>,
 }
 
-/// A checked submission, ready to become a batch.
-#[derive(Debug, Clone, PartialEq)]
+/// A checked submission, ready to become a batch. `Debug` shows the webhook's origin
+/// only (its URL is a secret).
+#[derive(Clone, PartialEq)]
 pub struct Submission {
     /// A name for people.
     pub name: Option<String>,
@@ -55,6 +59,16 @@ pub struct Submission {
     pub webhook: Option<String>,
     /// What it names.
     pub names: BatchSubmission,
+}
+
+impl std::fmt::Debug for Submission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Submission")
+            .field("name", &self.name)
+            .field("webhook", &self.webhook.as_deref().map(webhook_origin))
+            .field("names", &self.names)
+            .finish()
+    }
 }
 
 /// The 1-based line of the first top-level line that starts with `key:`.
@@ -219,8 +233,8 @@ pub fn load_submission(path: &Path) -> Result<Submission, CatalogError> {
 }
 
 /// Creates the batch in `pending`: one multi bumping `/counters/batches` at the version
-/// read (the new id is the version after the bump), creating `/batches/{batch}` and its
-/// `reports` directory. A lost race for the counter is retried; a counter behind the
+/// read (the new id is the version after the bump), creating `/batches/{batch}`, its
+/// `reports` directory and, with a webhook, the secret node holding its URL. A lost race for the counter is retried; a counter behind the
 /// batches in use is moved past them (`archivist_engine::counter`), never retried as is.
 ///
 /// # Errors
@@ -248,7 +262,7 @@ pub async fn submit(
             submitted_by: by.to_string(),
             submitted_at: now,
             updated: now,
-            webhook: submission.webhook.clone(),
+            webhook: submission.webhook.as_deref().map(webhook_origin),
             submission: submission.names.clone(),
             episodes: Vec::new(),
             clips: Vec::new(),
@@ -265,27 +279,36 @@ pub async fn submit(
             }],
         };
         let path = paths::batch(&id);
-        let result = ops::commit(
-            session,
-            &[
-                Op::SetData {
-                    path: paths::BATCH_COUNTER.to_string(),
-                    data: Vec::new(),
-                    version: Some(stat.version),
-                },
-                Op::Create {
-                    path: path.clone(),
-                    data: store::encode(&path, &record)?,
-                    mode: Mode::Persistent,
-                },
-                Op::Create {
-                    path: paths::batch_reports(&id),
-                    data: Vec::new(),
-                    mode: Mode::Persistent,
-                },
-            ],
-        )
-        .await;
+        let mut writes = vec![
+            Op::SetData {
+                path: paths::BATCH_COUNTER.to_string(),
+                data: Vec::new(),
+                version: Some(stat.version),
+            },
+            Op::Create {
+                path: path.clone(),
+                data: store::encode(&path, &record)?,
+                mode: Mode::Persistent,
+            },
+            Op::Create {
+                path: paths::batch_reports(&id),
+                data: Vec::new(),
+                mode: Mode::Persistent,
+            },
+        ];
+        if let Some(url) = &submission.webhook {
+            let secret_path = paths::batch_webhook(&id);
+            let secret = WebhookSecret {
+                schema: SCHEMA_VERSION,
+                url: url.clone(),
+            };
+            writes.push(Op::Create {
+                data: store::encode(&secret_path, &secret)?,
+                path: secret_path,
+                mode: Mode::Secret,
+            });
+        }
+        let result = ops::commit(session, &writes).await;
         match result {
             Ok(_) => {
                 metrics::counter!("archivist_batches_submitted_total").increment(1);

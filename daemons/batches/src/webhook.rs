@@ -1,10 +1,13 @@
 //! Sending a report to the submission's webhook: a JSON POST, retried with exponential
 //! backoff. A webhook that keeps failing marks the batch's delivery `failed` with the
 //! last error; the report itself stays in ZooKeeper (`archivist batch report`).
+//!
+//! The URL is a secret (receivers put their token in its path or query): errors and logs
+//! name its origin only ([`webhook_origin`]), and reqwest's errors lose their URL.
 
 use std::time::Duration;
 
-use archivist_engine::schema::records::{BatchRecord, BatchReport};
+use archivist_engine::schema::records::{webhook_origin, BatchRecord, BatchReport};
 use serde::Serialize;
 
 use crate::settings::BatcherSettings;
@@ -77,6 +80,7 @@ pub async fn deliver(
             }
         }
     };
+    let shown = webhook_origin(url);
     let mut backoff = settings.webhook_backoff;
     let mut last = String::new();
     for attempt in 1..=settings.webhook_attempts.max(1) {
@@ -95,8 +99,8 @@ pub async fn deliver(
                     error: None,
                 };
             }
-            Ok(response) => last = format!("{url} answered {}", response.status()),
-            Err(e) => last = format!("POST {url}: {}", chain(&e)),
+            Ok(response) => last = format!("{shown} answered {}", response.status()),
+            Err(e) => last = format!("POST {shown}: {}", chain(&e.without_url())),
         }
         tracing::warn!(batch = %batch.id, attempt, error = %last, "webhook attempt failed");
         if attempt < settings.webhook_attempts {

@@ -108,9 +108,78 @@ pub fn without_credentials(url: &str) -> String {
     }
 }
 
+/// Is a query parameter of this name a credential? Tokens, keys, signatures and
+/// passwords by their usual names (`token`, `access_token`, `token-hash`, `key`,
+/// `api_key`, `sig`, `X-Amz-Signature`, `X-Amz-Security-Token`, `auth`, `password`...),
+/// case-insensitive. Names like `id`, `ep`, `src` or `utm_*` are not.
+pub fn is_secret_query_key(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "signature",
+        "credential",
+    ]
+    .iter()
+    .any(|part| name.contains(part))
+        || matches!(
+            name.as_str(),
+            "key" | "apikey" | "api_key" | "api-key" | "sig" | "auth" | "pwd" | "hmac"
+        )
+}
+
+/// The names of a URL's query parameters that carry a credential
+/// ([`is_secret_query_key`]), in order; empty for text that is no URL.
+pub fn secret_query_keys(url: &str) -> Vec<String> {
+    match Url::parse(url.trim()) {
+        Ok(u) => u
+            .query_pairs()
+            .map(|(k, _)| k.into_owned())
+            .filter(|k| is_secret_query_key(k))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// Text for messages and logs: every `scheme://user:pass@` in it becomes
-/// `scheme://***@`, so a credential never reaches an operator's screen or a log.
+/// `scheme://***@`, and the value of every query parameter named like a credential
+/// (`?token=...`, `&X-Amz-Signature=...`) becomes `***`, so a credential never reaches an
+/// operator's screen or a log.
 pub fn redact_credentials(text: &str) -> String {
+    redact_query_secrets(&redact_userinfo(text))
+}
+
+/// `name=value` after `?` or `&` with a secret-looking name: the value becomes `***`.
+fn redact_query_secrets(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(['?', '&']) {
+        let (head, tail) = rest.split_at(at + 1);
+        out.push_str(head);
+        let name_end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '%')))
+            .unwrap_or(tail.len());
+        let (name, after) = tail.split_at(name_end);
+        match after.strip_prefix('=') {
+            Some(value) if !name.is_empty() && is_secret_query_key(name) => {
+                out.push_str(name);
+                out.push_str("=***");
+                let value_end = value
+                    .find(['&', '#', ' ', '"', '\'', '\n', '<', '>'])
+                    .unwrap_or(value.len());
+                rest = &value[value_end..];
+            }
+            _ => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every `scheme://user:pass@` becomes `scheme://***@`.
+fn redact_userinfo(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {
@@ -243,6 +312,31 @@ mod tests {
         );
         let err = normalize_url("gopher://u:s3cret@h/a").unwrap_err();
         assert!(!err.to_string().contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn token_query_parameters_are_found_and_redacted() {
+        let signed = "https://cdn.example/a.mp3?X-Amz-Credential=AK%2F1&X-Amz-Signature=abc123&v=2";
+        assert_eq!(
+            secret_query_keys(signed),
+            ["X-Amz-Credential", "X-Amz-Signature"]
+        );
+        assert_eq!(
+            secret_query_keys("https://c10.example/a.mp3?token-time=1&token-hash=zz"),
+            ["token-time", "token-hash"]
+        );
+        assert!(secret_query_keys("https://h/a.mp3?id=7&utm_source=rss&ep=3").is_empty());
+        assert!(secret_query_keys("not a url?token=x").is_empty());
+        let text = format!("GET {signed} and https://h/b.mp3?token=s3cret#t, id=4");
+        assert_eq!(
+            redact_credentials(&text),
+            "GET https://cdn.example/a.mp3?X-Amz-Credential=***&X-Amz-Signature=***&v=2 \
+             and https://h/b.mp3?token=***#t, id=4"
+        );
+        assert_eq!(
+            redact_credentials("http://u:p@h/a?key=k1&x=1"),
+            "http://***@h/a?key=***&x=1"
+        );
     }
 
     #[test]

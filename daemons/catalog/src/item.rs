@@ -95,7 +95,8 @@ impl CatalogItem {
         title: &str,
         label: impl Into<String>,
     ) -> Result<CatalogItem, CatalogError> {
-        let label = label.into();
+        // A label may be the URL as given (`curate episode URL`): never show its secrets.
+        let label = identity::redact_credentials(&label.into());
         if identity::has_credentials(media_url) {
             return Err(CatalogError::bad_input(
                 label,
@@ -103,6 +104,19 @@ impl CatalogItem {
                     "media URL {} carries credentials (user:password@); they are not stored, \
                      since every role can read the catalog: give a URL without them",
                     identity::redact_credentials(media_url.trim())
+                ),
+            ));
+        }
+        let secrets = identity::secret_query_keys(media_url);
+        if !secrets.is_empty() {
+            return Err(CatalogError::bad_input(
+                label,
+                format!(
+                    "media URL {} carries a credential in its query ({}); it is not stored, \
+                     since every role can read the catalog: give a URL without it (a public \
+                     or local copy of the file)",
+                    identity::redact_credentials(media_url.trim()),
+                    secrets.join(", ")
                 ),
             ));
         }
@@ -299,6 +313,26 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn token_query_parameters_are_refused_without_being_shown() {
+        let err = CatalogItem::new(
+            Kind::Episode,
+            "https://cdn.example/e.mp3?X-Amz-Signature=s3cret&id=2",
+            "E",
+            "feed item 2",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("credential in its query (X-Amz-Signature)")
+                && err.contains("feed item 2"),
+            "{err}"
+        );
+        assert!(!err.contains("s3cret"), "{err}");
+        // Ordinary query strings are kept.
+        assert!(CatalogItem::new(Kind::Episode, "https://h/e.mp3?id=2&src=rss", "E", "t").is_ok());
     }
 
     #[test]

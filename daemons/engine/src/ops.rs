@@ -20,6 +20,10 @@ pub enum Mode {
     Persistent,
     /// Goes with the session.
     Ephemeral,
+    /// Persistent, and readable only by the identities this process authenticates as:
+    /// the configured reader roles get no READ (a secret, such as a webhook URL; see
+    /// [`Session::secret_create_options`]).
+    Secret,
 }
 
 /// One operation of a multi.
@@ -123,12 +127,14 @@ pub fn send<'a>(
     let mut multi = client.new_multi_writer();
     let persistent = session.create_options(zk::CreateMode::Persistent);
     let ephemeral = session.create_options(zk::CreateMode::Ephemeral);
+    let secret = session.secret_create_options(zk::CreateMode::Persistent);
     for op in ops {
         let added = match op {
             Op::Create { path, data, mode } => {
                 let options = match mode {
                     Mode::Persistent => &persistent,
                     Mode::Ephemeral => &ephemeral,
+                    Mode::Secret => &secret,
                 };
                 multi.add_create(path, data, options)
             }

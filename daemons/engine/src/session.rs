@@ -38,6 +38,7 @@ struct Inner {
     lost: CancellationToken,
     chroot: String,
     acls: Vec<zk::Acl>,
+    secret_acls: Vec<zk::Acl>,
     reconnects: Arc<AtomicU64>,
     config: ZkConfig,
 }
@@ -51,10 +52,9 @@ pub fn digest_id(user: &str, password: &str) -> String {
     )
 }
 
-/// The ACLs of every node this process creates: ALL for the identities it authenticates
-/// as (digest and/or SASL), READ for the configured readers; open to anyone when it
-/// authenticates as nobody.
-fn acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
+/// ALL for the identities this process authenticates as (digest and/or SASL); empty when
+/// it authenticates as nobody.
+fn owner_acls(config: &ZkConfig) -> Vec<zk::Acl> {
     let mut acls = Vec::new();
     if let Some(creds) = &config.credentials {
         acls.push(zk::Acl::new(
@@ -68,6 +68,13 @@ fn acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
             zk::AuthId::new("sasl", &sasl.credentials.user),
         ));
     }
+    acls
+}
+
+/// The ACLs of every node this process creates: ALL for the identities it authenticates
+/// as, READ for the configured readers; open to anyone when it authenticates as nobody.
+fn acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
+    let mut acls = owner_acls(config);
     if acls.is_empty() {
         return vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())];
     }
@@ -82,6 +89,18 @@ fn acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
             zk::Permission::READ,
             zk::AuthId::new("sasl", reader),
         ));
+    }
+    acls
+}
+
+/// The ACLs of secret nodes: ALL for the identities this process authenticates as and
+/// nothing for the reader roles, so a read-only operator can `stat` a secret node (as
+/// anyone can) but not read it. Open to anyone when the process authenticates as nobody
+/// (an unsecured tree has no roles to keep apart).
+fn secret_acls_for(config: &ZkConfig) -> Vec<zk::Acl> {
+    let acls = owner_acls(config);
+    if acls.is_empty() {
+        return vec![zk::Acl::new(zk::Permission::ALL, zk::AuthId::anyone())];
     }
     acls
 }
@@ -184,6 +203,7 @@ impl Session {
                 lost,
                 chroot,
                 acls,
+                secret_acls: secret_acls_for(config),
                 reconnects,
                 config: config.clone(),
             }),
@@ -250,6 +270,12 @@ impl Session {
         mode.with_acls(zk::Acls::new(&self.inner.acls))
     }
 
+    /// Create options for a secret node of this mode: no READ for the reader roles
+    /// (docs/operations.md, "What each role can read").
+    pub fn secret_create_options(&self, mode: zk::CreateMode) -> zk::CreateOptions<'_> {
+        mode.with_acls(zk::Acls::new(&self.inner.secret_acls))
+    }
+
     /// Marks the session lost now (used on shutdown and by tests).
     pub fn abandon(&self) {
         self.inner.lost.cancel();
@@ -307,7 +333,44 @@ fn spawn_state_watch(
 
 #[cfg(test)]
 mod tests {
-    use super::digest_id;
+    use super::{acls_for, digest_id, secret_acls_for};
+    use crate::config::{Credentials, SaslConfig, ZkConfig};
+    use zookeeper_client as zk;
+
+    fn named(acls: &[zk::Acl]) -> Vec<String> {
+        acls.iter()
+            .map(|a| format!("{}:{}", a.scheme(), a.id()))
+            .collect()
+    }
+
+    #[test]
+    fn secret_nodes_give_the_readers_nothing() {
+        let config = ZkConfig::new("h:1")
+            .with_credentials(Credentials::parse("archivist:pw"))
+            .with_reader(Credentials::parse("ops:look"))
+            .with_sasl(Some(SaslConfig {
+                credentials: Credentials::parse("archivist:pw").unwrap(),
+                reader: Some("ops".into()),
+            }));
+        let everyday = acls_for(&config);
+        assert_eq!(
+            named(&everyday),
+            [
+                format!("digest:{}", digest_id("archivist", "pw")),
+                "sasl:archivist".into(),
+                format!("digest:{}", digest_id("ops", "look")),
+                "sasl:ops".into(),
+            ]
+        );
+        let secret = secret_acls_for(&config);
+        assert_eq!(named(&secret), named(&everyday[..2]));
+        assert!(secret.iter().all(|a| a.permission() == zk::Permission::ALL));
+        // An unsecured tree has no roles to keep apart.
+        assert_eq!(
+            named(&secret_acls_for(&ZkConfig::new("h:1"))),
+            ["world:anyone"]
+        );
+    }
 
     #[test]
     fn digest_ids_match_zookeepers_generate_digest() {

@@ -163,3 +163,27 @@ pub fn sasl(user: &str, reader: Option<&str>) -> SaslConfig {
         reader: reader.map(str::to_string),
     }
 }
+
+/// Does `127.0.0.1:port` complete a TLS handshake with a peer certificate the test CA
+/// signed, presenting the server certificate as ZooKeeper's quorum peers do? Asked with
+/// `openssl s_client` (zk.sh needs openssl for its certificates anyway), so a test can
+/// prove an ensemble's quorum and election ports are encrypted.
+///
+/// # Panics
+/// When openssl cannot be run.
+pub fn speaks_verified_tls(port: u16) -> bool {
+    let pki = pki();
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+        .args(["-verify_return_error", "-verify_ip", "127.0.0.1", "-CAfile"])
+        .arg(pki.join("ca.pem"))
+        .arg("-cert")
+        .arg(pki.join("server.pem"))
+        .arg("-key")
+        .arg(pki.join("server.key"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run openssl s_client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.contains("Verify return code: 0 (ok)") && !text.contains("Cipher is (NONE)")
+}

@@ -1,11 +1,14 @@
 //! Reports sent to a local HTTP server, and a failing webhook marking the batch without
-//! losing the report.
+//! losing the report. Webhook URLs carry a token: it stays in the secret node and out of
+//! the batch record and its errors.
 
 use std::sync::{Arc, Mutex};
 
 use archivist_batches::report;
-use archivist_engine::schema::records::WebhookStatus;
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{WebhookSecret, WebhookStatus};
 use archivist_engine::schema::BatchState;
+use archivist_engine::store;
 use archivist_testkit::fresh_tree;
 use axum::http::StatusCode;
 use axum::routing::post;
@@ -14,6 +17,9 @@ use axum::Router;
 use crate::support::*;
 
 type Seen = Arc<Mutex<Vec<serde_json::Value>>>;
+
+/// The receiver's token, in the webhook URLs' query.
+const TOKEN: &str = "s3cr3t-hook-token";
 
 /// Serves `/hook` (200) and `/broken` (500), recording every body.
 async fn server() -> (String, Seen) {
@@ -50,9 +56,15 @@ async fn the_report_is_posted_to_the_webhook() {
     let (_config, session) = fresh_tree("batch-webhook").await;
     let (base, seen) = server().await;
     let b = batcher();
-    let hook = format!("{base}/hook");
+    let hook = format!("{base}/hook?token={TOKEN}");
     let submitted = submit_text(&session, &submission(&["e1"], &["c1"], Some(&hook))).await;
-    assert_eq!(submitted.webhook.as_deref(), Some(hook.as_str()));
+    // The record shows the origin; the URL is in the secret node.
+    assert_eq!(submitted.webhook, Some(format!("{base}/…")));
+    let (secret, _) = store::read::<WebhookSecret>(&session, &paths::batch_webhook(&submitted.id))
+        .await
+        .unwrap()
+        .expect("the secret node");
+    assert_eq!(secret.url, hook);
     let processing = drive(&session, &b, &submitted.id, BatchState::Processing).await;
     let clip = processing.clips[0].clone();
     record(
@@ -83,7 +95,7 @@ async fn a_failing_webhook_marks_the_batch_and_the_report_stays() {
     let (_config, session) = fresh_tree("batch-webhook-fail").await;
     let (base, seen) = server().await;
     let b = batcher();
-    let hook = format!("{base}/broken");
+    let hook = format!("{base}/broken?token={TOKEN}");
     let submitted = submit_text(&session, &submission(&["e1"], &["c1"], Some(&hook))).await;
     let processing = drive(&session, &b, &submitted.id, BatchState::Processing).await;
     record(&session, &processing.episodes[0], &processing.clips, &[]).await;
@@ -93,6 +105,15 @@ async fn a_failing_webhook_marks_the_batch_and_the_report_stays() {
     assert_eq!(delivery.attempts, 3, "retried as configured");
     let error = delivery.error.unwrap_or_default();
     assert!(error.contains("500"), "{error}");
+    assert!(
+        !done.events.iter().any(|e| e.result.contains(TOKEN)),
+        "{:?}",
+        done.events
+    );
+    assert!(
+        !error.contains(TOKEN),
+        "the error shows the webhook's token: {error}"
+    );
     assert_eq!(seen.lock().unwrap().len(), 3);
     // Not retried forever: later passes leave the delivery alone.
     b.pass(&session).await.unwrap();
