@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use archivist_engine::lock::JobLock;
+use archivist_engine::lock::{JobLock, LockGuard};
 use archivist_engine::member::{self, Identity};
 use archivist_engine::ops::{Mode, Op};
 use archivist_engine::schema::paths;
@@ -197,23 +197,12 @@ impl Batcher {
         else {
             return Ok(None);
         };
-        let result = self.locked(session, id, &lock, knowledge, hold).await;
-        match result {
-            Ok(acted) => {
-                if !acted.released {
-                    lock.release(session).await?;
-                }
-                Ok(Some(acted.state))
-            }
-            Err(e) => {
-                // Every commit that releases the lock is the last step of its path, so
-                // after an error the lock is still ours.
-                if !e.is_session_lost() {
-                    let _ = lock.release(session).await;
-                }
-                Err(e)
-            }
-        }
+        let lock = LockGuard::new(session, lock);
+        let result = self.locked(session, id, lock.lock(), knowledge, hold).await;
+        // Every commit that releases the lock is the last step of its path, so after an
+        // error the lock is still ours (a lost session took it already).
+        let acted = lock.settle(result, |acted| acted.released).await?;
+        Ok(Some(acted.state))
     }
 
     async fn locked(

@@ -36,7 +36,7 @@ use zookeeper_client as zk;
 use crate::error::{EngineError, Result};
 use crate::group::{ConsumerGroup, Share};
 use crate::jobs;
-use crate::lock::JobLock;
+use crate::lock::{JobLock, LockGuard};
 use crate::queue::{self, QueueView};
 use crate::session::Session;
 use crate::store;
@@ -90,6 +90,7 @@ async fn try_claim(
     else {
         return Ok(Attempt::Busy);
     };
+    let guard = LockGuard::new(session, lock);
     let read = read.and_then(|found| match found {
         Some((bytes, stat)) => Ok(Some((
             records::decode::<JobRecord>(&job_path, &bytes)?,
@@ -97,32 +98,27 @@ async fn try_claim(
         ))),
         None => Ok(None),
     });
-    match read {
+    let attempt = match read {
         Ok(Some((job, version))) if job.status == state && job.queue_entry() == *entry => {
-            Ok(Attempt::Claimed(Box::new(Claimed {
+            return Ok(Attempt::Claimed(Box::new(Claimed {
                 job,
                 version,
-                lock,
+                lock: guard.into_inner(),
                 session: session.clone(),
                 shutdown: shutdown.child_token(),
-            })))
+            })));
         }
-        Ok(_) => {
-            lock.release(session).await?;
-            Ok(Attempt::Moved)
-        }
+        Ok(_) => Ok(Attempt::Moved),
         Err(EngineError::Record(err)) => {
             // An unreadable job cannot be moved by a transition (that needs its
             // data); leave it locked-free for fsck and say so.
             tracing::error!(job = %entry.job, episode = "unknown", %state, %err, "unreadable job in queue; skipping (run `archivist fsck`)");
-            lock.release(session).await?;
             Ok(Attempt::Moved)
         }
-        Err(e) => {
-            let _ = lock.release(session).await;
-            Err(e)
-        }
-    }
+        Err(e) => Err(e),
+    };
+    // Not ours after all: the lock goes again.
+    guard.settle(attempt, |_| false).await
 }
 
 /// Takes the first job of `state`'s queue whose lock is free, skipping `skip`. After
@@ -515,23 +511,27 @@ pub async fn is_paused(session: &Session, state: JobState) -> Result<bool> {
 /// releases the lock. Used when a step errs without transitioning. Re-reads the job
 /// first; if it moved or the lock is gone, does nothing.
 pub async fn fail_held_job(session: &Session, lock: JobLock, by: &str, reason: &str) -> Result<()> {
-    let Some((job, version)) = jobs::read_optional(session, &lock.job).await? else {
-        return lock.release(session).await;
+    let lock = LockGuard::new(session, lock);
+    let Some((job, version)) = jobs::read_optional(session, &lock.lock().job).await? else {
+        return lock.release().await;
     };
     let Some(to) = machine().state(job.status).on_failure else {
-        return lock.release(session).await;
+        return lock.release().await;
     };
     let reason = reason.to_string();
     let result = Transition::new(&job, version, to)
         .failed()
-        .lock(LockAction::Release(lock.clone()))
+        .lock(LockAction::Release(lock.lock().clone()))
         .edit(|j| j.message = Some(reason.clone()))
         .event(by, "fail", &reason)
         .commit(session)
         .await;
     match result {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_conflict() => lock.release(session).await,
+        Ok(_) => {
+            lock.committed();
+            Ok(())
+        }
+        Err(e) if e.is_conflict() => lock.release().await,
         Err(e) => Err(e),
     }
 }

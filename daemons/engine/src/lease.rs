@@ -21,7 +21,7 @@ use znode_schema::{JobState, SCHEMA_VERSION};
 use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
-use crate::lock::JobLock;
+use crate::lock::{JobLock, LockGuard};
 use crate::ops::{Mode, Op};
 use crate::session::Session;
 use crate::store;
@@ -239,6 +239,7 @@ async fn expire_one(
     let Some(lock) = JobLock::try_acquire(session, job_id, by).await? else {
         return Ok(false);
     };
+    let lock = LockGuard::new(session, lock);
     let outcome: Result<bool> = async {
         let Some((job, stat)) = store::read::<JobRecord>(session, &paths::job(job_id)).await?
         else {
@@ -252,7 +253,7 @@ async fn expire_one(
         }
         Transition::new(&job, stat.version, JobState::Expired)
             .failed()
-            .lock(LockAction::Release(lock.clone()))
+            .lock(LockAction::Release(lock.lock().clone()))
             .edit(|j| j.message = Some(TTL_PASSED.to_string()))
             .event(by, step, TTL_PASSED)
             .with_ops(lease.map(|s| revoke_op(job_id, s.version)))
@@ -262,21 +263,11 @@ async fn expire_one(
         Ok(true)
     }
     .await;
-    match outcome {
-        Ok(true) => Ok(true),
-        Ok(false) => {
-            lock.release(session).await?;
-            Ok(false)
-        }
-        Err(e) if e.is_conflict() => {
-            lock.release(session).await?;
-            Ok(false)
-        }
-        Err(e) => {
-            let _ = lock.release(session).await;
-            Err(e)
-        }
-    }
+    let outcome = match outcome {
+        Err(e) if e.is_conflict() => Ok(false),
+        other => other,
+    };
+    lock.settle(outcome, |expired| *expired).await
 }
 
 #[cfg(test)]

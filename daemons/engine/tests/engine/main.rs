@@ -5,6 +5,7 @@ mod claimer;
 mod concurrency;
 mod failures;
 mod group;
+mod lock_guard;
 mod lost_reply;
 mod order;
 mod rules;

@@ -5,7 +5,7 @@
 //! at again on the next sweep. Times are ZooKeeper's (`mtime`/`ctime` against
 //! [`clock::zk_now_ms`]).
 
-use archivist_engine::lock::JobLock;
+use archivist_engine::lock::{JobLock, LockGuard};
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{JobRecord, JobRequest, ResearchRecord};
@@ -104,20 +104,14 @@ async fn lock_and_read(
     session: &Session,
     job: &str,
     by: &str,
-) -> Result<Option<(JobLock, JobRecord, i32)>, EngineError> {
+) -> Result<Option<(LockGuard, JobRecord, i32)>, EngineError> {
     let Some(lock) = JobLock::try_acquire(session, job, by).await? else {
         return Ok(None);
     };
+    let lock = LockGuard::new(session, lock);
     match jobs::read_optional(session, job).await {
         Ok(Some((record, version))) => Ok(Some((lock, record, version))),
-        Ok(None) => {
-            lock.release(session).await?;
-            Ok(None)
-        }
-        Err(e) => {
-            let _ = lock.release(session).await;
-            Err(e)
-        }
+        other => lock.settle(other, |_| false).await.map(|_| None),
     }
 }
 
@@ -125,7 +119,7 @@ async fn lock_and_read(
 /// `extra` in the same multi. On a lost race the lock is released and `false` returned.
 async fn expire(
     session: &Session,
-    lock: JobLock,
+    lock: LockGuard,
     job: &JobRecord,
     version: i32,
     message: &str,
@@ -143,7 +137,7 @@ async fn expire(
     };
     let result = Transition::new(job, version, to)
         .failed()
-        .lock(LockAction::Release(lock.clone()))
+        .lock(LockAction::Release(lock.lock().clone()))
         .edit(|j| {
             j.message = Some(message.clone());
             if stopped {
@@ -156,20 +150,15 @@ async fn expire(
         .with_ops(extra)
         .commit(session)
         .await;
-    match result {
+    let result = match result {
         Ok(_) => {
             tracing::info!(job = %job.id, episode = %job.episode, state = %job.status, to = %to, reason = %message, "job reaped");
             Ok(true)
         }
-        Err(e) if e.is_conflict() => {
-            lock.release(session).await?;
-            Ok(false)
-        }
-        Err(e) => {
-            let _ = lock.release(session).await;
-            Err(e)
-        }
-    }
+        Err(e) if e.is_conflict() => Ok(false),
+        Err(e) => Err(e),
+    };
+    lock.settle(result, |reaped| *reaped).await
 }
 
 /// Where a job with a pending operator request goes instead of `expired`, and its
@@ -252,7 +241,7 @@ async fn orphaned_jobs(
                     return Ok(());
                 };
                 if !matches!(record.status, JobState::Leased | JobState::Researching) {
-                    return lock.release(session).await;
+                    return lock.release().await;
                 }
                 let delete = read_lease(session, &job)
                     .await?
@@ -298,7 +287,7 @@ async fn expired_leases(
                         }
                         return Ok(());
                     }
-                    lock.release(session).await?;
+                    lock.release().await?;
                 }
             }
             // Locked by a live researcher, pending (the TTL step owns it), reported,
