@@ -26,7 +26,7 @@ use archivist_engine::schema::records::{
     BatchRecord, BatchReport, ReportKind, WebhookDelivery, WebhookStatus,
 };
 use archivist_engine::schema::BatchState;
-use archivist_engine::transition::LockAction;
+use archivist_engine::transition::{LockAction, Role};
 use archivist_engine::{clock, daemon, store, EngineError, Session, ZkConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -222,7 +222,7 @@ impl Batcher {
         let release = LockAction::Release(lock.clone());
         match record.status {
             BatchState::Pending if hold => {
-                BatchChange::new(&record, version)
+                BatchChange::edit_of(Role::Batcher, &record, version)
                     .to(BatchState::Held)
                     .lock(release)
                     .event(&self.by, "hold", "batches are held (/control/hold-batches)")
@@ -238,7 +238,7 @@ impl Batcher {
                         .keep_progress(session, record, version, &eval, release)
                         .await;
                 }
-                let (record, version) = BatchChange::new(&record, version)
+                let (record, version) = BatchChange::edit_of(Role::Batcher, &record, version)
                     .to(BatchState::Reporting)
                     .lock(LockAction::Keep(lock.clone()))
                     .edit(|r| r.progress = eval.progress)
@@ -300,7 +300,7 @@ impl Batcher {
                     curated.problems.join("; ")
                 )
             };
-            BatchChange::new(&record, version)
+            BatchChange::edit_of(Role::Batcher, &record, version)
                 .to(BatchState::Failed)
                 .lock(release)
                 .edit(|r| {
@@ -318,7 +318,7 @@ impl Batcher {
             curated.clips.len(),
             curated.problems.len()
         );
-        BatchChange::new(&record, version)
+        BatchChange::edit_of(Role::Batcher, &record, version)
             .to(BatchState::Processing)
             .lock(release)
             .edit(|r| {
@@ -349,7 +349,7 @@ impl Batcher {
                 released: false,
             });
         }
-        BatchChange::new(&record, version)
+        BatchChange::edit_of(Role::Batcher, &record, version)
             .lock(release)
             .edit(|r| r.progress = eval.progress)
             .commit(session)
@@ -381,7 +381,7 @@ impl Batcher {
             Ok(data) => data,
             Err(e) => {
                 let message = format!("report {number} cannot be stored: {e}");
-                BatchChange::new(&record, version)
+                BatchChange::edit_of(Role::Batcher, &record, version)
                     .to(BatchState::Failed)
                     .lock(LockAction::Release(lock.clone()))
                     .edit(|r| r.message = Some(message.clone()))
@@ -416,7 +416,7 @@ impl Batcher {
             ReportKind::Initial => "report",
             ReportKind::Update => "update report",
         };
-        let (record, version) = BatchChange::new(&record, version)
+        let (record, version) = BatchChange::edit_of(Role::Batcher, &record, version)
             .to(to)
             .lock(lock_action)
             .edit(|r| {
@@ -477,7 +477,7 @@ impl Batcher {
                 format!("report {} not delivered: {e}", report.number),
             ),
         };
-        BatchChange::new(&record, version)
+        BatchChange::edit_of(Role::Batcher, &record, version)
             .lock(LockAction::Release(lock.clone()))
             .edit(|r| {
                 r.delivery = Some(WebhookDelivery {

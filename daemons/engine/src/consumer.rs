@@ -40,7 +40,7 @@ use crate::lock::{JobLock, LockGuard};
 use crate::queue::{self, QueueView};
 use crate::session::Session;
 use crate::store;
-use crate::transition::{machine, LockAction, Transition};
+use crate::transition::{machine, LockAction, Role, Transition};
 
 /// A job this worker holds the lock on, re-checked to be in the expected state.
 #[derive(Debug, Clone)]
@@ -510,7 +510,13 @@ pub async fn is_paused(session: &Session, state: JobState) -> Result<bool> {
 /// Moves a job the worker still holds to its state's failure target with a reason, and
 /// releases the lock. Used when a step errs without transitioning. Re-reads the job
 /// first; if it moved or the lock is gone, does nothing.
-pub async fn fail_held_job(session: &Session, lock: JobLock, by: &str, reason: &str) -> Result<()> {
+pub async fn fail_held_job(
+    session: &Session,
+    lock: JobLock,
+    role: Role,
+    by: &str,
+    reason: &str,
+) -> Result<()> {
     let lock = LockGuard::new(session, lock);
     let Some((job, version)) = jobs::read_optional(session, &lock.lock().job).await? else {
         return lock.release().await;
@@ -519,7 +525,7 @@ pub async fn fail_held_job(session: &Session, lock: JobLock, by: &str, reason: &
         return lock.release().await;
     };
     let reason = reason.to_string();
-    let result = Transition::new(&job, version, to)
+    let result = Transition::new(role, &job, version, to)
         .failed()
         .lock(LockAction::Release(lock.lock().clone()))
         .edit(|j| j.message = Some(reason.clone()))
@@ -543,6 +549,10 @@ pub struct ConsumerOptions {
     pub state: JobState,
     /// Identity written into locks and events.
     pub owner: String,
+    /// The role the consumer acts as in the state table's `by` column (failing a job
+    /// whose step erred is a move of that role). Defaults to the table's consumer of
+    /// `state`; `None` if it has none (a failed step then only frees the job).
+    pub role: Option<Role>,
     /// Jobs run at once. Defaults to 1.
     pub concurrency: usize,
     /// Poll interval when no watch fires. Defaults to 2 s.
@@ -554,6 +564,15 @@ pub struct ConsumerOptions {
     pub stats: Option<Arc<ClaimStats>>,
 }
 
+/// The role the state table names as the consumer of `state`, if any.
+pub fn consumer_role(state: JobState) -> Option<Role> {
+    machine()
+        .state(state)
+        .consumer
+        .as_deref()
+        .and_then(Role::named)
+}
+
 /// Default of [`ConsumerOptions::spread`].
 pub const DEFAULT_SPREAD: usize = 4;
 
@@ -563,11 +582,18 @@ impl ConsumerOptions {
         ConsumerOptions {
             state,
             owner: owner.into(),
+            role: consumer_role(state),
             concurrency: 1,
             poll_interval: Duration::from_secs(2),
             spread: DEFAULT_SPREAD,
             stats: None,
         }
+    }
+
+    /// Acts as `role` (see [`ConsumerOptions::role`]).
+    pub fn with_role(mut self, role: Role) -> Self {
+        self.role = Some(role);
+        self
     }
 
     /// Sets the concurrency. Defaults to 1.
@@ -684,6 +710,7 @@ pub async fn run<S: Step>(
             let step = step.clone();
             let active = active.clone();
             let owner = options.owner.clone();
+            let role = options.role;
             let job_id = claimed.job.id.clone();
             if let Ok(mut a) = active.lock() {
                 a.insert(job_id.clone());
@@ -707,12 +734,18 @@ pub async fn run<S: Step>(
                             if let Err(e) = lock.release(&session).await {
                                 tracing::warn!(error = %e, "could not release the lock; the session's end will");
                             }
-                        } else {
+                        } else if let Some(role) = role {
                             tracing::warn!(error = %err, "step failed");
                             if let Err(e) =
-                                fail_held_job(&session, lock, &owner, &err.to_string()).await
+                                fail_held_job(&session, lock, role, &owner, &err.to_string())
+                                    .await
                             {
                                 tracing::warn!(error = %e, "could not record the failure");
+                            }
+                        } else {
+                            tracing::warn!(error = %err, "step failed; no role to fail the job as, freeing it");
+                            if let Err(e) = lock.release(&session).await {
+                                tracing::warn!(error = %e, "could not release the lock; the session's end will");
                             }
                         }
                     }

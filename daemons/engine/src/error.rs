@@ -1,7 +1,7 @@
 //! Engine errors, with questions callers ask instead of matching variants.
 
 use znode_schema::records::RecordError;
-use znode_schema::JobState;
+use znode_schema::{BatchState, JobState};
 
 /// Result with [`EngineError`].
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
@@ -92,6 +92,29 @@ pub enum EngineError {
         from: JobState,
         /// Requested state.
         to: JobState,
+    },
+    /// The batch state table does not allow this transition.
+    #[error("batch transition {from} -> {to} is not in the batch state table")]
+    IllegalBatchTransition {
+        /// Current state.
+        from: BatchState,
+        /// Requested state.
+        to: BatchState,
+    },
+    /// The table lists the move, but for other roles (its `by` column): this daemon or
+    /// command must not make it. Nothing was written.
+    #[error("{table} transition {from} -> {to} is made by {by}, not by the {role}")]
+    NotAllowedBy {
+        /// Which table (`job`, `batch`).
+        table: &'static str,
+        /// Current state.
+        from: &'static str,
+        /// Requested state.
+        to: &'static str,
+        /// The role that tried.
+        role: crate::transition::Role,
+        /// The table's `by` cell.
+        by: String,
     },
     /// The job is not in the state the caller expected.
     #[error("job {job} is {actual}, not {expected}: it moved meanwhile")]

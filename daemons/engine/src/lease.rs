@@ -25,7 +25,7 @@ use crate::lock::{JobLock, LockGuard};
 use crate::ops::{Mode, Op};
 use crate::session::Session;
 use crate::store;
-use crate::transition::{LockAction, Transition};
+use crate::transition::{LockAction, Role, Transition};
 
 /// The message on a job expired because it waited in `pending` past the work-item TTL.
 pub const TTL_PASSED: &str = "work-item TTL passed";
@@ -192,6 +192,7 @@ pub async fn expire_waiting(
     session: &Session,
     ttl_ms: i64,
     now_ms: i64,
+    role: Role,
     by: &str,
     step: &str,
 ) -> Result<Vec<String>> {
@@ -215,7 +216,7 @@ pub async fn expire_waiting(
             if !work_item_expired(job.ctime, lease.map(|s| s.ctime), ttl_ms, now_ms) {
                 continue;
             }
-            match expire_one(session, &entry.job, ttl_ms, now_ms, by, step).await {
+            match expire_one(session, &entry.job, ttl_ms, now_ms, role, by, step).await {
                 Ok(true) => expired.push(entry.job.clone()),
                 Ok(false) => {}
                 Err(e) if e.is_session_lost() => return Err(e),
@@ -233,6 +234,7 @@ async fn expire_one(
     job_id: &str,
     ttl_ms: i64,
     now_ms: i64,
+    role: Role,
     by: &str,
     step: &str,
 ) -> Result<bool> {
@@ -251,7 +253,7 @@ async fn expire_one(
         {
             return Ok(false);
         }
-        Transition::new(&job, stat.version, JobState::Expired)
+        Transition::new(role, &job, stat.version, JobState::Expired)
             .failed()
             .lock(LockAction::Release(lock.lock().clone()))
             .edit(|j| j.message = Some(TTL_PASSED.to_string()))

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use archivist_engine::consumer;
 use archivist_engine::member::{self, Identity};
 use archivist_engine::schema::JobState;
+use archivist_engine::transition::Role;
 use archivist_engine::{EngineError, Session};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -163,7 +164,7 @@ pub(crate) async fn serve(
                 Err(e @ EngineError::Record(_)) => {
                     let reason = format!("unreadable record: {e} (run `archivist fsck`)");
                     tracing::error!(%reason, "job failed");
-                    if let Err(err) = consumer::fail_held_job(&session, lock, &me, &reason).await {
+                    if let Err(err) = consumer::fail_held_job(&session, lock, Role::Researcher, &me, &reason).await {
                         tracing::warn!(error = %err, "could not record the failure");
                     }
                 }

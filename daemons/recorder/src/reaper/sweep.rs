@@ -10,7 +10,7 @@ use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{JobRecord, JobRequest, ResearchRecord};
 use archivist_engine::schema::JobState;
-use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{clock, jobs, lease, queue, store, EngineError, Session};
 
 use crate::settings::ReaperSettings;
@@ -135,7 +135,7 @@ async fn expire(
         Some((to, why)) => (to, why, "request honoured"),
         None => (JobState::Expired, message.to_string(), "reap"),
     };
-    let result = Transition::new(job, version, to)
+    let result = Transition::new(Role::Reaper, job, version, to)
         .failed()
         .lock(LockAction::Release(lock.lock().clone()))
         .edit(|j| {
@@ -207,8 +207,15 @@ async fn stale_work_items(
     now: i64,
     report: &mut SweepReport,
 ) -> Result<(), EngineError> {
-    report.ttl_jobs_expired =
-        lease::expire_waiting(session, settings.work_item_ttl_ms(), now, by, "reap").await?;
+    report.ttl_jobs_expired = lease::expire_waiting(
+        session,
+        settings.work_item_ttl_ms(),
+        now,
+        Role::Reaper,
+        by,
+        "reap",
+    )
+    .await?;
     Ok(())
 }
 

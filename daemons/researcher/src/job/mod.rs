@@ -27,7 +27,7 @@ use archivist_engine::schema::records::{
     clip_stamp, ClipRecord, JobRequest, LeaseRecord, ResearchRecord,
 };
 use archivist_engine::schema::JobState;
-use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{store, EngineError, Session};
 use archivist_matcher::decode::decode_file;
 use archivist_matcher::{MatchConfig, Matcher};
@@ -164,7 +164,7 @@ impl Worker {
         lease.holder = Some(self.me.clone());
         lease.extensions += 1;
         let me = self.me.clone();
-        let claim = Transition::new(&job, version, JobState::Leased)
+        let claim = Transition::new(Role::Researcher, &job, version, JobState::Leased)
             .lock(LockAction::Keep(lock.lock().clone()))
             .edit(|j| {
                 j.holder = Some(me.clone());
