@@ -135,9 +135,30 @@ pub enum EngineError {
     /// The configuration is unusable.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A daemon's own error (a planner's, a recorder's, a task that panicked), kept
+    /// whole on its way through [`crate::daemon::supervise`] and
+    /// [`crate::consumer::Step`]: its message and sources are shown as they are, and
+    /// [`EngineError::downcast_ref`] gets the typed error back. Made by
+    /// [`EngineError::daemon`].
+    #[error(transparent)]
+    Daemon(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl EngineError {
+    /// Carries a daemon's own error through the engine, keeping its type (see
+    /// [`EngineError::Daemon`]).
+    pub fn daemon(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        EngineError::Daemon(Box::new(err))
+    }
+
+    /// The daemon error of type `T` this carries, if it is one.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        match self {
+            EngineError::Daemon(inner) => inner.downcast_ref::<T>(),
+            _ => None,
+        }
+    }
+
     /// Wraps a client error for one call on a path.
     pub fn zk(op: &'static str, path: impl Into<String>, source: zookeeper_client::Error) -> Self {
         match source {

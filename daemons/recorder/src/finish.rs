@@ -70,7 +70,7 @@ fn unusable(err: RecorderError) -> EngineError {
             kind: "ReportRecord",
             reason: format!("report unusable: {reason}"),
         }),
-        other => EngineError::Config(other.to_string()),
+        other => EngineError::daemon(other),
     }
 }
 
