@@ -222,3 +222,26 @@ impl EngineError {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon's own error, as the planner's index load or a recorder's store failure.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the index could not be loaded")]
+    struct DaemonOwn;
+
+    /// Issue 17: daemon errors were squeezed into `Config` ("invalid configuration:
+    /// ...", untyped) on their way through `supervise` and `Step`.
+    #[test]
+    fn a_daemon_error_keeps_its_type_and_its_message() {
+        let err = EngineError::daemon(DaemonOwn);
+        assert_eq!(err.to_string(), "the index could not be loaded");
+        assert!(err.downcast_ref::<DaemonOwn>().is_some());
+        assert!(!err.is_session_lost() && !err.is_retryable() && !err.is_conflict());
+        assert!(EngineError::Config("x".into())
+            .downcast_ref::<DaemonOwn>()
+            .is_none());
+    }
+}
