@@ -173,6 +173,14 @@ impl ConsumerOptions {
 pub trait Step: Send + Sync + 'static {
     /// Runs the step.
     fn run(&self, claimed: Claimed) -> impl Future<Output = Result<()>> + Send;
+
+    /// Jobs the loop must not claim now, besides those in flight: a job the step left
+    /// alone a moment ago (the researcher passes over a job whose lease is gone for a
+    /// while, instead of locking and releasing it again in a tight loop). Asked before
+    /// every claim. Defaults to none.
+    fn pass_over(&self) -> HashSet<String> {
+        HashSet::new()
+    }
 }
 
 /// Runs the consumer until `shutdown` fires or the session is lost, then waits for the
@@ -223,7 +231,8 @@ pub async fn run<S: Step>(
         let claimed = if paused {
             Vec::new()
         } else {
-            let skip = active.lock().map(|a| a.clone()).unwrap_or_default();
+            let mut skip = active.lock().map(|a| a.clone()).unwrap_or_default();
+            skip.extend(step.pass_over());
             match claimer
                 .claim_many(session, permits.len(), &skip, &shutdown)
                 .await
