@@ -193,7 +193,7 @@ pub struct TransitionSpec<S = JobState> {
     pub from: S,
     /// Target state.
     pub to: S,
-    /// Role that performs it.
+    /// The roles that may make it: one name, or several separated by commas.
     pub by: String,
     /// What happened.
     pub event: String,
@@ -219,6 +219,17 @@ impl<S: TableState> StateMachine<S> {
     /// Is `from -> to` in the table?
     pub fn allows(&self, from: S, to: S) -> bool {
         self.allowed.contains(&(from, to))
+    }
+
+    /// The row of the move `from -> to`, if the table lists it (its `by` says who may
+    /// make it).
+    pub fn transition(&self, from: S, to: S) -> Option<&TransitionSpec<S>> {
+        if !self.allows(from, to) {
+            return None;
+        }
+        self.transitions
+            .iter()
+            .find(|t| t.from == from && t.to == to)
     }
 
     /// The row for a state.

@@ -10,7 +10,7 @@ use archivist_engine::lock::{self, JobLock};
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::records::{JobRecord, JobRequest};
 use archivist_engine::schema::{paths, JobState};
-use archivist_engine::transition::{machine, LockAction, Transition};
+use archivist_engine::transition::{machine, LockAction, Role, Transition};
 use archivist_engine::{jobs, lease, store, Session};
 use serde::Serialize;
 
@@ -282,7 +282,7 @@ pub async fn retry_seen(
             return Err(e);
         }
     };
-    let transition = Transition::new(&seen.job, seen.version, to)
+    let transition = Transition::new(Role::Admin, &seen.job, seen.version, to)
         .failed()
         .edit(|j| {
             j.retry_count += 1;
@@ -349,7 +349,7 @@ async fn stop(
             let message = reason
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("{} by {}", target, settings.actor));
-            let transition = Transition::new(&seen.job, seen.version, target)
+            let transition = Transition::new(Role::Admin, &seen.job, seen.version, target)
                 .failed()
                 .edit(|j| {
                     j.message = Some(message.clone());
@@ -515,7 +515,7 @@ pub async fn release_seen(
             return Err(e);
         }
     };
-    let transition = Transition::new(&seen.job, seen.version, JobState::Pending)
+    let transition = Transition::new(Role::Admin, &seen.job, seen.version, JobState::Pending)
         .failed()
         .edit(|j| {
             j.message = None;

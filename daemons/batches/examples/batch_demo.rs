@@ -25,10 +25,20 @@ type Error = Box<dyn std::error::Error>;
 
 async fn step(session: &Session, id: &str, to: JobState) -> Result<(), Error> {
     let (job, version) = jobs::read(session, id).await?;
-    Transition::new(&job, version, to)
-        .event("demo", to.as_str(), "ok")
-        .commit(session)
-        .await?;
+    Transition::new(
+        archivist_engine::transition::Role::for_move(
+            archivist_engine::transition::machine(),
+            job.status,
+            to,
+        )
+        .ok_or("not a move of the table")?,
+        &job,
+        version,
+        to,
+    )
+    .event("demo", to.as_str(), "ok")
+    .commit(session)
+    .await?;
     Ok(())
 }
 
@@ -110,11 +120,16 @@ async fn main() -> Result<(), Error> {
         let job = jobs::create(&session, &new, "demo", |_| vec![]).await?;
         if fail && i + 1 == record.episodes.len() {
             let (current, version) = jobs::read(&session, &job.id).await?;
-            Transition::new(&current, version, JobState::Failed)
-                .failed()
-                .edit(|j| j.message = Some("download failed: HTTP 404".into()))
-                .commit(&session)
-                .await?;
+            Transition::new(
+                archivist_engine::transition::Role::Researcher,
+                &current,
+                version,
+                JobState::Failed,
+            )
+            .failed()
+            .edit(|j| j.message = Some("download failed: HTTP 404".into()))
+            .commit(&session)
+            .await?;
             println!("{}: failed", job.id);
         } else {
             let found = (i == 0).then(|| record.clips[0].as_str());

@@ -8,6 +8,7 @@ use archivist_engine::schema::records::{
     BatchProgress, BatchRecord, LockRecord, PauseRecord, WebhookDelivery,
 };
 use archivist_engine::schema::{BatchState, SCHEMA_VERSION};
+use archivist_engine::transition::Role;
 use archivist_engine::{clock, store, Session};
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -119,7 +120,7 @@ async fn change(
             action,
         });
     }
-    let (next, _) = BatchChange::new(&record, version)
+    let (next, _) = BatchChange::edit_of(Role::Admin, &record, version)
         .to(to)
         .edit(|r| {
             if to == BatchState::UpdateReporting {

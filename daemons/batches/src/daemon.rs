@@ -18,7 +18,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use archivist_engine::lock::JobLock;
+use archivist_engine::lock::{JobLock, LockGuard};
 use archivist_engine::member::{self, Identity};
 use archivist_engine::ops::{Mode, Op};
 use archivist_engine::schema::paths;
@@ -26,7 +26,7 @@ use archivist_engine::schema::records::{
     BatchRecord, BatchReport, ReportKind, WebhookDelivery, WebhookSecret, WebhookStatus,
 };
 use archivist_engine::schema::BatchState;
-use archivist_engine::transition::LockAction;
+use archivist_engine::transition::{LockAction, Role};
 use archivist_engine::{clock, daemon, store, EngineError, Session, ZkConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -197,23 +197,12 @@ impl Batcher {
         else {
             return Ok(None);
         };
-        let result = self.locked(session, id, &lock, knowledge, hold).await;
-        match result {
-            Ok(acted) => {
-                if !acted.released {
-                    lock.release(session).await?;
-                }
-                Ok(Some(acted.state))
-            }
-            Err(e) => {
-                // Every commit that releases the lock is the last step of its path, so
-                // after an error the lock is still ours.
-                if !e.is_session_lost() {
-                    let _ = lock.release(session).await;
-                }
-                Err(e)
-            }
-        }
+        let lock = LockGuard::new(session, lock);
+        let result = self.locked(session, id, lock.lock(), knowledge, hold).await;
+        // Every commit that releases the lock is the last step of its path, so after an
+        // error the lock is still ours (a lost session took it already).
+        let acted = lock.settle(result, |acted| acted.released).await?;
+        Ok(Some(acted.state))
     }
 
     async fn locked(
@@ -233,7 +222,7 @@ impl Batcher {
         let release = LockAction::Release(lock.clone());
         match record.status {
             BatchState::Pending if hold => {
-                BatchChange::new(&record, version)
+                BatchChange::edit_of(Role::Batcher, &record, version)
                     .to(BatchState::Held)
                     .lock(release)
                     .event(&self.by, "hold", "batches are held (/control/hold-batches)")
@@ -249,7 +238,7 @@ impl Batcher {
                         .keep_progress(session, record, version, &eval, release)
                         .await;
                 }
-                let (record, version) = BatchChange::new(&record, version)
+                let (record, version) = BatchChange::edit_of(Role::Batcher, &record, version)
                     .to(BatchState::Reporting)
                     .lock(LockAction::Keep(lock.clone()))
                     .edit(|r| r.progress = eval.progress)
@@ -311,7 +300,7 @@ impl Batcher {
                     curated.problems.join("; ")
                 )
             };
-            BatchChange::new(&record, version)
+            BatchChange::edit_of(Role::Batcher, &record, version)
                 .to(BatchState::Failed)
                 .lock(release)
                 .edit(|r| {
@@ -329,7 +318,7 @@ impl Batcher {
             curated.clips.len(),
             curated.problems.len()
         );
-        BatchChange::new(&record, version)
+        BatchChange::edit_of(Role::Batcher, &record, version)
             .to(BatchState::Processing)
             .lock(release)
             .edit(|r| {
@@ -360,7 +349,7 @@ impl Batcher {
                 released: false,
             });
         }
-        BatchChange::new(&record, version)
+        BatchChange::edit_of(Role::Batcher, &record, version)
             .lock(release)
             .edit(|r| r.progress = eval.progress)
             .commit(session)
@@ -392,7 +381,7 @@ impl Batcher {
             Ok(data) => data,
             Err(e) => {
                 let message = format!("report {number} cannot be stored: {e}");
-                BatchChange::new(&record, version)
+                BatchChange::edit_of(Role::Batcher, &record, version)
                     .to(BatchState::Failed)
                     .lock(LockAction::Release(lock.clone()))
                     .edit(|r| r.message = Some(message.clone()))
@@ -427,7 +416,7 @@ impl Batcher {
             ReportKind::Initial => "report",
             ReportKind::Update => "update report",
         };
-        let (record, version) = BatchChange::new(&record, version)
+        let (record, version) = BatchChange::edit_of(Role::Batcher, &record, version)
             .to(to)
             .lock(lock_action)
             .edit(|r| {
@@ -503,7 +492,7 @@ impl Batcher {
                 format!("report {} not delivered: {e}", report.number),
             ),
         };
-        BatchChange::new(&record, version)
+        BatchChange::edit_of(Role::Batcher, &record, version)
             .lock(LockAction::Release(lock.clone()))
             .edit(|r| {
                 r.delivery = Some(WebhookDelivery {

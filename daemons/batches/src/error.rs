@@ -1,7 +1,7 @@
 //! What can go wrong with a batch, with questions callers ask instead of matching.
 
 use archivist_catalog::CatalogError;
-use archivist_engine::schema::BatchState;
+use archivist_engine::schema::{paths, BatchState};
 use archivist_engine::EngineError;
 
 /// Why a batch operation did not happen.
@@ -10,7 +10,7 @@ use archivist_engine::EngineError;
 pub enum BatchError {
     /// Talking to ZooKeeper failed (a lost session included).
     #[error(transparent)]
-    Engine(#[from] EngineError),
+    Engine(EngineError),
     /// The submission has problems (every one listed, with its line), or curation failed.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
@@ -57,6 +57,35 @@ pub enum BatchError {
         /// Report asked for (`None`: the latest).
         number: Option<u32>,
     },
+}
+
+impl From<EngineError> for BatchError {
+    /// A failed precondition on a batch's own nodes (its record, lock or reports) means
+    /// the batch changed between reading and writing ([`BatchError::Moved`]); a batch
+    /// move the table does not list is [`BatchError::IllegalTransition`].
+    fn from(err: EngineError) -> Self {
+        match err {
+            EngineError::IllegalBatchTransition { from, to } => {
+                BatchError::IllegalTransition { from, to }
+            }
+            EngineError::Precondition {
+                op, path, source, ..
+            } if batch_of(&path).is_some() => BatchError::Moved {
+                batch: batch_of(&path).unwrap_or_default().to_string(),
+                detail: format!("{op}: {source}"),
+            },
+            err => BatchError::Engine(err),
+        }
+    }
+}
+
+/// The batch id of a path under `/batches/{id}`.
+fn batch_of(path: &str) -> Option<&str> {
+    path.strip_prefix(paths::BATCHES)?
+        .strip_prefix('/')?
+        .split('/')
+        .next()
+        .filter(|id| !id.is_empty())
 }
 
 impl BatchError {

@@ -121,7 +121,7 @@ impl FeedPoller {
 fn engine_error(err: CatalogError) -> EngineError {
     match err {
         CatalogError::Engine(e) => e,
-        other => EngineError::Config(other.to_string()),
+        other => EngineError::daemon(other),
     }
 }
 

@@ -116,18 +116,33 @@ struct ThreeSteps;
 
 impl Step for ThreeSteps {
     async fn run(&self, c: Claimed) -> Result<(), EngineError> {
-        let (job, v) = Transition::new(&c.job, c.version, JobState::Leased)
-            .lock(LockAction::Keep(c.lock.clone()))
-            .commit(&c.session)
-            .await?;
-        let (job, v) = Transition::new(&job, v, JobState::Researching)
-            .lock(LockAction::Keep(c.lock.clone()))
-            .commit(&c.session)
-            .await?;
-        Transition::new(&job, v, JobState::Reported)
-            .lock(LockAction::Release(c.lock.clone()))
-            .commit(&c.session)
-            .await?;
+        let (job, v) = Transition::new(
+            archivist_engine::transition::Role::Researcher,
+            &c.job,
+            c.version,
+            JobState::Leased,
+        )
+        .lock(LockAction::Keep(c.lock.clone()))
+        .commit(&c.session)
+        .await?;
+        let (job, v) = Transition::new(
+            archivist_engine::transition::Role::Researcher,
+            &job,
+            v,
+            JobState::Researching,
+        )
+        .lock(LockAction::Keep(c.lock.clone()))
+        .commit(&c.session)
+        .await?;
+        Transition::new(
+            archivist_engine::transition::Role::Researcher,
+            &job,
+            v,
+            JobState::Reported,
+        )
+        .lock(LockAction::Release(c.lock.clone()))
+        .commit(&c.session)
+        .await?;
         Ok(())
     }
 }
@@ -278,7 +293,12 @@ async fn main() {
         let (job, version) = jobs::read(&session, &archivist_engine::schema::paths::job_id(1))
             .await
             .expect("sample job");
-        let mut t = archivist_engine::transition::Transition::new(&job, version, JobState::Leased);
+        let mut t = archivist_engine::transition::Transition::new(
+            archivist_engine::transition::Role::Researcher,
+            &job,
+            version,
+            JobState::Leased,
+        );
         let ops = t.ops().expect("sample transition");
         ops.iter()
             .find_map(|op| match op {

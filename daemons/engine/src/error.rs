@@ -1,7 +1,7 @@
 //! Engine errors, with questions callers ask instead of matching variants.
 
 use znode_schema::records::RecordError;
-use znode_schema::JobState;
+use znode_schema::{BatchState, JobState};
 
 /// Result with [`EngineError`].
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
@@ -93,6 +93,29 @@ pub enum EngineError {
         /// Requested state.
         to: JobState,
     },
+    /// The batch state table does not allow this transition.
+    #[error("batch transition {from} -> {to} is not in the batch state table")]
+    IllegalBatchTransition {
+        /// Current state.
+        from: BatchState,
+        /// Requested state.
+        to: BatchState,
+    },
+    /// The table lists the move, but for other roles (its `by` column): this daemon or
+    /// command must not make it. Nothing was written.
+    #[error("{table} transition {from} -> {to} is made by {by}, not by the {role}")]
+    NotAllowedBy {
+        /// Which table (`job`, `batch`).
+        table: &'static str,
+        /// Current state.
+        from: &'static str,
+        /// Requested state.
+        to: &'static str,
+        /// The role that tried.
+        role: crate::transition::Role,
+        /// The table's `by` cell.
+        by: String,
+    },
     /// The job is not in the state the caller expected.
     #[error("job {job} is {actual}, not {expected}: it moved meanwhile")]
     WrongState {
@@ -112,9 +135,30 @@ pub enum EngineError {
     /// The configuration is unusable.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A daemon's own error (a planner's, a recorder's, a task that panicked), kept
+    /// whole on its way through [`crate::daemon::supervise`] and
+    /// [`crate::consumer::Step`]: its message and sources are shown as they are, and
+    /// [`EngineError::downcast_ref`] gets the typed error back. Made by
+    /// [`EngineError::daemon`].
+    #[error(transparent)]
+    Daemon(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl EngineError {
+    /// Carries a daemon's own error through the engine, keeping its type (see
+    /// [`EngineError::Daemon`]).
+    pub fn daemon(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        EngineError::Daemon(Box::new(err))
+    }
+
+    /// The daemon error of type `T` this carries, if it is one.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        match self {
+            EngineError::Daemon(inner) => inner.downcast_ref::<T>(),
+            _ => None,
+        }
+    }
+
     /// Wraps a client error for one call on a path.
     pub fn zk(op: &'static str, path: impl Into<String>, source: zookeeper_client::Error) -> Self {
         match source {
@@ -176,5 +220,28 @@ impl EngineError {
             self,
             EngineError::Precondition { .. } | EngineError::WrongState { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon's own error, as the planner's index load or a recorder's store failure.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the index could not be loaded")]
+    struct DaemonOwn;
+
+    /// Issue 17: daemon errors were squeezed into `Config` ("invalid configuration:
+    /// ...", untyped) on their way through `supervise` and `Step`.
+    #[test]
+    fn a_daemon_error_keeps_its_type_and_its_message() {
+        let err = EngineError::daemon(DaemonOwn);
+        assert_eq!(err.to_string(), "the index could not be loaded");
+        assert!(err.downcast_ref::<DaemonOwn>().is_some());
+        assert!(!err.is_session_lost() && !err.is_retryable() && !err.is_conflict());
+        assert!(EngineError::Config("x".into())
+            .downcast_ref::<DaemonOwn>()
+            .is_none());
     }
 }

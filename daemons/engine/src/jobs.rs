@@ -129,6 +129,7 @@ pub async fn reprioritize(session: &Session, id: &str, priority: i64, by: &str) 
     let Some(lock) = crate::lock::JobLock::try_acquire(session, id, by).await? else {
         return Ok(false);
     };
+    let lock = crate::lock::LockGuard::new(session, lock);
     let outcome = async {
         let Some((job, version)) = read_optional(session, id).await? else {
             return Ok(false);
@@ -163,18 +164,19 @@ pub async fn reprioritize(session: &Session, id: &str, priority: i64, by: &str) 
                     data: Vec::new(),
                     mode: Mode::Persistent,
                 },
-                lock.release_op(),
+                lock.lock().release_op(),
             ],
         )
         .await?;
         Ok(true)
     }
     .await;
-    match outcome {
-        Ok(true) => Ok(true),
-        other => {
-            let _ = lock.clone().release(session).await;
-            other
-        }
+    // Moved: the multi deleted the lock. Otherwise it is released, best effort (a
+    // failed release is not this call's error).
+    if matches!(outcome, Ok(true)) {
+        lock.committed();
+    } else {
+        let _ = lock.release().await;
     }
+    outcome
 }

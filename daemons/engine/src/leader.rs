@@ -4,7 +4,15 @@
 //! `/election/{role}/n_<session>_<seq>`; the lowest sequence leads; every other candidate
 //! watches only its predecessor. The session id in the name lets a create lost to a
 //! connection drop be found again. The decision itself is the pure [`decide`].
+//!
+//! [`run_while_leading`] is the one "run this role while leading" loop: wait to lead,
+//! run the work with a token cancelled when leadership or the session goes, back off
+//! when the work fails.
 
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
 use znode_schema::paths;
 use zookeeper_client as zk;
 
@@ -124,6 +132,38 @@ impl LeaderLatch {
         Ok(decide(&children, &self.node) == Decision::Lead)
     }
 
+    /// Returns once this candidate no longer leads: its node is gone (deleted, or with
+    /// its session) or the session is lost; or once `stop` fires. A leader stays the
+    /// lowest sequence for as long as its node lives (later candidates get higher
+    /// numbers), so watching its own node is enough.
+    pub async fn until_not_leading(&self, stop: &CancellationToken) {
+        let path = format!("{}/{}", paths::election(&self.role), self.node);
+        let lost = self.session.lost();
+        loop {
+            let watched = self.session.client().check_and_watch_stat(&path).await;
+            let watcher = match watched {
+                Ok((Some(_), watcher)) => watcher,
+                Ok((None, _)) => return,
+                Err(e) => {
+                    if self.session.is_lost() {
+                        return;
+                    }
+                    tracing::debug!(error = %e, %path, "leadership watch not set; looking again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                        _ = stop.cancelled() => return,
+                        _ = lost.cancelled() => return,
+                    }
+                }
+            };
+            tokio::select! {
+                _ = watcher.changed() => {}
+                _ = stop.cancelled() => return,
+                _ = lost.cancelled() => return,
+            }
+        }
+    }
+
     /// Leaves the election (deletes the node).
     pub async fn leave(self) -> Result<()> {
         let path = format!("{}/{}", paths::election(&self.role), self.node);
@@ -131,6 +171,89 @@ impl LeaderLatch {
             .await
             .map(|_| ())
     }
+}
+
+/// The first pause after the work of [`run_while_leading`] failed; it doubles up to
+/// [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+
+/// The longest pause between failed runs of the work of [`run_while_leading`].
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Runs a role's work whenever this daemon leads its election, on one session: joins
+/// `/election/{role}` with `candidate` (a member record), waits to lead, and runs
+/// `work` with a token that is cancelled when leadership goes (this candidate's node is
+/// gone), the session goes, or `shutdown` fires; then waits to lead again. Work that
+/// fails (not by a lost session) is run again after a pause that doubles from
+/// [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`], so a failing leader never spins. Returns
+/// `Ok` after `shutdown` (leaving the election), or the error of a lost session (the
+/// caller, usually [`crate::daemon::supervise`], starts over on a new one).
+///
+/// This is the one wait-to-lead loop of the planner and the reaper.
+pub async fn run_while_leading<F, Fut>(
+    session: &Session,
+    role: &str,
+    candidate: &[u8],
+    shutdown: &CancellationToken,
+    mut work: F,
+) -> Result<()>
+where
+    F: FnMut(CancellationToken) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let latch = LeaderLatch::join(session, role, candidate).await?;
+    let lost = session.lost();
+    let outcome = async {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            tokio::select! {
+                led = latch.wait_leadership() => led?,
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = lost.cancelled() => {
+                    return Err(EngineError::SessionLost(format!("while waiting to lead {role}")))
+                }
+            }
+            tracing::info!(role, "leading /election/{role}");
+            let leading = shutdown.child_token();
+            let result = {
+                let running = work(leading.clone());
+                tokio::pin!(running);
+                tokio::select! {
+                    result = &mut running => result,
+                    () = latch.until_not_leading(&leading) => {
+                        // Leadership or the session went: the work winds down.
+                        leading.cancel();
+                        running.await
+                    }
+                }
+            };
+            leading.cancel();
+            match result {
+                Ok(()) if shutdown.is_cancelled() => return Ok(()),
+                Ok(()) => {
+                    tracing::warn!(role, "no longer leading; waiting to lead again");
+                    backoff = FIRST_BACKOFF;
+                }
+                Err(e) if e.is_session_lost() || lost.is_cancelled() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(role, error = %e, backoff_ms = backoff.as_millis() as u64, "work while leading failed; backing off");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.cancelled() => return Ok(()),
+                        _ = lost.cancelled() => {
+                            return Err(EngineError::SessionLost("while backing off".into()))
+                        }
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+    .await;
+    if shutdown.is_cancelled() {
+        let _ = latch.leave().await;
+    }
+    outcome
 }
 
 #[cfg(test)]

@@ -21,11 +21,11 @@ use znode_schema::{JobState, SCHEMA_VERSION};
 use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
-use crate::lock::JobLock;
+use crate::lock::{JobLock, LockGuard};
 use crate::ops::{Mode, Op};
 use crate::session::Session;
 use crate::store;
-use crate::transition::{LockAction, Transition};
+use crate::transition::{LockAction, Role, Transition};
 
 /// The message on a job expired because it waited in `pending` past the work-item TTL.
 pub const TTL_PASSED: &str = "work-item TTL passed";
@@ -192,6 +192,7 @@ pub async fn expire_waiting(
     session: &Session,
     ttl_ms: i64,
     now_ms: i64,
+    role: Role,
     by: &str,
     step: &str,
 ) -> Result<Vec<String>> {
@@ -215,7 +216,7 @@ pub async fn expire_waiting(
             if !work_item_expired(job.ctime, lease.map(|s| s.ctime), ttl_ms, now_ms) {
                 continue;
             }
-            match expire_one(session, &entry.job, ttl_ms, now_ms, by, step).await {
+            match expire_one(session, &entry.job, ttl_ms, now_ms, role, by, step).await {
                 Ok(true) => expired.push(entry.job.clone()),
                 Ok(false) => {}
                 Err(e) if e.is_session_lost() => return Err(e),
@@ -233,12 +234,14 @@ async fn expire_one(
     job_id: &str,
     ttl_ms: i64,
     now_ms: i64,
+    role: Role,
     by: &str,
     step: &str,
 ) -> Result<bool> {
     let Some(lock) = JobLock::try_acquire(session, job_id, by).await? else {
         return Ok(false);
     };
+    let lock = LockGuard::new(session, lock);
     let outcome: Result<bool> = async {
         let Some((job, stat)) = store::read::<JobRecord>(session, &paths::job(job_id)).await?
         else {
@@ -250,9 +253,9 @@ async fn expire_one(
         {
             return Ok(false);
         }
-        Transition::new(&job, stat.version, JobState::Expired)
+        Transition::new(role, &job, stat.version, JobState::Expired)
             .failed()
-            .lock(LockAction::Release(lock.clone()))
+            .lock(LockAction::Release(lock.lock().clone()))
             .edit(|j| j.message = Some(TTL_PASSED.to_string()))
             .event(by, step, TTL_PASSED)
             .with_ops(lease.map(|s| revoke_op(job_id, s.version)))
@@ -262,21 +265,11 @@ async fn expire_one(
         Ok(true)
     }
     .await;
-    match outcome {
-        Ok(true) => Ok(true),
-        Ok(false) => {
-            lock.release(session).await?;
-            Ok(false)
-        }
-        Err(e) if e.is_conflict() => {
-            lock.release(session).await?;
-            Ok(false)
-        }
-        Err(e) => {
-            let _ = lock.release(session).await;
-            Err(e)
-        }
-    }
+    let outcome = match outcome {
+        Err(e) if e.is_conflict() => Ok(false),
+        other => other,
+    };
+    lock.settle(outcome, |expired| *expired).await
 }
 
 #[cfg(test)]

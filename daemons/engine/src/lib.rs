@@ -10,11 +10,15 @@
 //!   and says which operation failed and whether it was a precondition.
 //! - [`tree`]: creating and checking the tree described by `znode-schema`.
 //! - [`store`]: typed reads and writes of YAML records.
-//! - [`lock`]: the per-job ephemeral lock.
+//! - [`lock`]: the per-job ephemeral lock, and [`lock::LockGuard`], which releases it on
+//!   every exit path.
 //! - [`queue`]: state queues in processing order.
-//! - [`transition`]: job transitions, validated against the state table, as one multi.
-//! - [`leader`]: leader election for roles where one acts at a time.
-//! - [`consumer`]: the loop that claims jobs from a state's queue and runs a step.
+//! - [`transition`]: job and batch transitions, validated against the state tables
+//!   (the move and the role making it), as one multi.
+//! - [`leader`]: leader election for roles where one acts at a time, and
+//!   [`leader::run_while_leading`], the one "run this role while leading" loop.
+//! - [`consumer`]: the loop that claims jobs from a state's queue and runs a step
+//!   (researcher and recorder).
 //! - [`clock`]: ZooKeeper's own time, for leases.
 //! - [`lease`]: the lease-and-TTL recipe (create, claim, extend, revoke, expire, and the
 //!   expiry formulas) every daemon and admin command uses.

@@ -168,6 +168,125 @@ impl JobLock {
     }
 }
 
+/// A lock that is released on every exit path of the code holding it.
+///
+/// The normal paths say what became of the lock: [`LockGuard::release`] deletes it (and
+/// reports whether that worked), [`LockGuard::committed`] says a transition's multi
+/// deleted it ([`JobLock::release_op`]) or handed it on. A guard dropped without either
+/// (an early `?`, a panic, a cancelled future) spawns a best-effort release on the
+/// current Tokio runtime, so a lock is not left behind for the rest of a session that
+/// goes on living. That release deletes the node only if it is still this session's
+/// (its `ephemeralOwner`): lock nodes are always at version 0, so a version check alone
+/// could delete the lock another worker took after ours went in a multi. Without a
+/// runtime (dropped outside one) or once the session is lost nothing is spawned: the
+/// session's end deletes its ephemeral nodes anyway.
+#[derive(Debug)]
+#[must_use = "a dropped guard releases the lock in the background; say what became of it"]
+pub struct LockGuard {
+    lock: Option<JobLock>,
+    session: Session,
+}
+
+impl LockGuard {
+    /// Guards `lock`, taken by `session`.
+    pub fn new(session: &Session, lock: JobLock) -> LockGuard {
+        LockGuard {
+            lock: Some(lock),
+            session: session.clone(),
+        }
+    }
+
+    /// The guarded lock (for [`JobLock::check_op`] and [`JobLock::release_op`] in a
+    /// transition).
+    pub fn lock(&self) -> &JobLock {
+        self.lock
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a guard holds its lock until consumed"))
+    }
+
+    /// Releases the lock now ([`JobLock::release`]).
+    pub async fn release(mut self) -> Result<()> {
+        match self.lock.take() {
+            Some(lock) => lock.release(&self.session).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The lock is no longer this guard's to release: a committed multi deleted it, or
+    /// the caller keeps it under another owner ([`LockGuard::into_inner`]).
+    pub fn committed(mut self) {
+        self.lock = None;
+    }
+
+    /// Settles the lock after the work done under it: when `outcome` is `Ok` and
+    /// `released` says its commit deleted the lock, nothing is left to do; any other
+    /// `Ok` releases the lock (a failed release is the error); an `Err` releases it as
+    /// well, best effort, and returns the work's error (after an error the lock is still
+    /// ours unless the session went).
+    pub async fn settle<T, E>(
+        self,
+        outcome: std::result::Result<T, E>,
+        released: impl FnOnce(&T) -> bool,
+    ) -> std::result::Result<T, E>
+    where
+        E: From<EngineError>,
+    {
+        match outcome {
+            Ok(value) if released(&value) => {
+                self.committed();
+                Ok(value)
+            }
+            Ok(value) => {
+                self.release().await?;
+                Ok(value)
+            }
+            Err(e) => {
+                let _ = self.release().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives the lock back unguarded (the caller takes over its release).
+    pub fn into_inner(mut self) -> JobLock {
+        self.lock
+            .take()
+            .unwrap_or_else(|| unreachable!("a guard holds its lock until consumed"))
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let Some(lock) = self.lock.take() else {
+            return;
+        };
+        if self.session.is_lost() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::debug!(lock = %lock.path, "lock guard dropped outside a runtime; the session's end releases it");
+            return;
+        };
+        let session = self.session.clone();
+        runtime.spawn(async move {
+            if let Err(e) = release_if_ours(&session, &lock).await {
+                tracing::warn!(error = %e, lock = %lock.path, "could not release a dropped lock; the session's end will");
+            }
+        });
+    }
+}
+
+/// Deletes `lock` if its node is still this session's (see [`LockGuard`]).
+async fn release_if_ours(session: &Session, lock: &JobLock) -> Result<()> {
+    let stat = while_reply_lost(session, || store::exists(session, &lock.path)).await?;
+    match stat {
+        Some(stat) if stat.ephemeral_owner == session.id_number() => {
+            lock.clone().release(session).await
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Runs `call` again while it fails with a lost reply ([`reply_may_be_lost`]), with a
 /// short backoff, until the session timeout plus the connect timeout has passed (by
 /// then the server has expired the session and its ephemeral nodes) or the session is

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use archivist_engine::daemon::supervise;
 use archivist_engine::health;
-use archivist_engine::leader::LeaderLatch;
+use archivist_engine::leader;
 use archivist_engine::member::{self, Identity};
 use archivist_engine::schema::records::MemberRecord;
 use archivist_engine::schema::{paths, SCHEMA_VERSION};
@@ -35,14 +35,20 @@ pub async fn run(
         async move {
             role(&session, settings, &identity, &shutdown)
                 .await
-                .map_err(|e| match e {
-                    PlannerError::Engine(e) => e,
-                    other => EngineError::Config(other.to_string()),
-                })
+                .map_err(engine_error)
         }
     })
     .await?;
     Ok(())
+}
+
+/// A planner error on its way through the engine: its own type kept
+/// ([`EngineError::daemon`]), a ZooKeeper error as it is.
+fn engine_error(err: PlannerError) -> EngineError {
+    match err {
+        PlannerError::Engine(e) => e,
+        other => EngineError::daemon(other),
+    }
 }
 
 fn candidate_record(identity: &Identity) -> MemberRecord {
@@ -69,45 +75,37 @@ pub async fn role(
     archivist_engine::tree::check_initialised(session).await?;
     member::register(session, identity, 0, None).await?;
     let data = store::encode(&paths::election(ROLE), &candidate_record(identity))?;
-    let latch = LeaderLatch::join(session, ROLE, &data).await?;
-    let lost = session.lost();
-    tokio::select! {
-        led = latch.wait_leadership() => led?,
-        _ = shutdown.cancelled() => {
-            let _ = latch.leave().await;
-            return Ok(());
+    leader::run_while_leading(session, ROLE, &data, shutdown, |leading| {
+        let settings = settings.clone();
+        async move {
+            lead(session, settings, identity, &leading)
+                .await
+                .map_err(engine_error)
         }
-        _ = lost.cancelled() => return Err(EngineError::SessionLost("while waiting to lead".into()).into()),
-    }
-    tracing::info!(planner = %identity.name, "leading /election/planner; loading the index");
-    let result = lead(session, settings, identity, shutdown, &latch).await;
-    if shutdown.is_cancelled() {
-        let _ = latch.leave().await;
-    }
-    result
+    })
+    .await?;
+    Ok(())
 }
 
+/// Plans while `leading` lives (cancelled when leadership, the session or the daemon
+/// goes).
 async fn lead(
     session: &Session,
     settings: PlannerSettings,
     identity: &Identity,
-    shutdown: &CancellationToken,
-    latch: &LeaderLatch,
+    leading: &CancellationToken,
 ) -> Result<(), PlannerError> {
+    tracing::info!(planner = %identity.name, "leading /election/planner; loading the index");
     let tick = settings.tick;
     let mut planner = Planner::start(session, settings, &identity.name).await?;
     let lost = session.lost();
     let mut failures = Failures::default();
     loop {
-        if !latch.is_leader().await? {
-            tracing::warn!(planner = %identity.name, "no longer the leader; starting over");
-            return Ok(());
-        }
-        // The round stops at shutdown even in the middle (a multi is atomic; a planner
+        // The round stops when leading ends, even in the middle (a multi is atomic; a planner
         // that leads next reloads its index from the tree).
         let round = tokio::select! {
-            r = planner.round(shutdown) => r,
-            _ = shutdown.cancelled() => return Ok(()),
+            r = planner.round(leading) => r,
+            _ = leading.cancelled() => return Ok(()),
         };
         match round {
             Ok(report) => {
@@ -132,14 +130,14 @@ async fn lead(
                 let pause = failures.failed(&identity.role, &e, tick);
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}
-                    _ = shutdown.cancelled() => return Ok(()),
+                    _ = leading.cancelled() => return Ok(()),
                     _ = lost.cancelled() => return Err(EngineError::SessionLost("while backing off".into()).into()),
                 }
             }
         }
         tokio::select! {
             woke = planner.wait(tick) => { woke?; }
-            _ = shutdown.cancelled() => return Ok(()),
+            _ = leading.cancelled() => return Ok(()),
             _ = lost.cancelled() => return Err(EngineError::SessionLost("while idle".into()).into()),
         }
     }

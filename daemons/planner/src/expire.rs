@@ -7,6 +7,7 @@
 //! The planner runs it before counting, so its capacity check never counts dead items.
 
 use archivist_engine::clock::zk_now_ms;
+use archivist_engine::transition::Role;
 use archivist_engine::{lease, EngineError, Session};
 
 /// The reason written on an expired waiting item.
@@ -30,7 +31,8 @@ pub async fn expire_waiting_at(
     now_ms: i64,
     by: &str,
 ) -> Result<Vec<String>, EngineError> {
-    let expired = lease::expire_waiting(session, ttl_ms, now_ms, by, "expire").await?;
+    let expired =
+        lease::expire_waiting(session, ttl_ms, now_ms, Role::Planner, by, "expire").await?;
     metrics::counter!("archivist_planner_work_items_expired_total").increment(expired.len() as u64);
     Ok(expired)
 }

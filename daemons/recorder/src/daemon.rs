@@ -56,7 +56,7 @@ pub async fn run_on_session(
         stop.cancel();
         result.map(|_| ()).map_err(|e| match e {
             RecorderError::Engine(e) => e,
-            other => EngineError::Config(other.to_string()),
+            other => EngineError::daemon(other),
         })
     };
     let reported = async {

@@ -13,7 +13,7 @@ use archivist_engine::ops::Op;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::RecordError;
 use archivist_engine::schema::JobState;
-use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{jobs, store as zkstore, EngineError, Session};
 
 use crate::error::RecorderError;
@@ -70,7 +70,7 @@ fn unusable(err: RecorderError) -> EngineError {
             kind: "ReportRecord",
             reason: format!("report unusable: {reason}"),
         }),
-        other => EngineError::Config(other.to_string()),
+        other => EngineError::daemon(other),
     }
 }
 
@@ -83,7 +83,7 @@ async fn fail(claimed: &Claimed, by: &str, reason: &str) -> Result<Finished, Eng
         return Ok(Finished::HandedBack);
     };
     let message = format!("report unusable: {reason}");
-    let result = Transition::new(&job, version, JobState::Failed)
+    let result = Transition::new(Role::Recorder, &job, version, JobState::Failed)
         .failed()
         .lock(LockAction::Release(claimed.lock.clone()))
         .edit(|j| j.message = Some(message.clone()))
@@ -160,7 +160,7 @@ pub async fn finish(
             return Ok(Finished::HandedBack);
         }
         let lease_delete = lease_delete(session, job_id).await?;
-        let result = Transition::new(&job, version, JobState::Recorded)
+        let result = Transition::new(Role::Recorder, &job, version, JobState::Recorded)
             .lock(LockAction::Release(claimed.lock.clone()))
             .edit(|j| j.message = None)
             .event(by, "record", &format!("ok: {stored} clips stored at close"))

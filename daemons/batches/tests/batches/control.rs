@@ -145,3 +145,49 @@ async fn a_malformed_submission_is_refused_with_its_line_and_nothing_is_written(
         .is_empty());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// One builder for jobs and batches (issue 17): the batch table's `by` column is checked
+/// too, so an operator command cannot make the batcher's moves.
+#[tokio::test]
+async fn a_batch_move_by_a_role_the_table_does_not_list_is_refused_and_writes_nothing() {
+    use archivist_batches::transition::{self, BatchChange};
+    use archivist_engine::transition::Role;
+    use archivist_engine::EngineError;
+
+    let (_config, session) = archivist_testkit::fresh_tree("batch-wrong-role").await;
+    let record = submit_text(&session, &submission(&["e0000001"], &["c000001"], None)).await;
+    let (before, version) = transition::read(&session, &record.id).await.unwrap();
+    assert_eq!(before.status, archivist_engine::schema::BatchState::Pending);
+    let err = BatchChange::edit_of(Role::Admin, &before, version)
+        .to(archivist_engine::schema::BatchState::Processing)
+        .commit(&session)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EngineError::NotAllowedBy {
+                table: "batch",
+                role: Role::Admin,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        transition::read(&session, &record.id).await.unwrap(),
+        (before, version),
+        "nothing written"
+    );
+    // A move the batch table does not list at all keeps its batch error.
+    let err: archivist_batches::BatchError = BatchChange::edit_of(Role::Batcher, &record, version)
+        .to(archivist_engine::schema::BatchState::Completed)
+        .commit(&session)
+        .await
+        .unwrap_err()
+        .into();
+    assert!(
+        matches!(err, archivist_batches::BatchError::IllegalTransition { .. }),
+        "{err}"
+    );
+}

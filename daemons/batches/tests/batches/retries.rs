@@ -131,6 +131,12 @@ async fn an_update_report_lists_what_is_still_failed() {
         .await
         .unwrap();
     archivist_engine::transition::Transition::new(
+        archivist_engine::transition::Role::for_move(
+            archivist_engine::transition::machine(),
+            again.status,
+            archivist_engine::schema::JobState::Failed,
+        )
+        .expect("a move of the table"),
         &again,
         version,
         archivist_engine::schema::JobState::Failed,

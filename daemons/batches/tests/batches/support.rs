@@ -76,11 +76,21 @@ pub async fn create_job(session: &Session, episode: &str, clips: &[String]) -> J
 
 async fn step(session: &Session, id: &str, to: JobState) {
     let (job, version) = jobs::read(session, id).await.expect("read job");
-    Transition::new(&job, version, to)
-        .event("researcher-test", to.as_str(), "ok")
-        .commit(session)
-        .await
-        .expect("job transition");
+    Transition::new(
+        archivist_engine::transition::Role::for_move(
+            archivist_engine::transition::machine(),
+            job.status,
+            to,
+        )
+        .expect("a move of the table"),
+        &job,
+        version,
+        to,
+    )
+    .event("researcher-test", to.as_str(), "ok")
+    .commit(session)
+    .await
+    .expect("job transition");
 }
 
 /// Takes a pending job through the table to `recorded`: the researcher's transitions,
@@ -151,14 +161,19 @@ pub async fn record(
 pub async fn fail(session: &Session, episode: &str, clips: &[String], reason: &str) -> JobRecord {
     let job = create_job(session, episode, clips).await;
     let (current, version) = jobs::read(session, &job.id).await.expect("read job");
-    Transition::new(&current, version, JobState::Failed)
-        .failed()
-        .edit(|j| j.message = Some(reason.to_string()))
-        .event("researcher-test", "download", reason)
-        .commit(session)
-        .await
-        .expect("fail job")
-        .0
+    Transition::new(
+        archivist_engine::transition::Role::Researcher,
+        &current,
+        version,
+        JobState::Failed,
+    )
+    .failed()
+    .edit(|j| j.message = Some(reason.to_string()))
+    .event("researcher-test", "download", reason)
+    .commit(session)
+    .await
+    .expect("fail job")
+    .0
 }
 
 /// A submission naming `episodes` and `clips` by URL (nothing is fetched).

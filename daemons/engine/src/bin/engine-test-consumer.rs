@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use archivist_engine::consumer::{self, Claimed, ConsumerOptions, Step};
-use archivist_engine::transition::{machine, LockAction, Transition};
+use archivist_engine::transition::{machine, LockAction, Role, Transition};
 use archivist_engine::{EngineError, Session, ZkConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +28,9 @@ impl Step for TinyWork {
             .state(claimed.job.status)
             .on_success
             .ok_or_else(|| EngineError::Config("state has no success target".into()))?;
-        Transition::new(&claimed.job, claimed.version, to)
+        let role = Role::for_move(machine(), claimed.job.status, to)
+            .ok_or_else(|| EngineError::Config("the table lists no role for the move".into()))?;
+        Transition::new(role, &claimed.job, claimed.version, to)
             .lock(LockAction::Release(claimed.lock.clone()))
             .event(&self.owner, "tiny work", "ok")
             .commit(&claimed.session)

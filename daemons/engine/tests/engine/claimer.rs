@@ -123,3 +123,56 @@ async fn a_claimer_re_checks_the_job_and_passes_over_an_entry_that_lies() {
         .unwrap()
         .is_none());
 }
+
+/// A step that moves claimed jobs to `leased` but asks the loop to pass over one job.
+struct PassingOver(String);
+
+impl archivist_engine::consumer::Step for PassingOver {
+    async fn run(
+        &self,
+        c: archivist_engine::consumer::Claimed,
+    ) -> Result<(), archivist_engine::EngineError> {
+        archivist_engine::consumer::Step::run(&ToLeased, c).await
+    }
+
+    fn pass_over(&self) -> HashSet<String> {
+        HashSet::from([self.0.clone()])
+    }
+}
+
+/// The researcher's refused-job backoff runs on this hook (issue 17: the researcher on
+/// the engine's consumer loop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_the_step_passes_over_is_not_claimed() {
+    let (config, session) = archivist_testkit::fresh_tree("view-pass-over").await;
+    let consumer_session = archivist_testkit::another_session(&config).await;
+    let left = create(&session, 0, 1_700_000_000_000).await;
+    for i in 1..4 {
+        create(&session, 0, 1_700_000_000_000 + i).await;
+    }
+    let shutdown = CancellationToken::new();
+    let options = ConsumerOptions::new(JobState::Pending, "passing")
+        .with_concurrency(2)
+        .with_poll_interval(Duration::from_millis(100));
+    let stop = shutdown.clone();
+    let step = Arc::new(PassingOver(left.id.clone()));
+    let handle =
+        tokio::spawn(async move { consumer::run(&consumer_session, options, step, stop).await });
+    let done = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        queue::len(&session, JobState::Leased).await.unwrap() == 3
+    })
+    .await;
+    // A few more polls: the passed-over job stays where it is.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    shutdown.cancel();
+    handle.await.unwrap().unwrap();
+    assert!(done, "the other jobs were claimed");
+    let (job, _) = archivist_engine::jobs::read(&session, &left.id)
+        .await
+        .unwrap();
+    assert_eq!(
+        job.status,
+        JobState::Pending,
+        "the passed-over job was claimed"
+    );
+}

@@ -26,10 +26,15 @@ impl Step for CountingStep {
             .unwrap()
             .entry(claimed.job.id.clone())
             .or_default() += 1;
-        Transition::new(&claimed.job, claimed.version, JobState::Leased)
-            .lock(LockAction::Release(claimed.lock.clone()))
-            .commit(&claimed.session)
-            .await?;
+        Transition::new(
+            archivist_engine::transition::Role::Researcher,
+            &claimed.job,
+            claimed.version,
+            JobState::Leased,
+        )
+        .lock(LockAction::Release(claimed.lock.clone()))
+        .commit(&claimed.session)
+        .await?;
         Ok(())
     }
 }
@@ -158,10 +163,15 @@ impl Step for DroppedOnceStep {
                 archivist_engine::zk::Error::ConnectionLoss,
             ));
         }
-        Transition::new(&claimed.job, claimed.version, JobState::Leased)
-            .lock(LockAction::Release(claimed.lock.clone()))
-            .commit(&claimed.session)
-            .await?;
+        Transition::new(
+            archivist_engine::transition::Role::Researcher,
+            &claimed.job,
+            claimed.version,
+            JobState::Leased,
+        )
+        .lock(LockAction::Release(claimed.lock.clone()))
+        .commit(&claimed.session)
+        .await?;
         Ok(())
     }
 }

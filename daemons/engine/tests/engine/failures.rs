@@ -53,11 +53,16 @@ async fn a_killed_consumer_loses_its_lock_after_the_session_timeout_and_another_
     .unwrap()
     .expect("the job is claimable again");
     assert_eq!(claimed.job.id, job.id);
-    Transition::new(&claimed.job, claimed.version, JobState::Leased)
-        .lock(LockAction::Release(claimed.lock))
-        .commit(&session)
-        .await
-        .unwrap();
+    Transition::new(
+        archivist_engine::transition::Role::Researcher,
+        &claimed.job,
+        claimed.version,
+        JobState::Leased,
+    )
+    .lock(LockAction::Release(claimed.lock))
+    .commit(&session)
+    .await
+    .unwrap();
     assert_eq!(
         queues_holding(&session, &job.id).await,
         vec![JobState::Leased]

@@ -5,6 +5,8 @@ mod claimer;
 mod concurrency;
 mod failures;
 mod group;
+mod leading;
+mod lock_guard;
 mod lost_reply;
 mod order;
 mod rules;

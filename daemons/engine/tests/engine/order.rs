@@ -49,11 +49,16 @@ async fn queues_list_and_serve_by_priority_then_newest_curation() {
     .unwrap()
     {
         served.push(claimed.job.id.clone());
-        Transition::new(&claimed.job, claimed.version, JobState::Leased)
-            .lock(LockAction::Release(claimed.lock))
-            .commit(&session)
-            .await
-            .unwrap();
+        Transition::new(
+            archivist_engine::transition::Role::Researcher,
+            &claimed.job,
+            claimed.version,
+            JobState::Leased,
+        )
+        .lock(LockAction::Release(claimed.lock))
+        .commit(&session)
+        .await
+        .unwrap();
     }
     assert_eq!(served, expected_ids);
 }

@@ -54,12 +54,17 @@ impl archivist_engine::consumer::Step for ToLeased {
         &self,
         c: archivist_engine::consumer::Claimed,
     ) -> Result<(), archivist_engine::EngineError> {
-        archivist_engine::transition::Transition::new(&c.job, c.version, JobState::Leased)
-            .lock(archivist_engine::transition::LockAction::Release(
-                c.lock.clone(),
-            ))
-            .commit(&c.session)
-            .await?;
+        archivist_engine::transition::Transition::new(
+            archivist_engine::transition::Role::Researcher,
+            &c.job,
+            c.version,
+            JobState::Leased,
+        )
+        .lock(archivist_engine::transition::LockAction::Release(
+            c.lock.clone(),
+        ))
+        .commit(&c.session)
+        .await?;
         Ok(())
     }
 }

@@ -19,11 +19,16 @@ async fn fake_researcher(session: Session, stop: CancellationToken) -> usize {
             .await
         {
             Ok(Some(claimed)) => {
-                Transition::new(&claimed.job, claimed.version, JobState::Leased)
-                    .lock(LockAction::Release(claimed.lock))
-                    .commit(&session)
-                    .await
-                    .unwrap();
+                Transition::new(
+                    archivist_engine::transition::Role::Researcher,
+                    &claimed.job,
+                    claimed.version,
+                    JobState::Leased,
+                )
+                .lock(LockAction::Release(claimed.lock))
+                .commit(&session)
+                .await
+                .unwrap();
                 taken += 1;
             }
             Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,

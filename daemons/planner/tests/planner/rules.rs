@@ -148,17 +148,22 @@ async fn a_cancelled_job_keeps_its_pairs_out_of_planning_until_it_is_deleted() {
     // An operator cancels it (as `archivist cancel` does: pending -> cancelled, lease
     // revoked, in one multi).
     let (record, version) = jobs::read(&session, &job.id).await.unwrap();
-    Transition::new(&record, version, JobState::Cancelled)
-        .failed()
-        .edit(|j| j.message = Some("not wanted".into()))
-        .event("admin-test", "cancel", "ok")
-        .with_ops([Op::Delete {
-            path: paths::lease(&job.id),
-            version: None,
-        }])
-        .commit(&session)
-        .await
-        .unwrap();
+    Transition::new(
+        archivist_engine::transition::Role::Admin,
+        &record,
+        version,
+        JobState::Cancelled,
+    )
+    .failed()
+    .edit(|j| j.message = Some("not wanted".into()))
+    .event("admin-test", "cancel", "ok")
+    .with_ops([Op::Delete {
+        path: paths::lease(&job.id),
+        version: None,
+    }])
+    .commit(&session)
+    .await
+    .unwrap();
     for _ in 0..3 {
         planner.wait(Duration::from_millis(300)).await.unwrap();
         let report = planner.round(&CancellationToken::new()).await.unwrap();

@@ -225,15 +225,20 @@ async fn clips_of_failed_and_held_jobs_are_not_planned_again_without_a_lease() {
     let (current, version) = archivist_engine::jobs::read(&session, &job.id)
         .await
         .unwrap();
-    Transition::new(&current, version, JobState::Failed)
-        .failed()
-        .with_ops([Op::Delete {
-            path: paths::lease(&job.id),
-            version: None,
-        }])
-        .commit(&session)
-        .await
-        .unwrap();
+    Transition::new(
+        archivist_engine::transition::Role::Researcher,
+        &current,
+        version,
+        JobState::Failed,
+    )
+    .failed()
+    .with_ops([Op::Delete {
+        path: paths::lease(&job.id),
+        version: None,
+    }])
+    .commit(&session)
+    .await
+    .unwrap();
     let pick = planner.pick().await.unwrap().unwrap();
     assert_eq!(
         (pick.episode.as_str(), pick.clips),

@@ -7,7 +7,7 @@
 
 pub mod sweep;
 
-use archivist_engine::leader::LeaderLatch;
+use archivist_engine::leader;
 use archivist_engine::member::{self, Identity};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::MemberRecord;
@@ -66,47 +66,47 @@ pub async fn lead_and_sweep(
     shutdown: &CancellationToken,
 ) -> Result<(), EngineError> {
     member::register(session, identity, 0, None).await?;
-    let latch = LeaderLatch::join(session, "reaper", &candidate_data(identity)?).await?;
+    let candidate = candidate_data(identity)?;
+    leader::run_while_leading(
+        session,
+        "reaper",
+        &candidate,
+        shutdown,
+        |leading| async move { sweep_while_leading(session, settings, identity, &leading).await },
+    )
+    .await
+}
+
+/// Sweeps every interval until `leading` is cancelled (leadership, the session or the
+/// daemon went). A failed sweep is logged and tried again at the next interval.
+async fn sweep_while_leading(
+    session: &Session,
+    settings: &ReaperSettings,
+    identity: &Identity,
+    leading: &CancellationToken,
+) -> Result<(), EngineError> {
     let lost = session.lost();
-    let outcome = async {
-        loop {
-            tokio::select! {
-                led = latch.wait_leadership() => led?,
-                _ = shutdown.cancelled() => return Ok(()),
+    loop {
+        match sweep(session, settings, &identity.name).await {
+            Ok(report) => {
+                archivist_engine::health::recovered(&identity.role);
+                if report != SweepReport::default() {
+                    tracing::info!(?report, "reaper sweep");
+                }
             }
-            tracing::info!(reaper = %identity.name, "leading the reaper election");
-            loop {
-                match sweep(session, settings, &identity.name).await {
-                    Ok(report) => {
-                        archivist_engine::health::recovered(&identity.role);
-                        if report != SweepReport::default() {
-                            tracing::info!(?report, "reaper sweep");
-                        }
-                    }
-                    Err(e) if e.is_session_lost() => return Err(e),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "reaper sweep failed; next interval retries");
-                        archivist_engine::health::trouble(
-                            &identity.role,
-                            format!("the last sweep failed: {e}"),
-                        );
-                    }
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(settings.interval) => {}
-                    _ = shutdown.cancelled() => return Ok(()),
-                    _ = lost.cancelled() => return Err(EngineError::SessionLost("reaper idle".into())),
-                }
-                if !latch.is_leader().await? {
-                    tracing::warn!(reaper = %identity.name, "no longer leading; waiting");
-                    break;
-                }
+            Err(e) if e.is_session_lost() => return Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "reaper sweep failed; next interval retries");
+                archivist_engine::health::trouble(
+                    &identity.role,
+                    format!("the last sweep failed: {e}"),
+                );
             }
         }
+        tokio::select! {
+            _ = tokio::time::sleep(settings.interval) => {}
+            _ = leading.cancelled() => return Ok(()),
+            _ = lost.cancelled() => return Err(EngineError::SessionLost("reaper idle".into())),
+        }
     }
-    .await;
-    if shutdown.is_cancelled() {
-        let _ = latch.leave().await;
-    }
-    outcome
 }

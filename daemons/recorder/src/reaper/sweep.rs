@@ -5,12 +5,12 @@
 //! at again on the next sweep. Times are ZooKeeper's (`mtime`/`ctime` against
 //! [`clock::zk_now_ms`]).
 
-use archivist_engine::lock::JobLock;
+use archivist_engine::lock::{JobLock, LockGuard};
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{JobRecord, JobRequest, ResearchRecord};
 use archivist_engine::schema::JobState;
-use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{clock, jobs, lease, queue, store, EngineError, Session};
 
 use crate::settings::ReaperSettings;
@@ -104,20 +104,14 @@ async fn lock_and_read(
     session: &Session,
     job: &str,
     by: &str,
-) -> Result<Option<(JobLock, JobRecord, i32)>, EngineError> {
+) -> Result<Option<(LockGuard, JobRecord, i32)>, EngineError> {
     let Some(lock) = JobLock::try_acquire(session, job, by).await? else {
         return Ok(None);
     };
+    let lock = LockGuard::new(session, lock);
     match jobs::read_optional(session, job).await {
         Ok(Some((record, version))) => Ok(Some((lock, record, version))),
-        Ok(None) => {
-            lock.release(session).await?;
-            Ok(None)
-        }
-        Err(e) => {
-            let _ = lock.release(session).await;
-            Err(e)
-        }
+        other => lock.settle(other, |_| false).await.map(|_| None),
     }
 }
 
@@ -125,7 +119,7 @@ async fn lock_and_read(
 /// `extra` in the same multi. On a lost race the lock is released and `false` returned.
 async fn expire(
     session: &Session,
-    lock: JobLock,
+    lock: LockGuard,
     job: &JobRecord,
     version: i32,
     message: &str,
@@ -141,9 +135,9 @@ async fn expire(
         Some((to, why)) => (to, why, "request honoured"),
         None => (JobState::Expired, message.to_string(), "reap"),
     };
-    let result = Transition::new(job, version, to)
+    let result = Transition::new(Role::Reaper, job, version, to)
         .failed()
-        .lock(LockAction::Release(lock.clone()))
+        .lock(LockAction::Release(lock.lock().clone()))
         .edit(|j| {
             j.message = Some(message.clone());
             if stopped {
@@ -156,20 +150,15 @@ async fn expire(
         .with_ops(extra)
         .commit(session)
         .await;
-    match result {
+    let result = match result {
         Ok(_) => {
             tracing::info!(job = %job.id, episode = %job.episode, state = %job.status, to = %to, reason = %message, "job reaped");
             Ok(true)
         }
-        Err(e) if e.is_conflict() => {
-            lock.release(session).await?;
-            Ok(false)
-        }
-        Err(e) => {
-            let _ = lock.release(session).await;
-            Err(e)
-        }
-    }
+        Err(e) if e.is_conflict() => Ok(false),
+        Err(e) => Err(e),
+    };
+    lock.settle(result, |reaped| *reaped).await
 }
 
 /// Where a job with a pending operator request goes instead of `expired`, and its
@@ -218,8 +207,15 @@ async fn stale_work_items(
     now: i64,
     report: &mut SweepReport,
 ) -> Result<(), EngineError> {
-    report.ttl_jobs_expired =
-        lease::expire_waiting(session, settings.work_item_ttl_ms(), now, by, "reap").await?;
+    report.ttl_jobs_expired = lease::expire_waiting(
+        session,
+        settings.work_item_ttl_ms(),
+        now,
+        Role::Reaper,
+        by,
+        "reap",
+    )
+    .await?;
     Ok(())
 }
 
@@ -252,7 +248,7 @@ async fn orphaned_jobs(
                     return Ok(());
                 };
                 if !matches!(record.status, JobState::Leased | JobState::Researching) {
-                    return lock.release(session).await;
+                    return lock.release().await;
                 }
                 let delete = read_lease(session, &job)
                     .await?
@@ -298,7 +294,7 @@ async fn expired_leases(
                         }
                         return Ok(());
                     }
-                    lock.release(session).await?;
+                    lock.release().await?;
                 }
             }
             // Locked by a live researcher, pending (the TTL step owns it), reported,

@@ -53,10 +53,15 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
     // multi); stand in for it by writing both.
     report(&session, &good, 6, occurrences_for(6, 0.0), true).await;
     let (current, version) = jobs::read(&session, &good.id).await.unwrap();
-    archivist_engine::transition::Transition::new(&current, version, JobState::Reported)
-        .commit(&session)
-        .await
-        .unwrap();
+    archivist_engine::transition::Transition::new(
+        archivist_engine::transition::Role::Researcher,
+        &current,
+        version,
+        JobState::Reported,
+    )
+    .commit(&session)
+    .await
+    .unwrap();
 
     // A second reported job whose one report is garbage: it fails with the reason. The
     // report exists before the job reaches `reported` (as with a researcher, whose final
@@ -74,10 +79,15 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
         .await
         .unwrap();
     let (current, version) = jobs::read(&session, &broken.id).await.unwrap();
-    archivist_engine::transition::Transition::new(&current, version, JobState::Reported)
-        .commit(&session)
-        .await
-        .unwrap();
+    archivist_engine::transition::Transition::new(
+        archivist_engine::transition::Role::Researcher,
+        &current,
+        version,
+        JobState::Reported,
+    )
+    .commit(&session)
+    .await
+    .unwrap();
 
     let settled = archivist_testkit::eventually(Duration::from_secs(20), || async {
         let a = jobs::read(&session, &good.id).await.unwrap().0.status;
@@ -175,10 +185,15 @@ async fn reports_with_impossible_occurrences_fail_the_job_and_the_record_stays_r
         report(&session, &j, 1, vec![occ(12.0, 0.8, None)], false).await;
         report(&session, &j, 2, bad, true).await;
         let (current, version) = jobs::read(&session, &j.id).await.unwrap();
-        archivist_engine::transition::Transition::new(&current, version, JobState::Reported)
-            .commit(&session)
-            .await
-            .unwrap();
+        archivist_engine::transition::Transition::new(
+            archivist_engine::transition::Role::Researcher,
+            &current,
+            version,
+            JobState::Reported,
+        )
+        .commit(&session)
+        .await
+        .unwrap();
         jobs_made.push(j);
     }
     let settled = archivist_testkit::eventually(Duration::from_secs(20), || async {

@@ -12,7 +12,7 @@ use archivist_engine::schema::records::{
     JobProgress, JobRecord, JobRequest, LeaseRecord, ReportRecord,
 };
 use archivist_engine::schema::JobState;
-use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{jobs, store, zk, EngineError, Session};
 use tokio_util::sync::CancellationToken;
 
@@ -286,7 +286,7 @@ impl JobCtx {
             } else {
                 LockAction::Keep(self.lock.clone())
             };
-            let mut t = Transition::new(&held.job, held.version, m.to)
+            let mut t = Transition::new(Role::Researcher, &held.job, held.version, m.to)
                 .lock(lock)
                 .edit(|j| {
                     j.progress = progress;

@@ -21,12 +21,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use archivist_engine::consumer::Claimed;
+use archivist_engine::lock::LockGuard;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{
     clip_stamp, ClipRecord, JobRequest, LeaseRecord, ResearchRecord,
 };
 use archivist_engine::schema::JobState;
-use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{store, EngineError, Session};
 use archivist_matcher::decode::decode_file;
 use archivist_matcher::{MatchConfig, Matcher};
@@ -142,16 +143,17 @@ impl Worker {
             session,
             shutdown,
         } = claimed;
+        let lock = LockGuard::new(&session, lock);
         let lease_path = paths::lease(&job.id);
         let Some((mut lease, lease_stat)) =
             store::read::<LeaseRecord>(&session, &lease_path).await?
         else {
-            lock.release(&session).await?;
+            lock.release().await?;
             return Ok(Outcome::Refused(format!("{lease_path} is gone")));
         };
         if let Err(e) = archivist_engine::lease::validate_duration(lease.duration_ms) {
             // Expired when written: claiming it would research under no lease at all.
-            lock.release(&session).await?;
+            lock.release().await?;
             return Ok(Outcome::Refused(format!("{lease_path}: {e}")));
         }
         let todo = self.clips_to_do(&session, &job).await?;
@@ -162,8 +164,8 @@ impl Worker {
         lease.holder = Some(self.me.clone());
         lease.extensions += 1;
         let me = self.me.clone();
-        let claim = Transition::new(&job, version, JobState::Leased)
-            .lock(LockAction::Keep(lock.clone()))
+        let claim = Transition::new(Role::Researcher, &job, version, JobState::Leased)
+            .lock(LockAction::Keep(lock.lock().clone()))
             .edit(|j| {
                 j.holder = Some(me.clone());
                 j.message = None;
@@ -184,14 +186,16 @@ impl Worker {
         let (job, version) = match claim {
             Ok(claimed) => claimed,
             Err(e) if e.is_conflict() => {
-                let _ = lock.release(&session).await;
+                let _ = lock.release().await;
                 return Ok(Outcome::Refused(e.to_string()));
             }
             Err(e) => {
-                let _ = lock.release(&session).await;
+                let _ = lock.release().await;
                 return Err(e);
             }
         };
+        // From here the job's own transitions and the caller settle the lock.
+        let lock = lock.into_inner();
         tracing::info!(job = %job.id, episode = %job.episode, state = %job.status, clips = todo.len(), skipped, "claimed");
         let lease_version = lease_stat.version + 1;
         let interval = self.heartbeat.min(Duration::from_millis(

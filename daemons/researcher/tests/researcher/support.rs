@@ -15,7 +15,7 @@ use archivist_engine::schema::records::{
     CatalogFields, ClipRecord, JobRecord, LeaseRecord, ReportRecord, ResearchRecord, ResearchRun,
 };
 use archivist_engine::schema::{JobState, SCHEMA_VERSION};
-use archivist_engine::transition::{machine, LockAction, Transition};
+use archivist_engine::transition::{machine, LockAction, Role, Transition};
 use archivist_engine::{store, Session, ZkConfig};
 use archivist_matcher::corpus::{write_wav, BedKind, ClipKind, Placement, Scenario};
 use archivist_researcher::{DownloadSettings, ResearcherSettings};
@@ -359,7 +359,7 @@ pub async fn close_reported(session: &Session, id: &str) {
         .expect("reported job is unlocked");
     let (job, version) = jobs::read(session, id).await.unwrap();
     assert_eq!(job.status, JobState::Reported);
-    Transition::new(&job, version, JobState::Recorded)
+    Transition::new(Role::Recorder, &job, version, JobState::Recorded)
         .lock(LockAction::Release(lock))
         .event("test-recorder", "record", "ok")
         .with_ops([Op::Delete {
@@ -378,7 +378,7 @@ pub async fn expire(session: &Session, id: &str) {
         .unwrap()
         .expect("job is unlocked");
     let (job, version) = jobs::read(session, id).await.unwrap();
-    Transition::new(&job, version, JobState::Expired)
+    Transition::new(Role::Reaper, &job, version, JobState::Expired)
         .failed()
         .lock(LockAction::Release(lock))
         .edit(|j| j.message = Some("lease expired".into()))
@@ -408,7 +408,7 @@ pub async fn retry(session: &Session, id: &str) -> JobRecord {
         extensions: 0,
     };
     let path = paths::lease(id);
-    let (next, _) = Transition::new(&job, version, to)
+    let (next, _) = Transition::new(Role::Admin, &job, version, to)
         .edit(|j| {
             j.retry_count += 1;
             j.message = None;
