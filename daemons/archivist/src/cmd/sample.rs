@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use archivist_matcher::corpus::{self, BedKind, ClipKind, Placement, Scenario};
+use archivist_testaudio as corpus;
+use archivist_testaudio::{BedKind, ClipKind, Placement, Scenario};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
