@@ -15,7 +15,10 @@ use std::time::Duration;
 
 use archivist_engine::{Session, ZkConfig};
 
+pub mod child;
 pub mod secured;
+
+pub use child::{child_args, child_process, run_child};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {

@@ -1,6 +1,7 @@
 //! A planner process for the planner's multi-process tests (SIGKILL mid-run).
 //!
-//! Usage: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>
+//! Run by `archivist_testkit::child_process("child::planner_test_daemon")` (a test, not a shipped
+//! binary); arguments: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>
 
 use std::time::Duration;
 
@@ -9,9 +10,14 @@ use archivist_engine::ZkConfig;
 use archivist_planner::PlannerSettings;
 use tokio_util::sync::CancellationToken;
 
-#[tokio::main]
-async fn main() {
-    let args: Vec<String> = std::env::args().collect();
+/// The child process: a no-op in a normal test run (see `archivist_testkit::child`).
+#[test]
+#[ignore = "a child process of other tests (archivist_testkit::child_process)"]
+fn planner_test_daemon() {
+    archivist_testkit::run_child("planner_test_daemon", "planner-test-daemon", run);
+}
+
+async fn run(args: Vec<String>) {
     if args.len() != 7 {
         eprintln!("usage: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>");
         std::process::exit(2);
