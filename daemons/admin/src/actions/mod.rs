@@ -17,7 +17,7 @@ mod retry;
 mod stop;
 
 pub use bulk::{message_matches, retry_all_failed, BulkItem};
-pub use delete::{delete, delete_seen};
+pub use delete::{delete, delete_seen, delete_unreadable, UnreadableDelete};
 pub use release::{release, release_seen};
 pub use retry::{retry, retry_seen};
 pub use stop::{cancel, cancel_seen, hold, hold_seen};

@@ -215,7 +215,7 @@ async fn generate_command(args: SampleArgs) -> Result<ExitCode> {
     })
     .await??;
     let placed: usize = truth.episodes.iter().map(|e| e.occurrences.len()).sum();
-    println!(
+    outln!(
         "wrote {} episodes, {} clips and {placed} placements to {} (manifest.yml, truth.yml)",
         truth.episodes.len(),
         truth.clips.len(),

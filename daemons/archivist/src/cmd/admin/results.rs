@@ -164,7 +164,7 @@ pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
                 path.display()
             );
         }
-        None => print!("{text}"),
+        None => out!("{text}"),
     }
     if export.unreadable.is_empty() {
         return Ok(ExitCode::SUCCESS);
