@@ -12,7 +12,8 @@ use archivist_engine::schema::{paths, JobState};
 use archivist_engine::{store, ZkConfig};
 use serde_json::Value;
 
-use fixtures::{drive, queues_holding, read};
+use archivist_testkit::queues_holding;
+use fixtures::{drive, read};
 
 async fn archivist(config: &ZkConfig, args: &[&str]) -> Output {
     let (hosts, chroot) = config.hosts_and_chroot();

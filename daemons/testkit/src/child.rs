@@ -82,3 +82,20 @@ where
         .unwrap_or_else(|e| panic!("{program}: no runtime: {e}"));
     runtime.block_on(main(args));
 }
+
+/// Exits with status 2 and `usage` unless a child got `count` arguments (its program name
+/// included, as `run_child` passes them).
+pub fn expect_args(args: &[String], count: usize, usage: &str) {
+    if args.len() != count {
+        eprintln!("usage: {usage}");
+        std::process::exit(2);
+    }
+}
+
+/// A child's argument `i` as a number; exits with status 2 naming it otherwise.
+pub fn number_arg(args: &[String], i: usize) -> u64 {
+    args.get(i).and_then(|a| a.parse().ok()).unwrap_or_else(|| {
+        eprintln!("argument {i} must be a number");
+        std::process::exit(2)
+    })
+}

@@ -47,16 +47,12 @@ fn engine_test_consumer() {
 }
 
 async fn run(args: Vec<String>) {
-    if args.len() != 7 {
-        eprintln!("usage: engine-test-consumer <connect> <chroot> <state> <work-ms> <concurrency> <session-timeout-ms>");
-        std::process::exit(2);
-    }
-    let parse = |i: usize| -> u64 {
-        args[i].parse().unwrap_or_else(|_| {
-            eprintln!("argument {i} must be a number");
-            std::process::exit(2)
-        })
-    };
+    archivist_testkit::expect_args(
+        &args,
+        7,
+        "engine-test-consumer <connect> <chroot> <state> <work-ms> <concurrency> <session-timeout-ms>",
+    );
+    let parse = |i: usize| archivist_testkit::number_arg(&args, i);
     let state = args[3].parse().unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2)

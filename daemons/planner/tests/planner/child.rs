@@ -18,16 +18,12 @@ fn planner_test_daemon() {
 }
 
 async fn run(args: Vec<String>) {
-    if args.len() != 7 {
-        eprintln!("usage: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>");
-        std::process::exit(2);
-    }
-    let number = |i: usize| -> u64 {
-        args[i].parse().unwrap_or_else(|_| {
-            eprintln!("argument {i} must be a number");
-            std::process::exit(2)
-        })
-    };
+    archivist_testkit::expect_args(
+        &args,
+        7,
+        "planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>",
+    );
+    let number = |i: usize| archivist_testkit::number_arg(&args, i);
     let config = ZkConfig::new(&args[1])
         .with_chroot(&args[2])
         .with_session_timeout(Duration::from_millis(number(3)));

@@ -19,10 +19,7 @@ fn recorder_test_slow() {
 }
 
 async fn run(args: Vec<String>) {
-    if args.len() != 4 {
-        eprintln!("usage: recorder-test-slow <connect> <chroot> <delay-ms>");
-        std::process::exit(2);
-    }
+    archivist_testkit::expect_args(&args, 4, "recorder-test-slow <connect> <chroot> <delay-ms>");
     let Ok(delay) = args[3].parse::<u64>() else {
         eprintln!("delay must be a number of milliseconds");
         std::process::exit(2);
