@@ -2,11 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use archivist_matcher::corpus::{
-    lame_encode, synth_bed, synth_clip, tool_available, write_wav, BedKind, ClipKind,
-};
 use archivist_matcher::decode::{decode_file, decode_reader, DecodeError};
 use archivist_matcher::{MatchConfig, Matcher};
+use archivist_testaudio::{
+    lame_encode, synth_bed, synth_clip, tool_available, write_wav, BedKind, ClipKind,
+};
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use archivist_matcher::corpus::{synth_bed, synth_clip, write_wav, BedKind, ClipKind};
 use archivist_matcher::decode::{decode_file, DecodeError};
 use archivist_matcher::{MatchConfig, Matcher};
+use archivist_testaudio::{synth_bed, synth_clip, write_wav, BedKind, ClipKind};
 
 /// The master: 96 kHz mono, two clips placed three times.
 struct Fixture {
