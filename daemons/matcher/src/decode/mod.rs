@@ -30,6 +30,7 @@ mod band;
 mod mp3;
 mod mp4;
 mod resample;
+mod tail;
 
 pub use band::ANALYSIS_BAND_HZ;
 
@@ -282,6 +283,20 @@ pub fn decode_reader(
     decode_source(source, hint_ext, "<stream>")
 }
 
+/// AAC-LC encoder priming (samples) assumed for raw ADTS, which cannot declare it.
+const AAC_PRIMING: u64 = 1024;
+
+/// Which end-of-body check ([`tail`]) a container needs.
+#[derive(Debug, Clone, Copy)]
+enum EndCheck {
+    /// None: the container declares its length (WAV, MP4) or FLAC's own checks apply.
+    None,
+    /// The last Ogg page must be whole and end the stream.
+    Ogg,
+    /// The last frame must be whole.
+    Frames(tail::Frames),
+}
+
 /// Messages from the decoding thread to the resampling thread.
 enum Msg {
     /// Mono samples at the current segment's rate.
@@ -331,6 +346,11 @@ pub fn decode_source(
     input: &str,
 ) -> Result<DecodedAudio, DecodeError> {
     let input = input.to_owned();
+    let tail = if source.is_seekable() {
+        tail::read_tail(&mut source)
+    } else {
+        None
+    };
     let mp4_gapless = if source.is_seekable() {
         mp4::read_gapless(&mut source)
     } else {
@@ -409,13 +429,49 @@ pub fn decode_source(
                 pos: 0,
             });
     }
+    // Raw ADTS AAC has no edit list or tag: the encoder's priming is the convention,
+    // 1024 samples for AAC-LC (ffmpeg's `aac` and fdk-aac both write it; it came out
+    // 23 ms late at 44.1 kHz). In MP4 the AudioSpecificConfig is the extra data.
+    let is_adts = params.codec == sc::CODEC_TYPE_AAC && params.extra_data.is_none();
+    if is_adts {
+        trim = Some(Trim {
+            skip: AAC_PRIMING,
+            keep: None,
+            pos: 0,
+        });
+    }
     // The duration the container declares: MP3 only with a LAME tag (without one the
     // reader estimates it from the first frame's bitrate, wrong for VBR).
     let expected_frames = match &trim {
+        // ADTS's count is estimated from the average frame size: not a declaration.
+        Some(_) if is_adts => None,
         Some(t) => t.keep,
         None if is_mp3 && params.delay.is_none() => None,
         None => params.n_frames,
     };
+    let head = tail.as_ref().map(|t| t.head.as_slice()).unwrap_or_default();
+    let native_flac = params.codec == sc::CODEC_TYPE_FLAC && head.starts_with(b"fLaC");
+    let end_check = if head.starts_with(b"OggS") {
+        EndCheck::Ogg
+    } else if is_adts {
+        EndCheck::Frames(tail::Frames::Adts)
+    } else if matches!(
+        params.codec,
+        sc::CODEC_TYPE_MP1 | sc::CODEC_TYPE_MP2 | sc::CODEC_TYPE_MP3
+    ) && !head.starts_with(b"RIFF")
+    {
+        EndCheck::Frames(tail::Frames::Mpeg)
+    } else {
+        EndCheck::None
+    };
+    // STREAMINFO's largest block: a fixed-blocksize frame's number times it is its
+    // first sample.
+    let flac_block = params
+        .extra_data
+        .as_deref()
+        .filter(|_| native_flac)
+        .and_then(|si| si.get(2..4))
+        .map(|b| u64::from(u16::from_be_bytes([b[0], b[1]])));
     let expected_s = expected_frames.map(|n| n as f64 / source_rate as f64);
     // FLAC's STREAMINFO and a WAV's data size declare the exact frame count, no
     // rounding: one frame fewer is a lost frame, never a tolerance.
@@ -599,6 +655,49 @@ pub fn decode_source(
             state.decoded_s += frames as f64 / state.rate as f64;
             if chunk.len() >= SEND_CHUNK {
                 flush(&tx, &mut chunk);
+            }
+        }
+        let flac_tail = tail.as_ref().zip(flac_block).filter(|_| broke.is_none());
+        if let Some((t, block)) = flac_tail {
+            // The reader drops a last frame it cannot delimit (bytes follow it that are
+            // not a frame): find it by its CRC and decode it, up to the declared count.
+            let want = exact_frames.unwrap_or(u64::MAX);
+            while state.frames_in < want && state.segment_rates.len() == 1 {
+                let at = state.frames_in;
+                let found = tail::flac_frame_at(t, at, block, |data, n| {
+                    let p = Packet::new_from_slice(track_id, at, n, data);
+                    matches!(decoder.decode(&p), Ok(buf) if buf.frames() as u64 == n)
+                });
+                let Some((data, n)) = found else { break };
+                let p = Packet::new_from_slice(track_id, at, n, data);
+                let Ok(buf) = decoder.decode(&p) else { break };
+                let frames = mix(&buf, &mut sample_buf, &mut chunk);
+                state.zero_non_finite(&mut chunk, frames);
+                state.frames_in += frames as u64;
+                state.decoded_s += frames as f64 / state.rate as f64;
+                state.warnings.push(format!(
+                    "the FLAC frame at sample {at} is followed by bytes that are not FLAC (junk or a tag): decoded it, ignored them"
+                ));
+            }
+            if exact_frames.is_none() && tail::flac_frame_begins(t, state.frames_in, block) {
+                broke = Some(format!(
+                    "the body ends inside the FLAC frame that starts at sample {}: truncated",
+                    state.frames_in
+                ));
+            }
+        }
+        if let Some(t) = tail.as_ref().filter(|_| broke.is_none()) {
+            let end = match end_check {
+                EndCheck::Ogg => tail::ogg_end(t).map(|junk| (junk, "Ogg page")),
+                EndCheck::Frames(kind) => tail::mpeg_end(t, kind).map(|junk| (junk, "frame")),
+                EndCheck::None => Ok((0, "")),
+            };
+            match end {
+                Err(reason) => broke = Some(reason),
+                Ok((0, _)) => {}
+                Ok((junk, what)) => state.warnings.push(format!(
+                    "{junk} bytes after the last {what} are not audio (ignored)"
+                )),
             }
         }
         flush(&tx, &mut chunk);
