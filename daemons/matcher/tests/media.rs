@@ -343,7 +343,107 @@ fn a_joined_file_whose_sample_rate_changes_midway_is_decoded_whole() {
     // Where the parts join, the first part's padding, the second's encoder delay and
     // the frame the MP3 reader drops at the change shift later offsets by a few tens of
     // milliseconds: every occurrence is found, those after the join within 80 ms.
-    check("joined 44.1 + 22.05 kHz MP3", &found, f, 0.08);
+    check("joined 44.1 + 22.05 kHz MP3", &found, f, 0.005);
+}
+
+/// Two MP3s at the same rate joined: the second file's encoder delay (and the first's
+/// padding) removed, so offsets after the join are true (before: ~50 ms late).
+#[test]
+fn joined_mp3s_at_one_rate_keep_their_offsets() {
+    let f = fixture();
+    let clips = low_rate_clips(f);
+    let a = f.dir.join("same-a.mp3");
+    let b = f.dir.join("same-b.mp3");
+    for (path, ss, t) in [(&a, "0", "5"), (&b, "5", "100")] {
+        run(Command::new("ffmpeg")
+            .args([
+                "-hide_banner",
+                "-loglevel",
+                "error",
+                "-y",
+                "-ss",
+                ss,
+                "-t",
+                t,
+                "-i",
+            ])
+            .arg(&f.master)
+            .args([
+                "-ar",
+                "44100",
+                "-ac",
+                "1",
+                "-c:a",
+                "libmp3lame",
+                "-b:a",
+                "64k",
+            ])
+            .arg(path));
+    }
+    let joined = f.dir.join("same-joined.mp3");
+    let mut bytes = std::fs::read(&a).unwrap();
+    bytes.extend(std::fs::read(&b).unwrap());
+    std::fs::write(&joined, bytes).unwrap();
+    let (dur, found) = find_all(&joined, &clips);
+    assert!((dur - f.duration_s).abs() < 0.01, "decoded {dur} s");
+    check("joined 44.1 + 44.1 kHz MP3", &found, f, 0.005);
+}
+
+/// An MP3 with data inserted midway (a run of its own frames copied in, or random
+/// bytes): it decodes past the frame count its Xing/LAME header declares, and every
+/// offset after the insertion would be late. Refused as incomplete, naming both counts;
+/// random bytes the reader skips without a false frame may decode, at true offsets.
+/// (Before: decoded whole with a "joined files?" warning.)
+#[test]
+fn an_mp3_with_data_inserted_midway_is_refused() {
+    let f = fixture();
+    let clips = low_rate_clips(f);
+    let whole = f.dir.join("insert-whole.mp3");
+    ffmpeg(
+        &f.master,
+        &whole,
+        44_100,
+        1,
+        &["-c:a", "libmp3lame", "-b:a", "64k"],
+    );
+    let bytes = std::fs::read(&whole).unwrap();
+    let at = bytes.len() / 3;
+    let mut copied = bytes[..at].to_vec();
+    copied.extend_from_slice(&bytes[bytes.len() / 2..bytes.len() / 2 + 4000]);
+    copied.extend_from_slice(&bytes[at..]);
+    let p = f.dir.join("insert-frames.mp3");
+    std::fs::write(&p, &copied).unwrap();
+    match decode_file(&p) {
+        Err(e @ DecodeError::Incomplete { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("declare"), "{text}");
+            eprintln!("inserted frames: {text}");
+        }
+        other => panic!(
+            "inserted frames must be refused, got {:?}",
+            other.map(|d| d.duration_s)
+        ),
+    }
+    let mut x: u32 = 2024;
+    let junk: Vec<u8> = (0..3000)
+        .map(|_| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (x >> 16) as u8
+        })
+        .collect();
+    let mut garbage = bytes[..at].to_vec();
+    garbage.extend_from_slice(&junk);
+    garbage.extend_from_slice(&bytes[at..]);
+    let p = f.dir.join("insert-garbage.mp3");
+    std::fs::write(&p, &garbage).unwrap();
+    match decode_file(&p) {
+        Ok(_) => {
+            let (_, found) = find_all(&p, &clips);
+            check("MP3 with random bytes inserted", &found, f, 0.005);
+        }
+        Err(e @ DecodeError::Incomplete { .. }) => eprintln!("inserted garbage: {e}"),
+        Err(e) => panic!("inserted garbage: {e}"),
+    }
 }
 
 /// Truncated files whose container declares their length (WAV, FLAC, M4A with its index

@@ -286,6 +286,57 @@ pub fn decode_reader(
 /// AAC-LC encoder priming (samples) assumed for raw ADTS, which cannot declare it.
 const AAC_PRIMING: u64 = 1024;
 
+/// The segments of an MP3 body and where each starts among the reader's packets.
+struct Mp3Plan {
+    segments: Vec<mp3::Segment>,
+    /// The packet index at which each segment starts.
+    starts: Vec<u64>,
+}
+
+impl Mp3Plan {
+    fn new(segments: Vec<mp3::Segment>) -> Mp3Plan {
+        let starts = segments
+            .iter()
+            .scan(0u64, |at, s| {
+                let start = *at;
+                *at += s.frames;
+                Some(start)
+            })
+            .collect();
+        Mp3Plan { segments, starts }
+    }
+
+    /// Why the stream cannot be trusted, if it cannot: a file holding other than the
+    /// frames its Xing/LAME header declares (data inserted or lost midway, so every
+    /// offset after that point would be off), or the reader having read other frames
+    /// than the walk found.
+    fn check(&self, packets: u64) -> Option<String> {
+        for (k, s) in self.segments.iter().enumerate() {
+            if let Some(declared) = s.tag.and_then(|t| t.frames) {
+                if declared != s.frames {
+                    let which = if self.segments.len() > 1 {
+                        format!(
+                            "part {} of the {} its Xing/Info frames and rate changes split it into",
+                            k + 1,
+                            self.segments.len()
+                        )
+                    } else {
+                        "the stream".to_string()
+                    };
+                    return Some(format!(
+                        "{which} holds {} MP3 frames where its Xing/LAME header declares {declared}: data inserted or lost midway, so offsets after it would be wrong",
+                        s.frames
+                    ));
+                }
+            }
+        }
+        let walked: u64 = self.segments.iter().map(|s| s.frames).sum();
+        (self.segments.len() > 1 && walked != packets).then(|| {
+            format!("the MP3 reader read {packets} frames where the stream holds {walked}: damaged data between joined files")
+        })
+    }
+}
+
 /// Which end-of-body check ([`tail`]) a container needs.
 #[derive(Debug, Clone, Copy)]
 enum EndCheck {
@@ -358,6 +409,15 @@ pub fn decode_source(
     };
     let mp3_start = if source.is_seekable() && mp4_gapless.is_none() {
         mp3::read_start(&mut source)
+    } else {
+        None
+    };
+    // Joined MP3 files and data inserted midway: every frame walked ([`mp3::segments`]).
+    let sniffed_mpeg = tail.as_ref().is_some_and(|t| {
+        t.head.starts_with(b"ID3") || t.head.get(..4).and_then(tail::mpeg_frame_len).is_some()
+    });
+    let mp3_segments = if sniffed_mpeg && mp4_gapless.is_none() {
+        mp3::segments(&mut source)
     } else {
         None
     };
@@ -478,6 +538,7 @@ pub fn decode_source(
     let exact_frames = expected_frames
         .filter(|n| *n > 0 && trim.is_none())
         .filter(|_| params.codec == sc::CODEC_TYPE_FLAC || PCM_CODECS.contains(&params.codec));
+    let mp3_plan = mp3_segments.filter(|_| is_mp3).map(Mp3Plan::new);
     let mono = MonoResampler::new(source_rate, expected_frames.unwrap_or(0), &input)?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(64);
     std::thread::scope(|scope| {
@@ -523,6 +584,12 @@ pub fn decode_source(
         let mut chunk: Vec<f32> = Vec::with_capacity(SEND_CHUNK + 8192);
         let mut held: Option<Packet> = None;
         let mut past_declared_end = false;
+        let mut mp3_packets: u64 = 0;
+        let mut seg_trim = Trim {
+            skip: 0,
+            keep: None,
+            pos: 0,
+        };
         let mut broke: Option<String> = None;
         let mut ended = false;
         loop {
@@ -571,16 +638,38 @@ pub fn decode_source(
                 }
                 continue;
             };
-            if is_mp3 && packet.trim_end > 0 && held.is_some() {
-                packet.dur += u64::from(packet.trim_end);
-                packet.trim_end = 0;
-                if !past_declared_end {
-                    past_declared_end = true;
-                    state.warnings.push(format!(
-                        "the stream goes on past the {:.3} s its header declares (joined files?); decoded all of it",
-                        expected_s.unwrap_or(0.0)
-                    ));
+            let mut in_later_segment = false;
+            if let Some(plan) = mp3_plan.as_ref().filter(|p| p.segments.len() > 1) {
+                // A later joined file: its own delay and padding, not the first file's.
+                let idx = mp3_packets;
+                if idx >= plan.segments[0].frames {
+                    in_later_segment = true;
+                    packet.dur += u64::from(packet.trim_start) + u64::from(packet.trim_end);
+                    packet.trim_start = 0;
+                    packet.trim_end = 0;
+                    if let Some(k) = plan.starts.iter().position(|s| *s == idx) {
+                        let (skip, keep) = plan.segments[k].trim();
+                        seg_trim = Trim { skip, keep, pos: 0 };
+                        if !past_declared_end {
+                            past_declared_end = true;
+                            state.warnings.push(format!(
+                                "{} MP3 files joined (at {:.3} s first); each one's encoder delay and padding removed",
+                                plan.segments.len(),
+                                state.decoded_s
+                            ));
+                        }
+                    }
                 }
+            } else if is_mp3 && packet.trim_end > 0 && held.is_some() && broke.is_none() {
+                broke = Some(format!(
+                    "the stream goes on past the {:.3} s its Xing/LAME header declares with no new file's header there: data inserted midway (every offset after it would be late) or a file joined without a header",
+                    expected_s.unwrap_or(0.0)
+                ));
+                ended = true;
+                held = None;
+            }
+            if is_mp3 {
+                mp3_packets += 1;
             }
             let frames = match decoder.decode(&packet) {
                 Ok(buf) => {
@@ -651,11 +740,19 @@ pub fn decode_source(
                 Some(t) => t.apply(&mut chunk, frames),
                 None => frames,
             };
+            let frames = if in_later_segment {
+                seg_trim.apply(&mut chunk, frames)
+            } else {
+                frames
+            };
             state.frames_in += frames as u64;
             state.decoded_s += frames as f64 / state.rate as f64;
             if chunk.len() >= SEND_CHUNK {
                 flush(&tx, &mut chunk);
             }
+        }
+        if let (Some(plan), None) = (&mp3_plan, &broke) {
+            broke = plan.check(mp3_packets);
         }
         let flac_tail = tail.as_ref().zip(flac_block).filter(|_| broke.is_none());
         if let Some((t, block)) = flac_tail {

@@ -175,7 +175,7 @@ fn header_len(kind: Frames) -> usize {
 
 /// The length of an MPEG audio frame from its 4-byte header (free-format frames and
 /// reserved values give None).
-fn mpeg_frame_len(h: &[u8]) -> Option<usize> {
+pub(super) fn mpeg_frame_len(h: &[u8]) -> Option<usize> {
     if h[1] & 0xe0 != 0xe0 {
         return None;
     }
