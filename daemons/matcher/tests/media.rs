@@ -340,9 +340,9 @@ fn a_joined_file_whose_sample_rate_changes_midway_is_decoded_whole() {
         f.duration_s
     );
     let (_, found) = find_all(&joined, &clips);
-    // Where the parts join, the first part's padding, the second's encoder delay and
-    // the frame the MP3 reader drops at the change shift later offsets by a few tens of
-    // milliseconds: every occurrence is found, those after the join within 80 ms.
+    // Where the parts join, the first part's padding and the second's encoder delay are
+    // removed (each part's own LAME tag): every occurrence within 5 ms (was 67 ms late
+    // after the join).
     check("joined 44.1 + 22.05 kHz MP3", &found, f, 0.005);
 }
 
@@ -448,8 +448,7 @@ fn an_mp3_with_data_inserted_midway_is_refused() {
 
 /// Truncated files whose container declares their length (WAV, FLAC, M4A with its index
 /// first, MP3 with a LAME tag) are refused as incomplete, with both durations in the
-/// reason. (An Ogg stream cut short declares nothing: there the download's
-/// Content-Length check is what refuses it.)
+/// reason. (Containers that declare nothing: `cut_media_that_declares_no_length_is_incomplete`.)
 #[test]
 fn truncated_media_is_incomplete_not_a_shorter_episode() {
     let f = fixture();

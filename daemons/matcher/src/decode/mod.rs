@@ -13,6 +13,8 @@
 //! - Ogg Vorbis: the granule positions (symphonia's gapless mode);
 //! - AAC/ALAC in MP4: the `iTunSMPB` tag or the edit list ([`mp4`]), which symphonia
 //!   0.5 ignores (AAC came out 1024 frames late: 128 ms at 8 kHz);
+//! - raw ADTS AAC: nothing declares it; AAC-LC's conventional 1024 priming samples;
+//! - joined MP3 files: each part's own LAME tag ([`mp3::segments`]);
 //! - FLAC and WAV have none.
 //!
 //! **All or nothing.** An episode is researched only when all of it decoded, because a
@@ -24,7 +26,11 @@
 //!   [`DecodeError::Incomplete`];
 //! - a stream that breaks midway, or that decodes to less than the duration its
 //!   container declares (beyond [`duration_tolerance_s`]), is a
-//!   [`DecodeError::Incomplete`] naming what was decoded and what was expected.
+//!   [`DecodeError::Incomplete`] naming what was decoded and what was expected;
+//! - a body whose container declares no length is checked at its end ([`tail`]): a last
+//!   Ogg page without the end-of-stream flag or a last frame cut short is incomplete;
+//! - an MP3 holding other frames than its Xing/LAME header declares (data inserted
+//!   midway) is incomplete: every offset after the insertion would be wrong.
 
 mod band;
 mod mp3;

@@ -353,12 +353,12 @@ pub(super) fn flac_frame_begins(tail: &Tail, sample: u64, fixed_block: u64) -> b
 /// The complete FLAC frame starting at `sample` (its bytes and block size): a header for
 /// that sample followed by data whose CRC-16 holds at some end, however many bytes
 /// follow it. `accept` decodes a candidate (a CRC-16 can hold by chance mid-frame).
-pub(super) fn flac_frame_at<'a>(
-    tail: &'a Tail,
+pub(super) fn flac_frame_at(
+    tail: &Tail,
     sample: u64,
     fixed_block: u64,
     mut accept: impl FnMut(&[u8], u64) -> bool,
-) -> Option<(&'a [u8], u64)> {
+) -> Option<(&[u8], u64)> {
     let b = &tail.bytes;
     for (at, block) in flac_headers_at(tail, sample, fixed_block) {
         let mut crc = Crc16Ansi::new(0);
