@@ -386,7 +386,7 @@ mod tests {
         b.extend_from_slice(b"APETAGEX");
         b.extend_from_slice(&2000u32.to_le_bytes());
         b.extend_from_slice(&32u32.to_le_bytes()); // size: the footer only
-        b.extend_from_slice(&[0; 12]);
+        b.extend_from_slice(&[0; 16]); // items, flags (no header), reserved
         let mut id3 = b"TAG".to_vec();
         id3.resize(128, b' ');
         b.extend_from_slice(&id3);
