@@ -349,7 +349,7 @@ fn a_joined_file_whose_sample_rate_changes_midway_is_decoded_whole() {
 /// Two MP3s at the same rate joined: the second file's encoder delay (and the first's
 /// padding) removed, so offsets after the join are true (before: ~50 ms late).
 #[test]
-fn joined_mp3s_at_one_rate_keep_their_offsets() {
+fn joined_lame_files_at_one_rate_keep_their_offsets() {
     let f = fixture();
     let clips = low_rate_clips(f);
     let a = f.dir.join("same-a.mp3");
@@ -395,7 +395,7 @@ fn joined_mp3s_at_one_rate_keep_their_offsets() {
 /// random bytes the reader skips without a false frame may decode, at true offsets.
 /// (Before: decoded whole with a "joined files?" warning.)
 #[test]
-fn an_mp3_with_data_inserted_midway_is_refused() {
+fn a_lame_file_with_data_inserted_midway_is_refused() {
     let f = fixture();
     let clips = low_rate_clips(f);
     let whole = f.dir.join("insert-whole.mp3");
@@ -444,6 +444,55 @@ fn an_mp3_with_data_inserted_midway_is_refused() {
         Err(e @ DecodeError::Incomplete { .. }) => eprintln!("inserted garbage: {e}"),
         Err(e) => panic!("inserted garbage: {e}"),
     }
+}
+
+/// An MP3 with an APEv2 tag (binary cover art holding what look like MP3 frames at
+/// another rate) and an ID3v1 tag after its frames: the tags are not audio, not a
+/// joined file and not a cut frame; the episode decodes whole.
+#[test]
+fn a_lame_file_with_binary_tags_at_its_end_decodes_whole() {
+    let f = fixture();
+    let mp3 = f.dir.join("tagged-end.mp3");
+    ffmpeg(
+        &f.master,
+        &mp3,
+        44_100,
+        1,
+        &["-c:a", "libmp3lame", "-b:a", "64k"],
+    );
+    let other = f.dir.join("tagged-end-art.mp3");
+    ffmpeg(
+        &f.master,
+        &other,
+        22_050,
+        1,
+        &["-c:a", "libmp3lame", "-b:a", "32k"],
+    );
+    let art = std::fs::read(&other).unwrap()[2000..8000].to_vec();
+    let mut item = Vec::new();
+    item.extend_from_slice(&(art.len() as u32).to_le_bytes());
+    item.extend_from_slice(&2u32.to_le_bytes()); // binary
+    item.extend_from_slice(b"Cover Art (Front)\0");
+    item.extend_from_slice(&art);
+    let mut bytes = std::fs::read(&mp3).unwrap();
+    bytes.extend_from_slice(&item);
+    bytes.extend_from_slice(b"APETAGEX");
+    bytes.extend_from_slice(&2000u32.to_le_bytes());
+    bytes.extend_from_slice(&(item.len() as u32 + 32).to_le_bytes());
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&[0u8; 12]); // flags (no header), reserved
+    let mut id3v1 = b"TAGtitle".to_vec();
+    id3v1.resize(128, 0);
+    bytes.extend_from_slice(&id3v1);
+    let p = f.dir.join("tagged-end-whole.mp3");
+    std::fs::write(&p, &bytes).unwrap();
+    let d = decode_file(&p).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        (d.duration_s - f.duration_s).abs() < 0.01,
+        "{}",
+        d.duration_s
+    );
+    assert_eq!(d.segment_rates, vec![44_100], "{:?}", d.warnings);
 }
 
 /// Truncated files whose container declares their length (WAV, FLAC, M4A with its index

@@ -312,6 +312,11 @@ impl Mp3Plan {
         Mp3Plan { segments, starts }
     }
 
+    /// Audio frames the walk found in all segments.
+    fn frames(&self) -> u64 {
+        self.segments.iter().map(|s| s.frames).sum()
+    }
+
     /// Why the stream cannot be trusted, if it cannot: a file holding other than the
     /// frames its Xing/LAME header declares (data inserted or lost midway, so every
     /// offset after that point would be off), or the reader having read other frames
@@ -336,7 +341,7 @@ impl Mp3Plan {
                 }
             }
         }
-        let walked: u64 = self.segments.iter().map(|s| s.frames).sum();
+        let walked = self.frames();
         (self.segments.len() > 1 && walked != packets).then(|| {
             format!("the MP3 reader read {packets} frames where the stream holds {walked}: damaged data between joined files")
         })
@@ -422,10 +427,11 @@ pub fn decode_source(
     let sniffed_mpeg = tail.as_ref().is_some_and(|t| {
         t.head.starts_with(b"ID3") || t.head.get(..4).and_then(tail::mpeg_frame_len).is_some()
     });
-    let mp3_segments = if sniffed_mpeg && mp4_gapless.is_none() {
-        mp3::segments(&mut source)
-    } else {
-        None
+    let mp3_segments = match &tail {
+        Some(t) if sniffed_mpeg && mp4_gapless.is_none() => {
+            mp3::segments(&mut source, tail::trailer_len(t))
+        }
+        _ => None,
     };
     let mss = MediaSourceStream::new(source, Default::default());
     let mut hint = Hint::new();
@@ -644,6 +650,17 @@ pub fn decode_source(
                 }
                 continue;
             };
+            let mp3_walked = mp3_plan.as_ref().map(Mp3Plan::frames);
+            if mp3_walked.is_some_and(|n| mp3_packets >= n) {
+                // Past every frame the walk found: false frames in bytes after the audio
+                // (a tag's binary data), not audio.
+                state.warnings.push(format!(
+                    "bytes after the last of the {mp3_packets} MP3 frames are not audio (ignored)"
+                ));
+                held = None;
+                ended = true;
+                continue;
+            }
             let mut in_later_segment = false;
             if let Some(plan) = mp3_plan.as_ref().filter(|p| p.segments.len() > 1) {
                 // A later joined file: its own delay and padding, not the first file's.
@@ -666,7 +683,12 @@ pub fn decode_source(
                         }
                     }
                 }
-            } else if is_mp3 && packet.trim_end > 0 && held.is_some() && broke.is_none() {
+            } else if is_mp3
+                && packet.trim_end > 0
+                && held.is_some()
+                && broke.is_none()
+                && mp3_walked.is_none_or(|n| mp3_packets + 1 < n)
+            {
                 broke = Some(format!(
                     "the stream goes on past the {:.3} s its Xing/LAME header declares with no new file's header there: data inserted midway (every offset after it would be late) or a file joined without a header",
                     expected_s.unwrap_or(0.0)

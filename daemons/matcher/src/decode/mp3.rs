@@ -148,10 +148,10 @@ impl Segment {
 
 /// Walks every MPEG audio frame of a seekable source by the lengths its headers declare
 /// (resynchronising byte by byte over anything else, as the reader does), splitting it
-/// into [`Segment`]s; rewinds the source. None when the walk cannot be made (not
+/// into [`Segment`]s, up to the `trailer` bytes of tags at the end; rewinds the source. None when the walk cannot be made (not
 /// seekable, no frame).
-pub(super) fn segments(source: &mut Box<dyn MediaSource>) -> Option<Vec<Segment>> {
-    let len = source.byte_len()?;
+pub(super) fn segments(source: &mut Box<dyn MediaSource>, trailer: u64) -> Option<Vec<Segment>> {
+    let len = source.byte_len()?.saturating_sub(trailer);
     source.seek(SeekFrom::Start(0)).ok()?;
     let mut r = std::io::BufReader::with_capacity(1 << 16, source.by_ref());
     let mut head = [0u8; 10];

@@ -112,6 +112,13 @@ fn ogg_page(b: &[u8]) -> Option<OggPage> {
     })
 }
 
+/// How many bytes of trailing tags (ID3v1, APEv2, Lyrics3v2) end the body: the MP3
+/// walk ([`super::mp3::segments`]) stops before them (a tag's cover art can hold false
+/// frame headers).
+pub(super) fn trailer_len(tail: &Tail) -> u64 {
+    (tail.bytes.len() - audio_end(&tail.bytes)) as u64
+}
+
 /// Where the audio of an MP3 or ADTS body ends: before an ID3v1 tag, an APEv2 tag and
 /// a Lyrics3v2 block, in the order taggers append them.
 fn audio_end(b: &[u8]) -> usize {
