@@ -343,7 +343,7 @@ impl Mp3Plan {
         }
         let walked = self.frames();
         (self.segments.len() > 1 && walked != packets).then(|| {
-            format!("the MP3 reader read {packets} frames where the stream holds {walked}: damaged data between joined files")
+            format!("the MP3 reader read {packets} frames where a walk of the stream found {walked}: junk between or after the frames that looks like MP3 data, so where each part starts is unknown")
         })
     }
 }
