@@ -295,12 +295,14 @@ const AAC_PRIMING: u64 = 1024;
 /// The segments of an MP3 body and where each starts among the reader's packets.
 struct Mp3Plan {
     segments: Vec<mp3::Segment>,
+    /// Whether bytes (tags, junk) follow the last frame.
+    trailing: bool,
     /// The packet index at which each segment starts.
     starts: Vec<u64>,
 }
 
 impl Mp3Plan {
-    fn new(segments: Vec<mp3::Segment>) -> Mp3Plan {
+    fn new((segments, trailing): (Vec<mp3::Segment>, bool)) -> Mp3Plan {
         let starts = segments
             .iter()
             .scan(0u64, |at, s| {
@@ -309,7 +311,11 @@ impl Mp3Plan {
                 Some(start)
             })
             .collect();
-        Mp3Plan { segments, starts }
+        Mp3Plan {
+            segments,
+            trailing,
+            starts,
+        }
     }
 
     /// Audio frames the walk found in all segments.
@@ -653,10 +659,17 @@ pub fn decode_source(
             let mp3_walked = mp3_plan.as_ref().map(Mp3Plan::frames);
             if mp3_walked.is_some_and(|n| mp3_packets >= n) {
                 // Past every frame the walk found: false frames in bytes after the audio
-                // (a tag's binary data), not audio.
-                state.warnings.push(format!(
-                    "bytes after the last of the {mp3_packets} MP3 frames are not audio (ignored)"
-                ));
+                // (a tag's binary data) are not audio; with no such bytes, the reader
+                // read a false frame midway and this one is real.
+                if mp3_plan.as_ref().is_some_and(|p| p.trailing) {
+                    state.warnings.push(format!(
+                        "bytes after the last of the {mp3_packets} MP3 frames are not audio (ignored)"
+                    ));
+                } else if broke.is_none() {
+                    broke = Some(format!(
+                        "the MP3 reader read more than the {mp3_packets} frames a walk of the stream found: junk midway that looks like MP3 data, so later offsets cannot be trusted"
+                    ));
+                }
                 held = None;
                 ended = true;
                 continue;

@@ -148,10 +148,16 @@ impl Segment {
 
 /// Walks every MPEG audio frame of a seekable source by the lengths its headers declare
 /// (resynchronising byte by byte over anything else, as the reader does), splitting it
-/// into [`Segment`]s, up to the `trailer` bytes of tags at the end; rewinds the source. None when the walk cannot be made (not
+/// into [`Segment`]s, up to the `trailer` bytes of tags at the end, and whether any bytes
+/// (tags, junk) follow the last frame; rewinds the source. None when the walk cannot be made (not
 /// seekable, no frame).
-pub(super) fn segments(source: &mut Box<dyn MediaSource>, trailer: u64) -> Option<Vec<Segment>> {
-    let len = source.byte_len()?.saturating_sub(trailer);
+pub(super) fn segments(
+    source: &mut Box<dyn MediaSource>,
+    trailer: u64,
+) -> Option<(Vec<Segment>, bool)> {
+    let whole = source.byte_len()?;
+    let len = whole.saturating_sub(trailer);
+    let mut last_end = 0;
     source.seek(SeekFrom::Start(0)).ok()?;
     let mut r = std::io::BufReader::with_capacity(1 << 16, source.by_ref());
     let mut head = [0u8; 10];
@@ -220,10 +226,11 @@ pub(super) fn segments(source: &mut Box<dyn MediaSource>, trailer: u64) -> Optio
             }
         }
         pos += flen as u64;
+        last_end = pos;
     }
     drop(r);
     source.seek(SeekFrom::Start(0)).ok()?;
-    (!segs.is_empty()).then_some(segs)
+    (!segs.is_empty()).then_some((segs, last_end < whole))
 }
 
 /// Reads as much of `buf` as the reader gives (less at the end).
