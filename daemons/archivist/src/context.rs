@@ -151,7 +151,18 @@ fn sasl_config(
     file: SaslSection,
     password_var: Option<String>,
 ) -> Result<Option<SaslConfig>> {
-    let reader = global.zk_sasl_reader.clone().or(file.reader);
+    // An empty reader (`ARCHIVIST_ZK_SASL_READER=`) is no reader, not an ACL for the
+    // empty SASL id; a name ZooKeeper would read as more than one id is refused.
+    let reader = global
+        .zk_sasl_reader
+        .clone()
+        .or(file.reader)
+        .filter(|r| !r.trim().is_empty());
+    if let Some(r) = &reader {
+        if r.trim() != r || r.contains([',', ':', '/']) || r.chars().any(char::is_whitespace) {
+            anyhow::bail!("zookeeper.sasl.reader {r:?} is not one SASL user name (no spaces, commas, colons or slashes)");
+        }
+    }
     let Some(user) = global.zk_sasl_user.clone().or(file.user) else {
         return Ok(None);
     };
@@ -161,6 +172,10 @@ fn sasl_config(
             format!("zookeeper.sasl: user {user:?} needs a password: zookeeper.sasl.password_file, --zk-sasl-password-file or {SASL_PASSWORD_VAR}")
         })?,
     };
+    if password.is_empty() {
+        // The server would only say "authentication failed".
+        anyhow::bail!("{SASL_PASSWORD_VAR} is empty: set it to user {user:?}'s password, or use zookeeper.sasl.password_file");
+    }
     Ok(Some(SaslConfig {
         credentials: Credentials { user, password },
         reader,

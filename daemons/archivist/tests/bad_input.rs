@@ -304,3 +304,56 @@ fn a_feed_that_crashed_the_parser_is_read_and_run_all_keeps_every_daemon() {
     }
     assert!(daemons.stop(Duration::from_secs(30)), "stops on SIGTERM");
 }
+
+/// ZooKeeper credentials that cannot work are refused before anything connects, with
+/// the setting named and no secret repeated (outside try of issue 21): an empty
+/// `ARCHIVIST_ZK_SASL_PASSWORD` (the server only says "authentication failed"), a reader
+/// name ZooKeeper would read as several ids, and `config check` passing an
+/// `ARCHIVIST_ZK_AUTH` the commands then refuse.
+#[test]
+fn unusable_zookeeper_credentials_are_refused_before_connecting() {
+    let mut env = Env::fresh("bad-credentials");
+    // Nothing listens here: a refusal must come before any connection attempt.
+    env.zk = "127.0.0.1:9".into();
+    let var = |name: &str, value: &str| (name.to_string(), Some(value.to_string()));
+    let cases: [(Vec<(String, Option<String>)>, &[&str], &str); 3] = [
+        (
+            vec![
+                var("ARCHIVIST_ZK_SASL_USER", "archivist"),
+                var("ARCHIVIST_ZK_SASL_PASSWORD", ""),
+            ],
+            &["status"],
+            "ARCHIVIST_ZK_SASL_PASSWORD is empty",
+        ),
+        (
+            vec![
+                var("ARCHIVIST_ZK_SASL_USER", "archivist"),
+                var("ARCHIVIST_ZK_SASL_PASSWORD", "s3cr3t-pw"),
+                var("ARCHIVIST_ZK_SASL_READER", "ops,world"),
+            ],
+            &["status"],
+            "is not one SASL user name",
+        ),
+        (
+            vec![var("ARCHIVIST_ZK_AUTH", "nocolon-s3cr3t-pw")],
+            &["config", "check"],
+            "must be user:password",
+        ),
+    ];
+    for (vars, args, expected) in cases {
+        let mut case = env.clone();
+        case.extra = vars;
+        let out = case.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("s3cr3t-pw"),
+            "{args:?} shows the secret: {stderr}"
+        );
+        assert!(
+            !stderr.contains("127.0.0.1:9"),
+            "{args:?} tried to connect: {stderr}"
+        );
+    }
+}

@@ -168,20 +168,29 @@ pub async fn update_report(
     .await
 }
 
-/// Deletes a batch: its record stays as a `deleted` tombstone and its reports are
-/// removed, in one multi. Research and jobs are untouched (the batch never owned them).
+/// Deletes a batch: its record stays as a `deleted` tombstone and its reports and its
+/// secret webhook node are removed, in one multi. Research and jobs are untouched (the batch never owned them).
 ///
 /// # Errors
 /// [`BatchError::Refused`] where the table has no `-> deleted`; [`BatchError::Moved`].
 pub async fn delete(session: &Session, id: &str, by: &str) -> Result<BatchRecord, BatchError> {
     let reports = report::numbers(session, id).await?;
-    let extra = reports
+    let mut extra: Vec<Op> = reports
         .iter()
         .map(|n| Op::Delete {
             path: paths::batch_report(id, *n),
             version: None,
         })
         .collect();
+    // The webhook URL (its token) goes with the batch: the tombstone keeps only the
+    // origin, and an operator deleting a batch to be rid of a token is.
+    let webhook = paths::batch_webhook(id);
+    if store::exists(session, &webhook).await?.is_some() {
+        extra.push(Op::Delete {
+            path: webhook,
+            version: None,
+        });
+    }
     change(session, id, BatchState::Deleted, "delete", by, extra).await
 }
 

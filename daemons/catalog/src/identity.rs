@@ -110,7 +110,8 @@ pub fn without_credentials(url: &str) -> String {
 
 /// Is a query parameter of this name a credential? Tokens, keys, signatures and
 /// passwords by their usual names (`token`, `access_token`, `token-hash`, `key`,
-/// `api_key`, `sig`, `X-Amz-Signature`, `X-Amz-Security-Token`, `auth`, `password`...),
+/// `api_key`, `sig`, `X-Amz-Signature`, `X-Amz-Security-Token`, `auth`, `password`,
+/// `jwt`, `sessionid`, CloudFront's `Policy` and `Key-Pair-Id`...),
 /// case-insensitive. Names like `id`, `ep`, `src` or `utm_*` are not.
 pub fn is_secret_query_key(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
@@ -121,12 +122,25 @@ pub fn is_secret_query_key(name: &str) -> bool {
         "passwd",
         "signature",
         "credential",
+        "session",
+        "jwt",
     ]
     .iter()
     .any(|part| name.contains(part))
         || matches!(
             name.as_str(),
-            "key" | "apikey" | "api_key" | "api-key" | "sig" | "auth" | "pwd" | "hmac"
+            "key"
+                | "apikey"
+                | "api_key"
+                | "api-key"
+                | "sig"
+                | "auth"
+                | "pwd"
+                | "hmac"
+                // CloudFront signed URLs: the policy and key pair identify the grant.
+                | "policy"
+                | "key-pair-id"
+                | "sid"
         )
 }
 
@@ -324,6 +338,12 @@ mod tests {
         assert_eq!(
             secret_query_keys("https://c10.example/a.mp3?token-time=1&token-hash=zz"),
             ["token-time", "token-hash"]
+        );
+        assert_eq!(
+            secret_query_keys(
+                "https://d1.cloudfront.net/a.mp3?Policy=eyJ&Signature=x&Key-Pair-Id=K2&id=7&jwt=a.b.c&sessionid=9"
+            ),
+            ["Policy", "Signature", "Key-Pair-Id", "jwt", "sessionid"]
         );
         assert!(secret_query_keys("https://h/a.mp3?id=7&utm_source=rss&ep=3").is_empty());
         assert!(secret_query_keys("not a url?token=x").is_empty());

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Subcommand;
 
 use crate::cli::GlobalOpts;
@@ -28,6 +28,14 @@ pub async fn run(global: &GlobalOpts, command: ConfigCommand) -> Result<ExitCode
             config.planner.validate()?;
             config.recorder.validate()?;
             config.reaper.validate()?;
+            // The ZooKeeper settings as every command reads them (flags, variables such
+            // as ARCHIVIST_ZK_AUTH, the file's zookeeper section), so `check` passes
+            // nothing a command then refuses. Reads the password file; connects nowhere.
+            let mut with_file = global.clone();
+            with_file.config = file.clone();
+            crate::context::zk_config(&with_file).context(
+                "zookeeper settings (flags, ARCHIVIST_ZK_* variables, zookeeper section)",
+            )?;
             if config.reaper.work_item_ttl != config.planner.work_item_ttl {
                 eprintln!(
                     "warning: reaper.work_item_ttl_ms ({:?}) differs from planner.work_item_ttl_ms ({:?}); the planner's is the one that must stay below the lease duration",

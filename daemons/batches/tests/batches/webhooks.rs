@@ -121,4 +121,21 @@ async fn a_failing_webhook_marks_the_batch_and_the_report_stays() {
     let r = report::read(&session, &submitted.id, None).await.unwrap();
     assert_eq!(r.number, 1);
     assert_eq!(r.pairs.recorded, 1);
+    // Deleting the batch removes its webhook URL and token with it (outside try of
+    // issue 21: the secret node outlived the batch).
+    let webhook = archivist_engine::schema::paths::batch_webhook(&submitted.id);
+    assert!(archivist_engine::store::exists(&session, &webhook)
+        .await
+        .unwrap()
+        .is_some());
+    archivist_batches::admin::delete(&session, &submitted.id, "test")
+        .await
+        .unwrap();
+    assert!(
+        archivist_engine::store::exists(&session, &webhook)
+            .await
+            .unwrap()
+            .is_none(),
+        "the webhook's secret node outlived the batch"
+    );
 }

@@ -120,3 +120,72 @@ async fn a_lock_created_but_unconfirmed_is_found_and_kept_by_its_session() {
         .unwrap();
     assert!(other.is_some(), "the job is claimable after the release");
 }
+
+/// Persistent watches survive a reconnect of the same session. zookeeper-client 0.11.2
+/// re-sent only data, exist and child watches after a reconnect (the persistent ones
+/// were left out of `SetWatches2` by `index.max(index)`), so after any dropped
+/// connection (a leader change, a server restart) the planner's persistent recursive
+/// watches fell silent and nothing curated afterwards was planned until a new session
+/// (outside testing of issue 21). Fixed in `vendor/zookeeper-client` (VENDORED.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_watches_keep_firing_after_the_connection_is_reset() {
+    use archivist_engine::zk;
+    let (config, setup) = archivist_testkit::fresh_tree("rewatch").await;
+    setup
+        .client()
+        .create(
+            "/watched",
+            b"",
+            &setup.create_options(zk::CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+    let cut = Arc::new(AtomicBool::new(false));
+    let through = proxy(archivist_testkit::zk_connect(), cut.clone()).await;
+    let proxied = ZkConfig::new(through)
+        .with_chroot(config.chroot.clone())
+        .with_session_timeout(Duration::from_secs(30));
+    let session = Session::connect(&proxied)
+        .await
+        .expect("connect through proxy");
+    let mut watcher = session
+        .client()
+        .watch("/watched", zk::AddWatchMode::PersistentRecursive)
+        .await
+        .unwrap();
+    // Reset the connection: the next request's reply is dropped with it.
+    cut.store(true, Ordering::SeqCst);
+    let _ = session.client().check_stat("/watched").await;
+    assert!(!cut.load(Ordering::SeqCst), "the proxy never cut");
+    let back = archivist_testkit::eventually(Duration::from_secs(10), || async {
+        session.client().check_stat("/watched").await.is_ok()
+    })
+    .await;
+    assert!(
+        back && session.reconnects() >= 1,
+        "the session never reconnected"
+    );
+    setup
+        .client()
+        .create(
+            "/watched/after",
+            b"",
+            &setup.create_options(zk::CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+    let created = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let event = watcher.changed().await;
+            if event.event_type == zk::EventType::NodeCreated {
+                break event.path;
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        created.ok().as_deref(),
+        Some("/watched/after"),
+        "the persistent watch fell silent after the reconnect"
+    );
+}

@@ -444,7 +444,7 @@ impl WatchManager {
                 if !contains[i] {
                     contains[i] = true;
                     paths[i].push(path.as_str());
-                    index = index.max(index);
+                    index = index.max(i);
                     bytes += path.len();
                     if bytes > SET_WATCHES_MAX_BYTES {
                         self.send_and_clear_watches(last_zxid, &mut paths, index, depot);
