@@ -179,7 +179,15 @@ impl Session {
             client
                 .mkdir(&chroot, &options)
                 .await
-                .map_err(|e| EngineError::zk("create chroot", &chroot, e))?;
+                .map_err(|e| match e {
+                    // The server knows no scheme of the ACL we asked for: with SASL
+                    // configured, the server has no SASL provider (only an error code
+                    // comes back, "invalid acls", which names no cause).
+                    zk::Error::InvalidAcl if config.sasl.is_some() => EngineError::Config(format!(
+                        "creating {chroot}: the server refused ACLs for the `sasl` scheme: it has no SASL provider (authProvider.sasl in zoo.cfg and a JAAS Server section; docs/operations.md), or zookeeper.sasl is set by mistake"
+                    )),
+                    e => EngineError::zk("create chroot", &chroot, e),
+                })?;
         }
         let client = if chroot == "/" || chroot.is_empty() {
             client
