@@ -1,9 +1,14 @@
 //! Clips, downloaded once and decoded once per process.
 //!
 //! On disk (in the work directory) a clip is stored by the sha256 of its content
-//! (`clips/<hash>`), and `clips/by-url/<sha256 of URL>` holds the content hash of a URL
-//! already fetched, so a clip used by a thousand episodes is downloaded once, not once
-//! per episode. In memory, decoded clips (mono 8 kHz) stay in a least-recently-used
+//! (`clips/<hash>`), and `clips/by-url/<sha256 of URL and version>` holds the content
+//! hash of a URL already fetched for one version of the clip (its [`clip_stamp`]: the
+//! latest curation and the catalog's content hash), so a clip used by a thousand
+//! episodes is downloaded once, not once per episode, and a re-curated clip (whose file
+//! may have changed at the same URL) is fetched again once instead of being matched in
+//! its old form forever.
+//!
+//! [`clip_stamp`]: archivist_engine::schema::records::clip_stamp In memory, decoded clips (mono 8 kHz) stay in a least-recently-used
 //! cache bounded in bytes. Concurrent jobs asking for the same clip wait for one fetch.
 
 use std::collections::{HashMap, VecDeque};
@@ -125,36 +130,42 @@ impl ClipCache {
         }
     }
 
-    fn known_hash(&self, url: &str) -> Option<String> {
-        if let Some(h) = self.url_hashes.lock().ok()?.get(url).cloned() {
+    fn known_hash(&self, key: &str) -> Option<String> {
+        if let Some(h) = self.url_hashes.lock().ok()?.get(key).cloned() {
             return Some(h);
         }
-        let text = std::fs::read_to_string(self.dir.join("by-url").join(sha256_hex(url))).ok()?;
+        let text = std::fs::read_to_string(self.dir.join("by-url").join(sha256_hex(key))).ok()?;
         let hash = text.trim().to_string();
         let valid = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
         valid.then_some(hash)
     }
 
-    fn remember(&self, url: &str, hash: &str) -> Result<(), ClipError> {
+    fn remember(&self, key: &str, hash: &str) -> Result<(), ClipError> {
         if let Ok(mut map) = self.url_hashes.lock() {
-            map.insert(url.to_string(), hash.to_string());
+            map.insert(key.to_string(), hash.to_string());
         }
         let dir = self.dir.join("by-url");
         std::fs::create_dir_all(&dir).map_err(|e| Self::cache_err(&dir, e))?;
         let tmp = dir.join(format!(".{}.tmp", rand::random::<u64>()));
-        let path = dir.join(sha256_hex(url));
+        let path = dir.join(sha256_hex(key));
         std::fs::write(&tmp, hash).map_err(|e| Self::cache_err(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| Self::cache_err(&path, e))
     }
 
-    /// The decoded clip at `url`. `known_hash` (the catalog's content hash, if any) lets
-    /// a clip already on disk be used without asking the server.
+    /// The decoded clip at `url` as of `version` (the clip's [`clip_stamp`]: a new
+    /// curation is a new version, fetched again once). `known_hash` (the catalog's
+    /// content hash, if any) lets a clip already on disk be used without asking the
+    /// server.
+    ///
+    /// [`clip_stamp`]: archivist_engine::schema::records::clip_stamp
     pub async fn get(
         &self,
         url: &str,
+        version: &str,
         known_hash: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<Arc<DecodedClip>, ClipError> {
+        let key = format!("{url}\n{version}");
         let gate = {
             let mut map = self.in_flight.lock().map_err(|_| ClipError::Cache {
                 path: self.dir.display().to_string(),
@@ -164,7 +175,7 @@ impl ClipCache {
         };
         let _one_at_a_time = gate.lock().await;
         let hash = self
-            .known_hash(url)
+            .known_hash(&key)
             .or_else(|| known_hash.map(str::to_string));
         if let Some(hash) = &hash {
             if let Some(hit) = self.lru.lock().ok().and_then(|mut l| l.get(hash)) {
@@ -190,7 +201,7 @@ impl ClipCache {
             .await?;
         let path = self.dir.join(&fetched.sha256);
         std::fs::rename(&tmp, &path).map_err(|e| Self::cache_err(&path, e))?;
-        self.remember(url, &fetched.sha256)?;
+        self.remember(&key, &fetched.sha256)?;
         self.decode(path, fetched.sha256, url).await
     }
 

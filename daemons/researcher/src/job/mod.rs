@@ -512,6 +512,7 @@ impl Worker {
             .clips
             .get(
                 &record.fields.media_url,
+                &clip_stamp(&record.fields),
                 record.fields.content_hash.as_deref(),
                 &never,
             )

@@ -1,6 +1,7 @@
 //! The researcher against a real ZooKeeper and a local HTTP server.
 
 mod child;
+mod clip_cache;
 mod failures;
 mod flow;
 mod hostile;
