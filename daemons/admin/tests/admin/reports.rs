@@ -15,9 +15,15 @@ async fn status_counts_researchers_load_leases_and_research_progress() {
     fixtures::clip(&s, 1, "Jingle").await;
     fixtures::clip(&s, 2, "Sting").await;
     let researcher = archivist_testkit::another_session(&config).await;
-    member::register(&researcher, &Identity::named("researcher", "r1"), 3, None)
-        .await
-        .unwrap();
+    let _membership = member::register(
+        &researcher,
+        &Identity::named("researcher", "r1"),
+        3,
+        None,
+        &tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
 
     let oldest = fixtures::job(&s, &e1, &["c000001"]).await;
     let working = fixtures::job(&s, &e2, &["c000001", "c000002"]).await;
