@@ -208,8 +208,12 @@ pub struct StatusReport {
     pub slots: u64,
     /// Other live daemons.
     pub daemons: Vec<DaemonView>,
-    /// Queue length per state.
+    /// Queue length per state; for `pending`, only the entries that are work (the
+    /// planner's count: the name parses and the job exists).
     pub jobs: BTreeMap<JobState, usize>,
+    /// Entries of `/queues/pending` that are not work (not a queue entry's name, or no
+    /// such job): left out of `jobs`, as the planner leaves them out.
+    pub pending_strays: Vec<String>,
     /// Paused states.
     pub paused: Vec<PauseReport>,
     /// Leases.
@@ -240,6 +244,9 @@ pub async fn status(
     for state in JobState::ALL {
         jobs.insert(state, queue::len(session, state).await?);
     }
+    // The planner's rule for waiting work, so status and planner agree on "pending".
+    let pending = queue::count_work(session, JobState::Pending, usize::MAX).await?;
+    jobs.insert(JobState::Pending, pending.work);
 
     // Researchers and their load: jobs being worked on, by holder.
     let mut working: Vec<String> = Vec::new();
@@ -322,6 +329,7 @@ pub async fn status(
         slots,
         daemons,
         jobs,
+        pending_strays: pending.strays,
         paused: control::pauses(session).await?,
         leases,
         reports_waiting: count_children(session, paths::REPORTS).await?,

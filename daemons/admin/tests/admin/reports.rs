@@ -334,3 +334,31 @@ async fn tree_decodes_records_and_queue_entries() {
         .await
         .is_err());
 }
+
+#[tokio::test]
+async fn status_counts_only_pending_entries_that_are_work_and_names_the_strays() {
+    // Outside test 17c, defect 6: "pending 4" with one job; the planner stalled on the
+    // same count. Status and planner now share the engine's rule.
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-strays").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let real = fixtures::job(&s, &e1, &["c000001"]).await;
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    let queue = archivist_engine::schema::paths::queue(JobState::Pending);
+    let orphan =
+        archivist_engine::schema::queue_key::QueueEntry::new(0, 1_700_000_000_000, "j0000009999")
+            .name();
+    for name in ["garbage1", "zz-j0000009999", orphan.as_str()] {
+        fixtures::raw(&s, &format!("{queue}/{name}"), b"").await;
+    }
+    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(report.jobs[&JobState::Pending], 1);
+    let mut strays = report.pending_strays.clone();
+    strays.sort();
+    let mut expected = vec![orphan, "garbage1".to_string(), "zz-j0000009999".to_string()];
+    expected.sort();
+    assert_eq!(strays, expected);
+    assert_eq!(report.oldest_waiting.map(|w| w.job), Some(real.id));
+}

@@ -132,6 +132,15 @@ fn render(r: &StatusReport) -> String {
             vec![state.to_string(), n.to_string(), paused.unwrap_or_default()]
         }),
     ));
+    if !r.pending_strays.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} stray entr{} in /queues/pending not counted (not a queue entry, or no such job; the planner ignores them too; `archivist fsck --repair` removes them): {}",
+            r.pending_strays.len(),
+            if r.pending_strays.len() == 1 { "y" } else { "ies" },
+            r.pending_strays.join(" ")
+        );
+    }
     let _ = writeln!(
         out,
         "\nLeases: {} active, {} expired",
