@@ -62,6 +62,28 @@ pub struct Planner {
     strays_told: BTreeSet<String>,
 }
 
+/// A planner exists only while it leads (the daemon makes one when it wins the election
+/// and drops it when leadership, the session or the daemon goes). A planner that lost the
+/// lead must not keep exporting its last catalog progress as if current: its gauges go to
+/// 0, and `archivist_planner_leading` says which planner's series are live.
+impl Drop for Planner {
+    fn drop(&mut self) {
+        metrics::gauge!("archivist_planner_leading").set(0.0);
+        for name in [
+            "archivist_planner_index_episodes",
+            "archivist_planner_index_active_leases",
+            "archivist_planner_index_bytes",
+            "archivist_catalog_pairs_total",
+            "archivist_catalog_progress",
+        ] {
+            metrics::gauge!(name).set(0.0);
+        }
+        for state in ["researched", "planned", "unplanned"] {
+            metrics::gauge!("archivist_catalog_pairs", "state" => state).set(0.0);
+        }
+    }
+}
+
 /// Researchers' capacity: the sum of `slots` of `/researchers/*` (a researcher running N
 /// jobs at once counts N).
 pub async fn count_researchers(session: &Session) -> Result<u64, EngineError> {
@@ -131,6 +153,7 @@ impl Planner {
             strays_told: BTreeSet::new(),
         };
         planner.refresh().await?;
+        metrics::gauge!("archivist_planner_leading").set(1.0);
         Ok(planner)
     }
 
@@ -218,6 +241,8 @@ impl Planner {
         self.strays_told.extend(new.into_iter().cloned());
     }
 
+    /// Reports the index and catalog-progress gauges (set to 0 when this planner is
+    /// dropped: see its `Drop`).
     fn report_gauges(&self) {
         let stats = self.index.stats();
         metrics::gauge!("archivist_planner_index_episodes").set(stats.episodes as f64);
