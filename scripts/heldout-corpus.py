@@ -10,7 +10,7 @@ judged on the other (B) without ever looking at B while tuning:
            ffmpeg's aevalsrc (FM organ and saw pads, sine-sweep kicks), real stings from
            the freedesktop sound theme and the ALSA test recordings.
 
-Nothing is shared with daemons/matcher/src/corpus.rs, nor between the splits (the
+Nothing is shared with daemons/testaudio/src/lib.rs, nor between the splits (the
 freedesktop audio-channel-* files, copies of the ALSA recordings, are left out).
 Speed changes use sox `speed` (pitch changes), tempo changes sox `tempo` (WSOLA).
 

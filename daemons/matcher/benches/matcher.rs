@@ -33,13 +33,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use archivist_matcher::corpus::{
-    lame_encode, synth_clip, tool_available, write_wav, BedKind, ClipKind, Degrade, Placement,
-    Scenario, TruthOccurrence,
-};
 use archivist_matcher::decode::decode_file;
 use archivist_matcher::dsp::{resample_fixed, Rng};
 use archivist_matcher::{ClipResult, MatchConfig, MatchError, MatchMode, Matcher};
+use archivist_testaudio::{
+    lame_encode, synth_clip, tool_available, write_wav, BedKind, ClipKind, Degrade, Placement,
+    Scenario, TruthOccurrence,
+};
 use rayon::prelude::*;
 
 /// Reported occurrences per clip: (offset_s, clip_start_s, speed).

@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use archivist_matcher::corpus::TruthOccurrence;
 use archivist_matcher::decode::decode_file;
 use archivist_matcher::{Detector, MatchConfig, MatchMode, Matcher};
+use archivist_testaudio::TruthOccurrence;
 
 fn load_episode(dir: &Path, name: &str) -> Result<Vec<f32>, String> {
     let cache_dir = std::env::temp_dir().join("matcher-analyze");

@@ -1,5 +1,5 @@
-use archivist_matcher::corpus::{BedKind, ClipKind, Placement, Scenario};
 use archivist_matcher::{MatchConfig, MatchMode, Matcher};
+use archivist_testaudio::{BedKind, ClipKind, Placement, Scenario};
 fn main() {
     let mut s = Scenario::new(4, 20.0, BedKind::Speech);
     let c = s.add_clip("c", ClipKind::Sting, 1.0);

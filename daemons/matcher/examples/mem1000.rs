@@ -5,8 +5,8 @@
 //! `cargo run --release -p archivist-matcher --example mem1000 -- [CLIPS] [MINUTES]`
 use std::time::Instant;
 
-use archivist_matcher::corpus::{synth_bed, synth_clip, BedKind, ClipKind};
 use archivist_matcher::{MatchConfig, Matcher};
+use archivist_testaudio::{synth_bed, synth_clip, BedKind, ClipKind};
 
 fn vm(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")

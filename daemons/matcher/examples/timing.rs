@@ -1,5 +1,5 @@
-use archivist_matcher::corpus::{synth_bed, synth_clip, BedKind, ClipKind};
 use archivist_matcher::{MatchConfig, MatchMode, Matcher};
+use archivist_testaudio::{synth_bed, synth_clip, BedKind, ClipKind};
 use std::time::Instant;
 fn main() {
     let mins: f64 = std::env::args()

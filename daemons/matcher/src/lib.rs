@@ -29,7 +29,6 @@
 #![deny(missing_docs)]
 
 mod coarse;
-pub mod corpus;
 pub mod decode;
 pub mod dsp;
 mod features;

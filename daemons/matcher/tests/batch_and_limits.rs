@@ -2,8 +2,8 @@
 //! defect 1), and every occurrence up to `max_occurrences` is reported, with the limit
 //! flagged when it is hit (defect 2).
 
-use archivist_matcher::corpus::{BedKind, ClipKind, Degrade, Placement, Scenario};
 use archivist_matcher::{ClipResult, MatchConfig, MatchError, MatchMode, Matcher, Occurrence};
+use archivist_testaudio::{BedKind, ClipKind, Degrade, Placement, Scenario};
 
 const RATE: f64 = archivist_matcher::ANALYSIS_RATE as f64;
 

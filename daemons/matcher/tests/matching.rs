@@ -1,14 +1,14 @@
 //! Small-corpus matching tests (8 kHz, 30-40 s episodes: fast in debug builds).
 
-use archivist_matcher::corpus::{BedKind, ClipKind, Degrade, Placement, Scenario};
 use archivist_matcher::{MatchConfig, MatchError, MatchMode, Matcher, Occurrence};
+use archivist_testaudio::{BedKind, ClipKind, Degrade, Placement, Scenario};
 
 const TOL_S: f64 = 0.005;
 
 type Run = (
     Vec<(String, Vec<f32>)>,
     Vec<Result<archivist_matcher::ClipResult, MatchError>>,
-    Vec<archivist_matcher::corpus::TruthOccurrence>,
+    Vec<archivist_testaudio::TruthOccurrence>,
 );
 
 fn run(s: &Scenario, mode: MatchMode) -> Run {
@@ -41,7 +41,7 @@ fn assert_offsets(got: &[f64], want: &[f64], tol: f64) {
     }
 }
 
-fn truth_offsets(t: &[archivist_matcher::corpus::TruthOccurrence], clip: &str) -> Vec<f64> {
+fn truth_offsets(t: &[archivist_testaudio::TruthOccurrence], clip: &str) -> Vec<f64> {
     t.iter()
         .filter(|o| o.clip == clip)
         .map(|o| o.offset_s)
@@ -228,7 +228,7 @@ fn warped_case(
     dur: f64,
     d: Degrade,
     at: f64,
-) -> (Vec<Occurrence>, archivist_matcher::corpus::TruthOccurrence) {
+) -> (Vec<Occurrence>, archivist_testaudio::TruthOccurrence) {
     let mut s = Scenario::new(seed, 24.0, BedKind::Speech);
     let c = s.add_clip("c", kind, dur);
     s.place_degraded(c, at, Placement::Splice, d);
@@ -274,7 +274,7 @@ fn middle_half_partial_use_found() {
 
 #[test]
 fn clips_that_resemble_each_other_are_annotated_not_dropped() {
-    use archivist_matcher::corpus::{synth_bed, synth_clip};
+    use archivist_testaudio::{synth_bed, synth_clip};
     let rate = 8000usize;
     let norm = |x: &[f32]| x.iter().map(|v| v * v).sum::<f32>().sqrt();
     let a = synth_clip(ClipKind::Jingle, 3.0, 71, 8000, false);

@@ -9,8 +9,10 @@ use archivist_engine::schema::occurrences::{round_3, round_ms};
 use archivist_engine::schema::records::{Occurrence, ReportRecord, ResearchRecord, ResearchRun};
 use time::OffsetDateTime;
 
-/// Most occurrences kept per clip (the earliest ones), so one noisy clip cannot blow the
-/// episode's record up.
+/// Most occurrences kept per clip, so one noisy clip cannot blow the episode's record up.
+/// Beyond it the most confident are kept (ties: the earlier), the rule the matcher
+/// applies at its own `max_occurrences`, and the merge says how many were left out
+/// ([`Merge::Stored`]) so the recorder can warn and count them.
 pub const MAX_OCCURRENCES_PER_CLIP: usize = 64;
 
 /// Most runs kept per episode; beyond, the two oldest merge (see [`merge`]).
@@ -22,8 +24,12 @@ pub const MAX_ERROR_CHARS: usize = 200;
 /// What merging one report did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Merge {
-    /// The clip was added to the run of the report's job.
-    Stored,
+    /// The clip was added to the run of the report's job; `dropped` occurrences of the
+    /// report were left out by [`MAX_OCCURRENCES_PER_CLIP`] (0 almost always).
+    Stored {
+        /// Occurrences over the limit, not stored.
+        dropped: usize,
+    },
     /// The clip was already researched (by this job or another): nothing changed.
     AlreadyResearched,
 }
@@ -74,10 +80,16 @@ pub fn merge(
     if let Some(run) = record.runs.get_mut(index) {
         run.clips.insert(clip_number);
     }
+    let mut dropped = 0;
     if !report.occurrences.is_empty() {
-        record
-            .found
-            .insert(report.clip.clone(), compact(&report.occurrences));
+        let kept = compact(&report.occurrences);
+        let readable = report
+            .occurrences
+            .iter()
+            .filter(|o| o.at.is_finite() && o.conf.is_finite())
+            .count();
+        dropped = readable - kept.len();
+        record.found.insert(report.clip.clone(), kept);
     }
     if let Some(error) = &report.error {
         record.errors.insert(
@@ -96,7 +108,7 @@ pub fn merge(
     {
         record.episode_duration_s = Some(round_ms(report.episode_duration_s));
     }
-    Merge::Stored
+    Merge::Stored { dropped }
 }
 
 /// Merges the two oldest runs while the record has [`MAX_RUNS`] or more, so one more
@@ -111,8 +123,8 @@ fn fold_oldest_runs(record: &mut ResearchRecord) {
 }
 
 /// The occurrences as the archive keeps them: in episode order, at most
-/// [`MAX_OCCURRENCES_PER_CLIP`], offsets to the millisecond, confidence and speed to 3
-/// decimals, non-finite values dropped.
+/// [`MAX_OCCURRENCES_PER_CLIP`] (the most confident, ties: the earlier), offsets to the
+/// millisecond, confidence and speed to 3 decimals, non-finite values dropped.
 pub fn compact(occurrences: &[Occurrence]) -> Vec<Occurrence> {
     let mut out: Vec<Occurrence> = occurrences
         .iter()
@@ -127,8 +139,11 @@ pub fn compact(occurrences: &[Occurrence]) -> Vec<Occurrence> {
                 .map(|[s, e]| [round_ms(s), round_ms(e)]),
         })
         .collect();
+    if out.len() > MAX_OCCURRENCES_PER_CLIP {
+        out.sort_by(|a, b| b.conf.total_cmp(&a.conf).then(a.at.total_cmp(&b.at)));
+        out.truncate(MAX_OCCURRENCES_PER_CLIP);
+    }
     out.sort_by(|a, b| a.at.total_cmp(&b.at));
-    out.truncate(MAX_OCCURRENCES_PER_CLIP);
     out
 }
 
@@ -168,7 +183,10 @@ mod tests {
         let mut broken = report("j1", 2, Vec::new());
         broken.error = Some("clip download failed: not audio".into());
         broken.clip_stamp = Some("1000/aaaa".into());
-        assert_eq!(merge(&mut record, &broken, 2, now), Merge::Stored);
+        assert_eq!(
+            merge(&mut record, &broken, 2, now),
+            Merge::Stored { dropped: 0 }
+        );
         assert_eq!(record.error_stamps["c000002"], "1000/aaaa");
         assert_eq!(
             merge(&mut record, &broken, 2, now),
@@ -185,7 +203,10 @@ mod tests {
             }],
         );
         fixed.clip_stamp = Some("2000/cccc".into());
-        assert_eq!(merge(&mut record, &fixed, 2, now), Merge::Stored);
+        assert_eq!(
+            merge(&mut record, &fixed, 2, now),
+            Merge::Stored { dropped: 0 }
+        );
         assert!(record.errors.is_empty() && record.error_stamps.is_empty());
         assert_eq!(record.found["c000002"].len(), 1);
         assert!(record.is_researched(2));
@@ -206,7 +227,10 @@ mod tests {
         let mut record = ResearchRecord::new("e0000001");
         let now = OffsetDateTime::UNIX_EPOCH;
         let first = report("j0000000001", 7, vec![occ(10.000_4, 0.912_34)]);
-        assert_eq!(merge(&mut record, &first, 7, now), Merge::Stored);
+        assert_eq!(
+            merge(&mut record, &first, 7, now),
+            Merge::Stored { dropped: 0 }
+        );
         let once = record.clone();
         assert_eq!(merge(&mut record, &first, 7, now), Merge::AlreadyResearched);
         let other = report("j0000000002", 7, vec![occ(99.0, 0.5)]);
@@ -242,6 +266,48 @@ mod tests {
         assert_eq!(kept.len(), MAX_OCCURRENCES_PER_CLIP);
         assert_eq!(kept[0].at, 0.123);
         assert!(kept.windows(2).all(|w| w[0].at <= w[1].at));
+    }
+
+    /// Issue 17's leftover: the cap was silent and kept the earliest occurrences, so a
+    /// clip's strongest matches late in an episode were lost without a word. Now the cap
+    /// keeps the most confident (the matcher's rule at its own `max_occurrences`) and the
+    /// merge says how many it left out.
+    #[test]
+    fn the_cap_keeps_the_most_confident_and_says_how_many_it_dropped() {
+        let t0 = OffsetDateTime::from_unix_timestamp(1_700_000_000).unwrap();
+        // 100 occurrences: the 40 earliest weak, the 60 later ones strong.
+        let many: Vec<Occurrence> = (0..100)
+            .map(|i| occ(i as f64 * 10.0, if i < 40 { 0.3 } else { 0.9 }))
+            .collect();
+        let mut r = report(&paths::job_id(1), 1, many);
+        r.occurrences[0].conf = 0.95;
+        let mut record = ResearchRecord::new("e0000001");
+        let merged = merge(&mut record, &r, 1, t0);
+        assert_eq!(
+            merged,
+            Merge::Stored {
+                dropped: 100 - MAX_OCCURRENCES_PER_CLIP
+            }
+        );
+        let kept = &record.found[&r.clip];
+        assert_eq!(kept.len(), MAX_OCCURRENCES_PER_CLIP);
+        assert!(kept.windows(2).all(|w| w[0].at < w[1].at), "episode order");
+        // All 60 strong ones and the strongest early one; then the earliest weak ones.
+        assert_eq!(kept.iter().filter(|o| o.conf >= 0.9).count(), 61);
+        assert_eq!(kept[0].at, 0.0);
+        assert!(
+            kept.iter().any(|o| o.at == 990.0),
+            "the last, strong one is kept"
+        );
+        let weak: Vec<f64> = kept.iter().filter(|o| o.conf < 0.9).map(|o| o.at).collect();
+        assert_eq!(weak, vec![10.0, 20.0, 30.0]);
+        // Under the cap nothing is dropped.
+        let mut record = ResearchRecord::new("e0000001");
+        let few = report(&paths::job_id(2), 2, vec![occ(1.0, 0.5)]);
+        assert_eq!(
+            merge(&mut record, &few, 2, t0),
+            Merge::Stored { dropped: 0 }
+        );
     }
 
     /// A research record for `clips` clips researched in runs of 50 (the planner's
@@ -288,7 +354,10 @@ mod tests {
             let mut r = report(&paths::job_id(day as u64 + 1), day + 1, vec![]);
             r.researcher = format!("researcher-worker-{:02}-{}", day % 8, 40_000 + day % 8);
             let now = start + time::Duration::days(day as i64);
-            assert_eq!(merge(&mut record, &r, day + 1, now), Merge::Stored);
+            assert_eq!(
+                merge(&mut record, &r, day + 1, now),
+                Merge::Stored { dropped: 0 }
+            );
         }
         assert_eq!(record.runs.len(), MAX_RUNS);
         assert_eq!(record.researched().len(), 2000);

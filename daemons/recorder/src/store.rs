@@ -167,7 +167,14 @@ pub async fn prepare(
     let mut deletes = Vec::with_capacity(reports.len());
     for (name, report, number, version) in &reports {
         match archive::merge(&mut record, report, *number, now) {
-            Merge::Stored => prepared.stored.push(report.clip.clone()),
+            Merge::Stored { dropped } => {
+                if dropped > 0 {
+                    metrics::counter!("archivist_recorder_occurrences_dropped_total")
+                        .increment(dropped as u64);
+                    tracing::warn!(job = %report.job, episode = %report.episode, clip = %report.clip, dropped, kept = archive::MAX_OCCURRENCES_PER_CLIP, "more occurrences than the archive keeps per clip: the most confident are stored");
+                }
+                prepared.stored.push(report.clip.clone());
+            }
             Merge::AlreadyResearched => prepared.already.push(report.clip.clone()),
         }
         prepared.has_final |= report.is_final;

@@ -15,7 +15,10 @@ use std::time::Duration;
 
 use archivist_engine::{Session, ZkConfig};
 
+pub mod child;
 pub mod secured;
+
+pub use child::{child_args, child_process, expect_args, number_arg, run_child};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -230,6 +233,29 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Every state queue holding an entry for `job`, in the state table's order: a sound tree
+/// has exactly one, the queue of the job's status. One copy for every crate's tests (it
+/// was written out in the engine's, the recorder's and the admin's).
+///
+/// # Panics
+/// If a queue cannot be listed.
+pub async fn queues_holding(
+    session: &Session,
+    job: &str,
+) -> Vec<archivist_engine::schema::JobState> {
+    use archivist_engine::schema::JobState;
+    let mut found = Vec::new();
+    for state in JobState::ALL {
+        let (entries, _) = archivist_engine::queue::list(session, state)
+            .await
+            .expect("list a queue");
+        if entries.iter().any(|e| e.job == job) {
+            found.push(state);
+        }
+    }
+    found
 }
 
 /// Moves a freshly created `pending` job straight into `state`: record and queue entry

@@ -7,8 +7,9 @@ use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{EpisodeRecord, JobRequest};
 use archivist_engine::schema::JobState;
 use archivist_engine::store;
+use archivist_testkit::queues_holding;
 
-use crate::fixtures::{self, drive, failed_job, lease_of, queues_holding, read};
+use crate::fixtures::{self, drive, failed_job, lease_of, read};
 
 fn settings() -> AdminSettings {
     AdminSettings::default().with_actor("ops-test")

@@ -9,7 +9,9 @@ use archivist_engine::schema::queue_key::QueueEntry;
 use archivist_engine::schema::JobState;
 use archivist_engine::store;
 
-use crate::fixtures::{self, drive, queues_holding};
+use archivist_testkit::queues_holding;
+
+use crate::fixtures::{self, drive};
 
 fn kinds(report: &FsckReport) -> Vec<(FaultKind, Option<String>)> {
     report

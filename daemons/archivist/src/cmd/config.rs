@@ -34,7 +34,7 @@ pub async fn run(global: &GlobalOpts, command: ConfigCommand) -> Result<ExitCode
                     config.reaper.work_item_ttl, config.planner.work_item_ttl
                 );
             }
-            println!(
+            outln!(
                 "{}: valid",
                 file.map(|f| f.display().to_string())
                     .unwrap_or_else(|| "defaults and environment".into())

@@ -141,8 +141,8 @@ pub struct CuratorArgs {
 
 fn print_report(global: &GlobalOpts, report: &CurationReport) -> Result<()> {
     match global.output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(report)?),
-        OutputFormat::Yaml => print!("{}", serde_yaml::to_string(report)?),
+        OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(report)?),
+        OutputFormat::Yaml => out!("{}", serde_yaml::to_string(report)?),
         OutputFormat::Table => {
             if report.items.len() <= 20 {
                 for item in &report.items {
@@ -153,16 +153,16 @@ fn print_report(global: &GlobalOpts, report: &CurationReport) -> Result<()> {
                         }
                         archivist_catalog::Change::Refreshed => "unchanged".to_string(),
                     };
-                    println!("{:<9} {:<24} {}", item.id, change, printable(&item.label));
+                    outln!("{:<9} {:<24} {}", item.id, change, printable(&item.label));
                 }
             }
             for problem in &report.skipped {
-                println!("skipped   {}", printable(&problem.to_string()));
+                outln!("skipped   {}", printable(&problem.to_string()));
             }
             for warning in &report.warnings {
-                println!("warning   {}", printable(&warning.to_string()));
+                outln!("warning   {}", printable(&warning.to_string()));
             }
-            println!("{}", report.summary());
+            outln!("{}", report.summary());
         }
     }
     Ok(())

@@ -188,7 +188,7 @@ pub async fn run(global: &GlobalOpts, args: MatchArgs) -> Result<ExitCode> {
         OutputFormat::Json => report::render(&report, Format::Json),
         OutputFormat::Yaml => serde_yaml::to_string(&report).context("rendering YAML")?,
     };
-    println!("{}", text.trim_end());
+    outln!("{}", text.trim_end());
     let all_ok = report.clips.iter().all(|c| c.result.is_ok());
     Ok(if all_ok {
         ExitCode::SUCCESS

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use archivist_matcher::corpus::{self, BedKind, ClipKind, Placement, Scenario};
+use archivist_testaudio as corpus;
+use archivist_testaudio::{BedKind, ClipKind, Placement, Scenario};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
@@ -214,7 +215,7 @@ async fn generate_command(args: SampleArgs) -> Result<ExitCode> {
     })
     .await??;
     let placed: usize = truth.episodes.iter().map(|e| e.occurrences.len()).sum();
-    println!(
+    outln!(
         "wrote {} episodes, {} clips and {placed} placements to {} (manifest.yml, truth.yml)",
         truth.episodes.len(),
         truth.clips.len(),

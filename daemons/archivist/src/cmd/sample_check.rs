@@ -185,12 +185,15 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
     }
     let bad = rows.iter().filter(|r| r.verdict != "ok").count();
     match global.output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-        OutputFormat::Yaml => print!("{}", serde_yaml::to_string(&rows)?),
+        OutputFormat::Json => outln!("{}", serde_json::to_string_pretty(&rows)?),
+        OutputFormat::Yaml => out!("{}", serde_yaml::to_string(&rows)?),
         OutputFormat::Table => {
-            println!(
+            outln!(
                 "{:<18} {:<8} {:<22} {:<34} verdict",
-                "episode", "clip", "expected (s)", "found (s @ confidence)"
+                "episode",
+                "clip",
+                "expected (s)",
+                "found (s @ confidence)"
             );
             for r in &rows {
                 let expected = r
@@ -205,7 +208,7 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
                     .map(|(at, c)| format!("{at:.3}@{c:.2}"))
                     .collect::<Vec<_>>()
                     .join(" ");
-                println!(
+                outln!(
                     "{:<18} {:<8} {:<22} {:<34} {}",
                     r.episode,
                     r.clip,
@@ -222,7 +225,7 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
                     r.verdict
                 );
             }
-            println!(
+            outln!(
                 "{} pairs, {} as expected, {} not (offset tolerance {} ms)",
                 rows.len(),
                 rows.len() - bad,

@@ -33,22 +33,22 @@ pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
         archivist_engine::tree::init(&session, concat!("archivist ", env!("CARGO_PKG_VERSION")))
             .await?;
     if report.new_tree {
-        println!(
+        outln!(
             "initialised a new tree under {} ({} nodes created)",
             session.chroot(),
             report.created.len()
         );
     } else if report.created.is_empty() {
-        println!("tree under {} is already initialised", session.chroot());
+        outln!("tree under {} is already initialised", session.chroot());
     } else {
-        println!(
+        outln!(
             "tree under {} existed; created {} missing nodes",
             session.chroot(),
             report.created.len()
         );
     }
     for (counter, from, to) in &report.counters_moved {
-        println!("{counter} was behind the ids in use: moved from {from} to {to}");
+        outln!("{counter} was behind the ids in use: moved from {from} to {to}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -57,13 +57,13 @@ pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
 pub async fn run(_global: &GlobalOpts, command: SchemaCommand) -> Result<ExitCode> {
     let schema = Schema::parse(archivist_engine::schema::SCHEMA_YAML)?;
     match command {
-        SchemaCommand::Graph { batches: false } => print!("{}", schema.machine.to_dot()),
+        SchemaCommand::Graph { batches: false } => out!("{}", schema.machine.to_dot()),
         SchemaCommand::Graph { batches: true } => {
-            print!("{}", schema.batch_machine.dot("batches"))
+            out!("{}", schema.batch_machine.dot("batches"))
         }
         SchemaCommand::Paths => {
             for p in &schema.paths {
-                println!(
+                outln!(
                     "{:<32} {:<22} {:<16} {}",
                     p.pattern,
                     format!("{:?}", p.kind),
@@ -72,7 +72,7 @@ pub async fn run(_global: &GlobalOpts, command: SchemaCommand) -> Result<ExitCod
                 );
             }
         }
-        SchemaCommand::Check => println!(
+        SchemaCommand::Check => outln!(
             "schema version {}: {} paths, {} job states, {} job transitions, {} batch states, {} batch transitions: valid",
             schema.schema_version,
             schema.paths.len(),

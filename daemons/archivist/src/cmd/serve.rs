@@ -67,7 +67,7 @@ pub async fn run(_global: &GlobalOpts, args: ServeArgs) -> Result<ExitCode> {
         .await
         .with_context(|| format!("binding {}", args.addr))?;
     let bound = listener.local_addr()?;
-    println!("serving {} at http://{bound}/", args.dir.display());
+    outln!("serving {} at http://{bound}/", args.dir.display());
     let shutdown = crate::shutdown::on_signal();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })

@@ -100,7 +100,7 @@ async fn concurrent_consumer_processes_process_each_job_exactly_once() {
     let (hosts, chroot) = config.hosts_and_chroot();
     let children: Vec<_> = (0..3)
         .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_engine-test-consumer"))
+            archivist_testkit::child_process("child::engine_test_consumer")
                 .args([&hosts, &chroot, "pending", "0", "4", "4000"])
                 .stdout(Stdio::piped())
                 .spawn()

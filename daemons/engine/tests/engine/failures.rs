@@ -17,7 +17,7 @@ async fn a_killed_consumer_loses_its_lock_after_the_session_timeout_and_another_
     let (config, session) = archivist_testkit::fresh_tree("sigkill").await;
     let job = create(&session, 0, 1_700_000_000_000).await;
     let (hosts, chroot) = config.hosts_and_chroot();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-test-consumer"))
+    let mut child = archivist_testkit::child_process("child::engine_test_consumer")
         .args([&hosts, &chroot, "pending", "600000", "1", "2000"])
         .stdout(Stdio::null())
         .spawn()
@@ -75,7 +75,7 @@ async fn a_consumer_whose_session_expires_stops_and_commits_nothing() {
     let job = create(&observer, 0, 1_700_000_000_000).await;
     let (hosts, chroot) = config.hosts_and_chroot();
     // Work takes 3 s; the session times out after 2 s of silence.
-    let child = Command::new(env!("CARGO_BIN_EXE_engine-test-consumer"))
+    let child = archivist_testkit::child_process("child::engine_test_consumer")
         .args([&hosts, &chroot, "pending", "3000", "1", "2000"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

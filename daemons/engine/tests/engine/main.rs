@@ -1,6 +1,7 @@
 //! Engine tests against a real ZooKeeper (see `archivist-testkit`).
 
 mod acl;
+mod child;
 mod claimer;
 mod concurrency;
 mod failures;

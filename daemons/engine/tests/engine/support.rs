@@ -1,8 +1,7 @@
 use archivist_engine::jobs::{self, NewJob};
-use archivist_engine::schema::paths;
 use archivist_engine::schema::records::JobRecord;
 use archivist_engine::schema::JobState;
-use archivist_engine::{store, Session};
+use archivist_engine::Session;
 
 pub fn new_job(episode: &str, priority: i64, curated_ms: i64) -> NewJob {
     NewJob {
@@ -32,19 +31,8 @@ pub async fn job_in_state(session: &Session, state: JobState) -> JobRecord {
     archivist_testkit::place_job(session, job, state).await
 }
 
-/// Every queue that holds an entry for `job`.
-pub async fn queues_holding(session: &Session, job: &str) -> Vec<JobState> {
-    let mut found = Vec::new();
-    for state in JobState::ALL {
-        let names = store::children(session, &paths::queue(state))
-            .await
-            .unwrap();
-        if names.iter().any(|n| n.ends_with(job)) {
-            found.push(state);
-        }
-    }
-    found
-}
+/// The queues holding an entry for the job (the test kit's one copy).
+pub use archivist_testkit::queues_holding;
 
 /// A step that moves the claimed job to `leased` and releases its lock.
 pub struct ToLeased;

@@ -13,6 +13,8 @@
 //! - Ogg Vorbis: the granule positions (symphonia's gapless mode);
 //! - AAC/ALAC in MP4: the `iTunSMPB` tag or the edit list ([`mp4`]), which symphonia
 //!   0.5 ignores (AAC came out 1024 frames late: 128 ms at 8 kHz);
+//! - raw ADTS AAC: nothing declares it; AAC-LC's conventional 1024 priming samples;
+//! - joined MP3 files: each part's own LAME tag ([`mp3::segments`]);
 //! - FLAC and WAV have none.
 //!
 //! **All or nothing.** An episode is researched only when all of it decoded, because a
@@ -24,12 +26,17 @@
 //!   [`DecodeError::Incomplete`];
 //! - a stream that breaks midway, or that decodes to less than the duration its
 //!   container declares (beyond [`duration_tolerance_s`]), is a
-//!   [`DecodeError::Incomplete`] naming what was decoded and what was expected.
+//!   [`DecodeError::Incomplete`] naming what was decoded and what was expected;
+//! - a body whose container declares no length is checked at its end ([`tail`]): a last
+//!   Ogg page without the end-of-stream flag or a last frame cut short is incomplete;
+//! - an MP3 holding other frames than its Xing/LAME header declares (data inserted
+//!   midway) is incomplete: every offset after the insertion would be wrong.
 
 mod band;
 mod mp3;
 mod mp4;
 mod resample;
+mod tail;
 
 pub use band::ANALYSIS_BAND_HZ;
 
@@ -282,6 +289,82 @@ pub fn decode_reader(
     decode_source(source, hint_ext, "<stream>")
 }
 
+/// AAC-LC encoder priming (samples) assumed for raw ADTS, which cannot declare it.
+const AAC_PRIMING: u64 = 1024;
+
+/// The segments of an MP3 body and where each starts among the reader's packets.
+struct Mp3Plan {
+    segments: Vec<mp3::Segment>,
+    /// Whether bytes (tags, junk) follow the last frame.
+    trailing: bool,
+    /// The packet index at which each segment starts.
+    starts: Vec<u64>,
+}
+
+impl Mp3Plan {
+    fn new((segments, trailing): (Vec<mp3::Segment>, bool)) -> Mp3Plan {
+        let starts = segments
+            .iter()
+            .scan(0u64, |at, s| {
+                let start = *at;
+                *at += s.frames;
+                Some(start)
+            })
+            .collect();
+        Mp3Plan {
+            segments,
+            trailing,
+            starts,
+        }
+    }
+
+    /// Audio frames the walk found in all segments.
+    fn frames(&self) -> u64 {
+        self.segments.iter().map(|s| s.frames).sum()
+    }
+
+    /// Why the stream cannot be trusted, if it cannot: a file holding other than the
+    /// frames its Xing/LAME header declares (data inserted or lost midway, so every
+    /// offset after that point would be off), or the reader having read other frames
+    /// than the walk found.
+    fn check(&self, packets: u64) -> Option<String> {
+        for (k, s) in self.segments.iter().enumerate() {
+            if let Some(declared) = s.tag.and_then(|t| t.frames) {
+                if declared != s.frames {
+                    let which = if self.segments.len() > 1 {
+                        format!(
+                            "part {} of the {} its Xing/Info frames and rate changes split it into",
+                            k + 1,
+                            self.segments.len()
+                        )
+                    } else {
+                        "the stream".to_string()
+                    };
+                    return Some(format!(
+                        "{which} holds {} MP3 frames where its Xing/LAME header declares {declared}: data inserted or lost midway, so offsets after it would be wrong",
+                        s.frames
+                    ));
+                }
+            }
+        }
+        let walked = self.frames();
+        (self.segments.len() > 1 && walked != packets).then(|| {
+            format!("the MP3 reader read {packets} frames where a walk of the stream found {walked}: junk between or after the frames that looks like MP3 data, so where each part starts is unknown")
+        })
+    }
+}
+
+/// Which end-of-body check ([`tail`]) a container needs.
+#[derive(Debug, Clone, Copy)]
+enum EndCheck {
+    /// None: the container declares its length (WAV, MP4) or FLAC's own checks apply.
+    None,
+    /// The last Ogg page must be whole and end the stream.
+    Ogg,
+    /// The last frame must be whole.
+    Frames(tail::Frames),
+}
+
 /// Messages from the decoding thread to the resampling thread.
 enum Msg {
     /// Mono samples at the current segment's rate.
@@ -331,6 +414,11 @@ pub fn decode_source(
     input: &str,
 ) -> Result<DecodedAudio, DecodeError> {
     let input = input.to_owned();
+    let tail = if source.is_seekable() {
+        tail::read_tail(&mut source)
+    } else {
+        None
+    };
     let mp4_gapless = if source.is_seekable() {
         mp4::read_gapless(&mut source)
     } else {
@@ -340,6 +428,16 @@ pub fn decode_source(
         mp3::read_start(&mut source)
     } else {
         None
+    };
+    // Joined MP3 files and data inserted midway: every frame walked ([`mp3::segments`]).
+    let sniffed_mpeg = tail.as_ref().is_some_and(|t| {
+        t.head.starts_with(b"ID3") || t.head.get(..4).and_then(tail::mpeg_frame_len).is_some()
+    });
+    let mp3_segments = match &tail {
+        Some(t) if sniffed_mpeg && mp4_gapless.is_none() => {
+            mp3::segments(&mut source, tail::trailer_len(t))
+        }
+        _ => None,
     };
     let mss = MediaSourceStream::new(source, Default::default());
     let mut hint = Hint::new();
@@ -409,19 +507,56 @@ pub fn decode_source(
                 pos: 0,
             });
     }
+    // Raw ADTS AAC has no edit list or tag: the encoder's priming is the convention,
+    // 1024 samples for AAC-LC (ffmpeg's `aac` and fdk-aac both write it; it came out
+    // 23 ms late at 44.1 kHz). In MP4 the AudioSpecificConfig is the extra data.
+    let is_adts = params.codec == sc::CODEC_TYPE_AAC && params.extra_data.is_none();
+    if is_adts {
+        trim = Some(Trim {
+            skip: AAC_PRIMING,
+            keep: None,
+            pos: 0,
+        });
+    }
     // The duration the container declares: MP3 only with a LAME tag (without one the
     // reader estimates it from the first frame's bitrate, wrong for VBR).
     let expected_frames = match &trim {
+        // ADTS's count is estimated from the average frame size: not a declaration.
+        Some(_) if is_adts => None,
         Some(t) => t.keep,
         None if is_mp3 && params.delay.is_none() => None,
         None => params.n_frames,
     };
+    let head = tail.as_ref().map(|t| t.head.as_slice()).unwrap_or_default();
+    let native_flac = params.codec == sc::CODEC_TYPE_FLAC && head.starts_with(b"fLaC");
+    let end_check = if head.starts_with(b"OggS") {
+        EndCheck::Ogg
+    } else if is_adts {
+        EndCheck::Frames(tail::Frames::Adts)
+    } else if matches!(
+        params.codec,
+        sc::CODEC_TYPE_MP1 | sc::CODEC_TYPE_MP2 | sc::CODEC_TYPE_MP3
+    ) && !head.starts_with(b"RIFF")
+    {
+        EndCheck::Frames(tail::Frames::Mpeg)
+    } else {
+        EndCheck::None
+    };
+    // STREAMINFO's largest block: a fixed-blocksize frame's number times it is its
+    // first sample.
+    let flac_block = params
+        .extra_data
+        .as_deref()
+        .filter(|_| native_flac)
+        .and_then(|si| si.get(2..4))
+        .map(|b| u64::from(u16::from_be_bytes([b[0], b[1]])));
     let expected_s = expected_frames.map(|n| n as f64 / source_rate as f64);
     // FLAC's STREAMINFO and a WAV's data size declare the exact frame count, no
     // rounding: one frame fewer is a lost frame, never a tolerance.
     let exact_frames = expected_frames
         .filter(|n| *n > 0 && trim.is_none())
         .filter(|_| params.codec == sc::CODEC_TYPE_FLAC || PCM_CODECS.contains(&params.codec));
+    let mp3_plan = mp3_segments.filter(|_| is_mp3).map(Mp3Plan::new);
     let mono = MonoResampler::new(source_rate, expected_frames.unwrap_or(0), &input)?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(64);
     std::thread::scope(|scope| {
@@ -467,6 +602,12 @@ pub fn decode_source(
         let mut chunk: Vec<f32> = Vec::with_capacity(SEND_CHUNK + 8192);
         let mut held: Option<Packet> = None;
         let mut past_declared_end = false;
+        let mut mp3_packets: u64 = 0;
+        let mut seg_trim = Trim {
+            skip: 0,
+            keep: None,
+            pos: 0,
+        };
         let mut broke: Option<String> = None;
         let mut ended = false;
         loop {
@@ -515,16 +656,61 @@ pub fn decode_source(
                 }
                 continue;
             };
-            if is_mp3 && packet.trim_end > 0 && held.is_some() {
-                packet.dur += u64::from(packet.trim_end);
-                packet.trim_end = 0;
-                if !past_declared_end {
-                    past_declared_end = true;
+            let mp3_walked = mp3_plan.as_ref().map(Mp3Plan::frames);
+            if mp3_walked.is_some_and(|n| mp3_packets >= n) {
+                // Past every frame the walk found: false frames in bytes after the audio
+                // (a tag's binary data) are not audio; with no such bytes, the reader
+                // read a false frame midway and this one is real.
+                if mp3_plan.as_ref().is_some_and(|p| p.trailing) {
                     state.warnings.push(format!(
-                        "the stream goes on past the {:.3} s its header declares (joined files?); decoded all of it",
-                        expected_s.unwrap_or(0.0)
+                        "bytes after the last of the {mp3_packets} MP3 frames are not audio (ignored)"
+                    ));
+                } else if broke.is_none() {
+                    broke = Some(format!(
+                        "the MP3 reader read more than the {mp3_packets} frames a walk of the stream found: junk midway that looks like MP3 data, so later offsets cannot be trusted"
                     ));
                 }
+                held = None;
+                ended = true;
+                continue;
+            }
+            let mut in_later_segment = false;
+            if let Some(plan) = mp3_plan.as_ref().filter(|p| p.segments.len() > 1) {
+                // A later joined file: its own delay and padding, not the first file's.
+                let idx = mp3_packets;
+                if idx >= plan.segments[0].frames {
+                    in_later_segment = true;
+                    packet.dur += u64::from(packet.trim_start) + u64::from(packet.trim_end);
+                    packet.trim_start = 0;
+                    packet.trim_end = 0;
+                    if let Some(k) = plan.starts.iter().position(|s| *s == idx) {
+                        let (skip, keep) = plan.segments[k].trim();
+                        seg_trim = Trim { skip, keep, pos: 0 };
+                        if !past_declared_end {
+                            past_declared_end = true;
+                            state.warnings.push(format!(
+                                "{} MP3 files joined (at {:.3} s first); each one's encoder delay and padding removed",
+                                plan.segments.len(),
+                                state.decoded_s
+                            ));
+                        }
+                    }
+                }
+            } else if is_mp3
+                && packet.trim_end > 0
+                && held.is_some()
+                && broke.is_none()
+                && mp3_walked.is_none_or(|n| mp3_packets + 1 < n)
+            {
+                broke = Some(format!(
+                    "the stream goes on past the {:.3} s its Xing/LAME header declares with no new file's header there: data inserted midway (every offset after it would be late) or a file joined without a header",
+                    expected_s.unwrap_or(0.0)
+                ));
+                ended = true;
+                held = None;
+            }
+            if is_mp3 {
+                mp3_packets += 1;
             }
             let frames = match decoder.decode(&packet) {
                 Ok(buf) => {
@@ -595,10 +781,61 @@ pub fn decode_source(
                 Some(t) => t.apply(&mut chunk, frames),
                 None => frames,
             };
+            let frames = if in_later_segment {
+                seg_trim.apply(&mut chunk, frames)
+            } else {
+                frames
+            };
             state.frames_in += frames as u64;
             state.decoded_s += frames as f64 / state.rate as f64;
             if chunk.len() >= SEND_CHUNK {
                 flush(&tx, &mut chunk);
+            }
+        }
+        if let (Some(plan), None) = (&mp3_plan, &broke) {
+            broke = plan.check(mp3_packets);
+        }
+        let flac_tail = tail.as_ref().zip(flac_block).filter(|_| broke.is_none());
+        if let Some((t, block)) = flac_tail {
+            // The reader drops a last frame it cannot delimit (bytes follow it that are
+            // not a frame): find it by its CRC and decode it, up to the declared count.
+            let want = exact_frames.unwrap_or(u64::MAX);
+            while state.frames_in < want && state.segment_rates.len() == 1 {
+                let at = state.frames_in;
+                let found = tail::flac_frame_at(t, at, block, |data, n| {
+                    let p = Packet::new_from_slice(track_id, at, n, data);
+                    matches!(decoder.decode(&p), Ok(buf) if buf.frames() as u64 == n)
+                });
+                let Some((data, n)) = found else { break };
+                let p = Packet::new_from_slice(track_id, at, n, data);
+                let Ok(buf) = decoder.decode(&p) else { break };
+                let frames = mix(&buf, &mut sample_buf, &mut chunk);
+                state.zero_non_finite(&mut chunk, frames);
+                state.frames_in += frames as u64;
+                state.decoded_s += frames as f64 / state.rate as f64;
+                state.warnings.push(format!(
+                    "the FLAC frame at sample {at} is followed by bytes that are not FLAC (junk or a tag): decoded it, ignored them"
+                ));
+            }
+            if exact_frames.is_none() && tail::flac_frame_begins(t, state.frames_in, block) {
+                broke = Some(format!(
+                    "the body ends inside the FLAC frame that starts at sample {}: truncated",
+                    state.frames_in
+                ));
+            }
+        }
+        if let Some(t) = tail.as_ref().filter(|_| broke.is_none()) {
+            let end = match end_check {
+                EndCheck::Ogg => tail::ogg_end(t).map(|junk| (junk, "Ogg page")),
+                EndCheck::Frames(kind) => tail::mpeg_end(t, kind).map(|junk| (junk, "frame")),
+                EndCheck::None => Ok((0, "")),
+            };
+            match end {
+                Err(reason) => broke = Some(reason),
+                Ok((0, _)) => {}
+                Ok((junk, what)) => state.warnings.push(format!(
+                    "{junk} bytes after the last {what} are not audio (ignored)"
+                )),
             }
         }
         flush(&tx, &mut chunk);

@@ -103,6 +103,192 @@ fn parse_start(buf: &[u8]) -> Option<Start> {
     Some(Start::CrcTag { frame, delay })
 }
 
+/// One MP3 file inside a body: joined files (`cat a.mp3 b.mp3`) each start with their
+/// own Xing/Info frame, or at least with a change of sample rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Segment {
+    /// Audio frames walked (the tag frame not counted: the reader drops it).
+    pub frames: u64,
+    /// Samples per frame (1152 for MPEG-1, 576 for MPEG-2/2.5 layer III).
+    pub frame_samples: u64,
+    /// Sample rate (Hz).
+    pub rate: u32,
+    /// What its Xing/Info frame declares, if it has one.
+    pub tag: Option<SegmentTag>,
+}
+
+/// A segment's Xing/Info frame: its frame count and the LAME tag's delay and padding
+/// (in decoder output samples: the decoder's own 529 added to the delay and taken from
+/// the padding, as symphonia counts them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SegmentTag {
+    /// Audio frames declared.
+    pub frames: Option<u64>,
+    /// Output samples before the first sample of audio.
+    pub delay: u64,
+    /// Output samples after the last.
+    pub padding: u64,
+}
+
+impl Segment {
+    /// Output samples to drop at the start and to keep after them, as [`super::Trim`]
+    /// wants them. Without a tag, LAME's usual delay is assumed and nothing is cut at
+    /// the end.
+    pub(super) fn trim(&self) -> (u64, Option<u64>) {
+        match self.tag {
+            Some(t) => {
+                let frames = t.frames.unwrap_or(self.frames);
+                let keep = (frames * self.frame_samples).saturating_sub(t.delay + t.padding);
+                (t.delay, t.frames.map(|_| keep))
+            }
+            None => (LAME_DELAY + DECODER_DELAY, None),
+        }
+    }
+}
+
+/// Walks every MPEG audio frame of a seekable source by the lengths its headers declare
+/// (resynchronising byte by byte over anything else, as the reader does), splitting it
+/// into [`Segment`]s, up to the `trailer` bytes of tags at the end, and whether any bytes
+/// (tags, junk) follow the last frame; rewinds the source. None when the walk cannot be made (not
+/// seekable, no frame).
+pub(super) fn segments(
+    source: &mut Box<dyn MediaSource>,
+    trailer: u64,
+) -> Option<(Vec<Segment>, bool)> {
+    let whole = source.byte_len()?;
+    let len = whole.saturating_sub(trailer);
+    let mut last_end = 0;
+    source.seek(SeekFrom::Start(0)).ok()?;
+    let mut r = std::io::BufReader::with_capacity(1 << 16, source.by_ref());
+    let mut head = [0u8; 10];
+    let mut pos: u64 = 0;
+    if r.read_exact(&mut head).is_ok() && &head[..3] == b"ID3" {
+        let size = head[6..10]
+            .iter()
+            .fold(0u64, |acc, b| (acc << 7) | (*b as u64 & 0x7f));
+        pos = 10 + size + if head[5] & 0x10 != 0 { 10 } else { 0 };
+    }
+    let mut segs: Vec<Segment> = Vec::new();
+    let mut buf = [0u8; 200];
+    // The reader's position is `at`; a move forward or back within its buffer is cheap.
+    r.seek(SeekFrom::Start(pos)).ok()?;
+    let mut at = pos;
+    while pos + 4 <= len {
+        r.seek_relative(pos as i64 - at as i64).ok()?;
+        let n = read_up_to(&mut r, &mut buf);
+        at = pos + n as u64;
+        let Some(flen) = buf[..n].get(..4).and_then(super::tail::mpeg_frame_len) else {
+            // Resynchronise at the next 0xff.
+            pos += buf[1..n.max(1)]
+                .iter()
+                .position(|b| *b == 0xff)
+                .map_or(n.max(1), |i| i + 1) as u64;
+            continue;
+        };
+        if pos + flen as u64 > len {
+            break; // a frame cut by the end of the body: the reader drops it too
+        }
+        let b1 = buf[1];
+        let mpeg1 = (b1 >> 3) & 3 == 3;
+        let layer3 = (b1 >> 1) & 3 == 1;
+        let sr_idx = ((buf[2] >> 2) & 3) as usize;
+        let rate = [44100u32, 48000, 32000][sr_idx]
+            >> match (b1 >> 3) & 3 {
+                3 => 0,
+                2 => 1,
+                _ => 2,
+            };
+        let frame_samples = match ((b1 >> 1) & 3, mpeg1) {
+            (3, _) => 384,
+            (1, false) => 576,
+            _ => 1152,
+        };
+        let tag = if layer3 {
+            info_tag(&buf[..n.min(flen)], mpeg1, buf[3] >> 6 == 3)
+        } else {
+            None
+        };
+        let new_segment = match segs.last() {
+            None => true,
+            Some(last) => tag.is_some() || last.rate != rate || last.frame_samples != frame_samples,
+        };
+        if new_segment {
+            segs.push(Segment {
+                frames: 0,
+                frame_samples,
+                rate,
+                tag,
+            });
+        }
+        if tag.is_none() {
+            if let Some(last) = segs.last_mut() {
+                last.frames += 1;
+            }
+        }
+        pos += flen as u64;
+        last_end = pos;
+    }
+    drop(r);
+    source.seek(SeekFrom::Start(0)).ok()?;
+    (!segs.is_empty()).then_some((segs, last_end < whole))
+}
+
+/// Reads as much of `buf` as the reader gives (less at the end).
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    n
+}
+
+/// The Xing/Info tag of a layer III frame where the reader looks for one (right after
+/// the side information, which must be zero), with its LAME extension.
+fn info_tag(frame: &[u8], mpeg1: bool, mono: bool) -> Option<SegmentTag> {
+    let side = match (mpeg1, mono) {
+        (true, true) => 17,
+        (true, false) => 32,
+        (false, true) => 9,
+        (false, false) => 17,
+    };
+    let at = 4 + side;
+    let id = frame.get(at..at + 8)?;
+    if &id[..4] != b"Xing" && &id[..4] != b"Info" {
+        return None;
+    }
+    if frame[4..at].iter().any(|b| *b != 0) {
+        return None;
+    }
+    let flags = u32::from_be_bytes([id[4], id[5], id[6], id[7]]);
+    let mut p = at + 8;
+    let frames = if flags & 1 != 0 {
+        let f = frame.get(p..p + 4)?;
+        p += 4;
+        Some(u64::from(u32::from_be_bytes([f[0], f[1], f[2], f[3]])))
+    } else {
+        None
+    };
+    p += if flags & 2 != 0 { 4 } else { 0 };
+    p += if flags & 4 != 0 { 100 } else { 0 };
+    p += if flags & 8 != 0 { 4 } else { 0 };
+    let (delay, padding) = match frame.get(p..p + 24) {
+        Some(lame) if lame[..4].iter().all(|b| b.is_ascii_alphanumeric()) => {
+            let d = (u64::from(lame[21]) << 4) | (u64::from(lame[22]) >> 4);
+            let pad = (u64::from(lame[22] & 0x0f) << 8) | u64::from(lame[23]);
+            (d + DECODER_DELAY, pad.saturating_sub(DECODER_DELAY))
+        }
+        _ => (DECODER_DELAY, 0),
+    };
+    Some(SegmentTag {
+        frames,
+        delay,
+        padding,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,4 +1,4 @@
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use archivist_engine::schema::paths;
@@ -22,7 +22,7 @@ async fn a_planner_killed_mid_run_leaves_a_consistent_tree() {
     // 150 slots: the planner wants 151 waiting items, one multi each.
     register_researcher(&session, "r1", 150).await;
     let (hosts, chroot) = config.hosts_and_chroot();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_planner-test-daemon"))
+    let mut child = archivist_testkit::child_process("child::planner_test_daemon")
         .args([&hosts, &chroot, "2000", "3", "100", "doomed"])
         .stdout(Stdio::null())
         .spawn()

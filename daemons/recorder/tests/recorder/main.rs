@@ -1,5 +1,6 @@
 //! Recorder and reaper tests against a real ZooKeeper (see `archivist-testkit`).
 
+mod child;
 mod closing;
 mod parallel;
 mod reaping;

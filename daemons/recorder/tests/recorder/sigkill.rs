@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ async fn a_recorder_killed_mid_store_leaves_nothing_half_done() {
         report(&session, &j, *n, occurrences_for(*n, 0.5), false).await;
     }
     let (hosts, chroot) = config.hosts_and_chroot();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_recorder-test-slow"))
+    let mut child = archivist_testkit::child_process("child::recorder_test_slow")
         .args([&hosts, &chroot, "300"])
         .stdout(Stdio::piped())
         .spawn()

@@ -149,16 +149,5 @@ pub fn run_clip_counts(record: &ResearchRecord) -> std::collections::BTreeMap<u3
     counts
 }
 
-/// Every queue that holds an entry for `job`.
-pub async fn queues_holding(session: &Session, job: &str) -> Vec<JobState> {
-    let mut found = Vec::new();
-    for state in JobState::ALL {
-        let names = store::children(session, &paths::queue(state))
-            .await
-            .unwrap();
-        if names.iter().any(|n| n.ends_with(job)) {
-            found.push(state);
-        }
-    }
-    found
-}
+/// The queues holding an entry for the job (the test kit's one copy).
+pub use archivist_testkit::queues_holding;

@@ -1,5 +1,6 @@
 //! The researcher against a real ZooKeeper and a local HTTP server.
 
+mod child;
 mod failures;
 mod flow;
 mod hostile;

@@ -1,6 +1,6 @@
 //! Winding down (SIGTERM) and dying (SIGKILL) in the middle of a job.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use archivist_engine::member;
@@ -118,7 +118,7 @@ async fn a_killed_researcher_loses_the_job_and_another_redoes_only_the_unreporte
     let url = server.route("/e.wav", Route::audio(&audio().episode));
     let job1 = plan(&session, "e0000001", &url, &clips).await;
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_researcher-test-daemon"))
+    let mut child = archivist_testkit::child_process("child::researcher_test_daemon")
         .arg(zk_connect())
         .arg(&config.chroot)
         .arg(work_dir("sigkill-a"))

@@ -17,8 +17,8 @@ use archivist_engine::schema::records::{
 use archivist_engine::schema::{JobState, SCHEMA_VERSION};
 use archivist_engine::transition::{machine, LockAction, Role, Transition};
 use archivist_engine::{store, Session, ZkConfig};
-use archivist_matcher::corpus::{write_wav, BedKind, ClipKind, Placement, Scenario};
 use archivist_researcher::{DownloadSettings, ResearcherSettings};
+use archivist_testaudio::{write_wav, BedKind, ClipKind, Placement, Scenario};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 

@@ -4,7 +4,8 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
-use archivist_admin::actions::{self, ActionReport, BulkItem};
+use archivist_admin::actions::{self, ActionReport, BulkItem, UnreadableDelete};
+use archivist_admin::AdminError;
 use clap::Args;
 
 use super::render::{emit, or_dash, table};
@@ -47,13 +48,61 @@ pub struct CancelArgs {
 /// Arguments of `delete`.
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
-    /// Failed or held job to delete.
+    /// Failed, held or cancelled job to delete.
     pub job: String,
     /// Do not ask for confirmation.
     #[arg(long)]
     pub yes: bool,
+    /// Delete a job whose record does not decode (no state rule can apply to it), with
+    /// its queue entries and lease; a job that decodes is refused.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub actor: ActorOpts,
+}
+
+/// `delete --force`: the job whose record does not decode, after confirmation.
+async fn delete_unreadable(
+    global: &GlobalOpts,
+    args: &DeleteArgs,
+    session: &archivist_engine::Session,
+    settings: &archivist_admin::settings::AdminSettings,
+) -> Result<ExitCode> {
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            bail!(
+                "refusing to delete {} without confirmation: stdin is not a terminal; pass --yes",
+                args.job
+            );
+        }
+        eprint!(
+            "Delete job {} whatever its record holds (only a job whose record does not decode)?\nIts queue entries and lease go too; research stays. Type the job id to confirm: ",
+            args.job
+        );
+        std::io::stderr().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if answer.trim() != args.job {
+            eprintln!("archivist: not confirmed; nothing deleted");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    let report = actions::delete_unreadable(session, settings, &args.job).await?;
+    emit(global.output, &report, render_unreadable)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render_unreadable(r: &UnreadableDelete) -> String {
+    table(
+        &["job", "action", "record error", "deleted", "detail"],
+        [vec![
+            r.job.clone(),
+            "delete --force".into(),
+            r.error.clone(),
+            r.deleted.join(" "),
+            r.detail.clone(),
+        ]],
+    )
 }
 
 /// A table of one action's report.
@@ -146,7 +195,16 @@ pub async fn cancel(global: &GlobalOpts, args: CancelArgs) -> Result<ExitCode> {
 pub async fn delete(global: &GlobalOpts, args: DeleteArgs) -> Result<ExitCode> {
     let session = crate::context::connect_initialised(global).await?;
     let settings = args.actor.settings();
-    let seen = actions::look(&session, &args.job).await?;
+    if args.force {
+        return delete_unreadable(global, &args, &session, &settings).await;
+    }
+    let seen = match actions::look(&session, &args.job).await {
+        Err(AdminError::Engine(archivist_engine::EngineError::Record(e))) => bail!(
+            "{e}; `archivist delete {} --force` deletes a job whose record does not decode",
+            args.job
+        ),
+        other => other?,
+    };
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             bail!(

@@ -14,12 +14,12 @@ pub fn emit<T: Serialize>(
     table: impl FnOnce(&T) -> String,
 ) -> Result<()> {
     match format {
-        OutputFormat::Json => println!(
+        OutputFormat::Json => outln!(
             "{}",
             serde_json::to_string_pretty(value).context("encoding JSON")?
         ),
-        OutputFormat::Yaml => print!("{}", serde_yaml::to_string(value).context("encoding YAML")?),
-        OutputFormat::Table => print!("{}", terminal_safe(&table(value))),
+        OutputFormat::Yaml => out!("{}", serde_yaml::to_string(value).context("encoding YAML")?),
+        OutputFormat::Table => out!("{}", terminal_safe(&table(value))),
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use clap::{Args, ValueEnum};
 use super::progress::Bar;
 use super::render::{emit, or_dash, printable, table};
 use crate::cli::{GlobalOpts, OutputFormat};
+use crate::output;
 
 /// Arguments of `results`.
 #[derive(Debug, Args)]
@@ -199,12 +200,17 @@ pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
             summary
         }
         None => {
-            let stdout = std::io::stdout().lock();
-            let mut writer = RowWriter::new(format, std::io::BufWriter::new(stdout));
-            let summary =
-                export::export_to(&session, &settings, &Bar::stderr(), &mut writer).await?;
-            writer.finish()?;
-            summary
+            let mut writer = RowWriter::new(format, std::io::BufWriter::new(output::Stdout));
+            let streamed = export::export_to(&session, &settings, &Bar::stderr(), &mut writer)
+                .await
+                .and_then(|s| writer.finish().map(|_| s));
+            match streamed {
+                Ok(s) => s,
+                // The reader went away (`export | head`): a quiet success, and no more
+                // records are read for nobody.
+                Err(_) if output::reader_gone() => return Ok(ExitCode::SUCCESS),
+                Err(e) => return Err(e.into()),
+            }
         }
     };
     if summary.unreadable.is_empty() {

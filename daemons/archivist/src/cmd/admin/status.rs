@@ -49,10 +49,13 @@ pub async fn run(global: &GlobalOpts, args: StatusArgs) -> Result<ExitCode> {
         )
         .await?;
         match global.output {
-            OutputFormat::Table => print!("\x1b[2J\x1b[H{}", terminal_safe(&render(&report))),
+            OutputFormat::Table => out!("\x1b[2J\x1b[H{}", terminal_safe(&render(&report))),
             // One document per refresh, so a script can read them as a stream.
-            OutputFormat::Json => println!("{}", serde_json::to_string(&report)?),
-            OutputFormat::Yaml => print!("---\n{}", serde_yaml::to_string(&report)?),
+            OutputFormat::Json => outln!("{}", serde_json::to_string(&report)?),
+            OutputFormat::Yaml => out!("---\n{}", serde_yaml::to_string(&report)?),
+        }
+        if crate::output::reader_gone() {
+            return Ok(ExitCode::SUCCESS);
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(args.interval_s.max(1))) => {}

@@ -1,7 +1,8 @@
 //! A researcher process for the crate's multi-process tests (SIGKILL and SIGTERM mid-job):
 //! runs `archivist_researcher::run` with short timeouts until SIGTERM/SIGINT.
 //!
-//! Usage: researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms>
+//! Run by `archivist_testkit::child_process("child::researcher_test_daemon")` (a test, not a shipped
+//! binary); arguments: researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms>
 
 use std::time::Duration;
 
@@ -10,19 +11,20 @@ use archivist_engine::ZkConfig;
 use archivist_researcher::{DownloadSettings, ResearcherSettings};
 use tokio_util::sync::CancellationToken;
 
-#[tokio::main]
-async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.len() != 7 {
-        eprintln!("usage: researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms>");
-        std::process::exit(2);
-    }
-    let number = |i: usize| -> u64 {
-        args[i].parse().unwrap_or_else(|_| {
-            eprintln!("argument {i} must be a number");
-            std::process::exit(2)
-        })
-    };
+/// The child process: a no-op in a normal test run (see `archivist_testkit::child`).
+#[test]
+#[ignore = "a child process of other tests (archivist_testkit::child_process)"]
+fn researcher_test_daemon() {
+    archivist_testkit::run_child("researcher_test_daemon", "researcher-test-daemon", run);
+}
+
+async fn run(args: Vec<String>) {
+    archivist_testkit::expect_args(
+        &args,
+        7,
+        "researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms>",
+    );
+    let number = |i: usize| archivist_testkit::number_arg(&args, i);
     let config = ZkConfig::new(&args[1])
         .with_chroot(&args[2])
         .with_session_timeout(Duration::from_millis(number(5)));

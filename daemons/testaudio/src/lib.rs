@@ -6,13 +6,18 @@
 //! optionally, `espeak-ng` for spoken drops.
 //!
 //! ```no_run
-//! use archivist_matcher::corpus::{BedKind, ClipKind, Placement, Scenario};
+//! use archivist_testaudio::{BedKind, ClipKind, Placement, Scenario};
 //! let mut s = Scenario::new(42, 120.0, BedKind::Speech);
 //! let drop = s.add_clip("drop", ClipKind::SpokenDrop, 2.0);
 //! s.place(drop, 10.0, Placement::Splice).place(drop, 70.0, Placement::Mix { clip_db: -3.0 });
 //! let truth = s.write_to(std::path::Path::new("/tmp/corpus")).unwrap();
 //! assert_eq!(truth.occurrences.len(), 2);
 //! ```
+//!
+//! A crate of its own (not a module of the matcher) so the production matcher and the
+//! daemons built on it do not ship the generator; the matcher's tests, benches and
+//! examples, the researcher's tests and `archivist sample` use it.
+#![deny(missing_docs)]
 
 use std::f64::consts::PI;
 use std::io::Write;
@@ -21,7 +26,9 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dsp::{self, Rng};
+use archivist_matcher::dsp::{self, Rng};
+
+pub mod degrade;
 
 /// Kind of background bed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -328,11 +335,11 @@ impl Scenario {
                 x = dsp::change_speed(&x, d.speed);
             }
             if (d.tempo - 1.0).abs() > 1e-9 {
-                x = dsp::change_tempo(&x, d.tempo, self.rate);
+                x = degrade::change_tempo(&x, d.tempo, self.rate);
             }
-            dsp::apply_gain_db(&mut x, d.gain_db);
+            degrade::apply_gain_db(&mut x, d.gain_db);
             if let Some(snr) = d.noise_snr_db {
-                dsp::add_noise_snr(&mut x, snr, self.seed ^ ((k as u64 + 1) * 0x51_7CC1));
+                degrade::add_noise_snr(&mut x, snr, self.seed ^ ((k as u64 + 1) * 0x51_7CC1));
             }
             let start = (p.offset_s * rate).round() as usize;
             match p.placement {
@@ -372,9 +379,9 @@ impl Scenario {
                 degrade: d.clone(),
             });
         }
-        dsp::apply_gain_db(&mut ep, self.episode_gain_db);
+        degrade::apply_gain_db(&mut ep, self.episode_gain_db);
         if let Some(snr) = self.episode_noise_snr_db {
-            dsp::add_noise_snr(&mut ep, snr, self.seed ^ 0x00C0_FFEE);
+            degrade::add_noise_snr(&mut ep, snr, self.seed ^ 0x00C0_FFEE);
         }
         // Keep the mix in range.
         let peak = ep.iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -934,12 +941,12 @@ fn espeak_drop(seed: u64, rate: u32) -> Option<Vec<f32>> {
     if !ok {
         return None;
     }
-    let d = crate::decode::decode_file(&wav).ok()?;
+    let d = archivist_matcher::decode::decode_file(&wav).ok()?;
     let _ = std::fs::remove_dir_all(&dir);
     let x = d.samples;
-    Some(if rate == crate::ANALYSIS_RATE {
+    Some(if rate == archivist_matcher::ANALYSIS_RATE {
         x
     } else {
-        dsp::resample(&x, rate as f64 / crate::ANALYSIS_RATE as f64)
+        dsp::resample(&x, rate as f64 / archivist_matcher::ANALYSIS_RATE as f64)
     })
 }

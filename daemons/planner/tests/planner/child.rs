@@ -1,6 +1,7 @@
 //! A planner process for the planner's multi-process tests (SIGKILL mid-run).
 //!
-//! Usage: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>
+//! Run by `archivist_testkit::child_process("child::planner_test_daemon")` (a test, not a shipped
+//! binary); arguments: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>
 
 use std::time::Duration;
 
@@ -9,19 +10,20 @@ use archivist_engine::ZkConfig;
 use archivist_planner::PlannerSettings;
 use tokio_util::sync::CancellationToken;
 
-#[tokio::main]
-async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.len() != 7 {
-        eprintln!("usage: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>");
-        std::process::exit(2);
-    }
-    let number = |i: usize| -> u64 {
-        args[i].parse().unwrap_or_else(|_| {
-            eprintln!("argument {i} must be a number");
-            std::process::exit(2)
-        })
-    };
+/// The child process: a no-op in a normal test run (see `archivist_testkit::child`).
+#[test]
+#[ignore = "a child process of other tests (archivist_testkit::child_process)"]
+fn planner_test_daemon() {
+    archivist_testkit::run_child("planner_test_daemon", "planner-test-daemon", run);
+}
+
+async fn run(args: Vec<String>) {
+    archivist_testkit::expect_args(
+        &args,
+        7,
+        "planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>",
+    );
+    let number = |i: usize| archivist_testkit::number_arg(&args, i);
     let config = ZkConfig::new(&args[1])
         .with_chroot(&args[2])
         .with_session_timeout(Duration::from_millis(number(3)));

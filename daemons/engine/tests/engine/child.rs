@@ -1,8 +1,9 @@
-//! A consumer process with tiny work, for the engine's multi-process tests and the
-//! transitions benchmark: claims jobs from one state, waits `--work-ms`, moves each to
+//! A consumer process with tiny work, for the engine's multi-process tests:
+//! claims jobs from one state, waits `--work-ms`, moves each to
 //! the state's default success target, and prints `processed <job>` per job.
 //!
-//! Usage: engine-test-consumer <connect> <chroot> <state> <work-ms> <concurrency> <session-timeout-ms>
+//! Run by `archivist_testkit::child_process("child::engine_test_consumer")` (a test, not a shipped
+//! binary); arguments: engine-test-consumer <connect> <chroot> <state> <work-ms> <concurrency> <session-timeout-ms>
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,19 +41,20 @@ impl Step for TinyWork {
     }
 }
 
-#[tokio::main]
-async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.len() != 7 {
-        eprintln!("usage: engine-test-consumer <connect> <chroot> <state> <work-ms> <concurrency> <session-timeout-ms>");
-        std::process::exit(2);
-    }
-    let parse = |i: usize| -> u64 {
-        args[i].parse().unwrap_or_else(|_| {
-            eprintln!("argument {i} must be a number");
-            std::process::exit(2)
-        })
-    };
+/// The child process: a no-op in a normal test run (see `archivist_testkit::child`).
+#[test]
+#[ignore = "a child process of other tests (archivist_testkit::child_process)"]
+fn engine_test_consumer() {
+    archivist_testkit::run_child("engine_test_consumer", "engine-test-consumer", run);
+}
+
+async fn run(args: Vec<String>) {
+    archivist_testkit::expect_args(
+        &args,
+        7,
+        "engine-test-consumer <connect> <chroot> <state> <work-ms> <concurrency> <session-timeout-ms>",
+    );
+    let parse = |i: usize| archivist_testkit::number_arg(&args, i);
     let state = args[3].parse().unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2)

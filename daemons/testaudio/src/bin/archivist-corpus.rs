@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use archivist_matcher::corpus::{BedKind, ClipKind, Degrade, Placement, Scenario};
+use archivist_testaudio::{BedKind, ClipKind, Degrade, Placement, Scenario};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

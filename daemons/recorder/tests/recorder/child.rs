@@ -2,7 +2,8 @@
 //! multi, prints `prepared <report>`, waits `<delay-ms>`, commits and prints
 //! `stored <report>`. Killing it during the wait leaves a prepared, uncommitted store.
 //!
-//! Usage: recorder-test-slow <connect> <chroot> <delay-ms>
+//! Run by `archivist_testkit::child_process("child::recorder_test_slow")` (a test, not a shipped
+//! binary); arguments: recorder-test-slow <connect> <chroot> <delay-ms>
 
 use std::time::Duration;
 
@@ -10,13 +11,15 @@ use archivist_engine::schema::paths;
 use archivist_engine::{store as zkstore, Session, ZkConfig};
 use archivist_recorder::store;
 
-#[tokio::main]
-async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.len() != 4 {
-        eprintln!("usage: recorder-test-slow <connect> <chroot> <delay-ms>");
-        std::process::exit(2);
-    }
+/// The child process: a no-op in a normal test run (see `archivist_testkit::child`).
+#[test]
+#[ignore = "a child process of other tests (archivist_testkit::child_process)"]
+fn recorder_test_slow() {
+    archivist_testkit::run_child("recorder_test_slow", "recorder-test-slow", run);
+}
+
+async fn run(args: Vec<String>) {
+    archivist_testkit::expect_args(&args, 4, "recorder-test-slow <connect> <chroot> <delay-ms>");
     let Ok(delay) = args[3].parse::<u64>() else {
         eprintln!("delay must be a number of milliseconds");
         std::process::exit(2);

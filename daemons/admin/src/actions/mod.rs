@@ -1,0 +1,271 @@
+//! Compare-and-set actions on one job: retry, hold, release, cancel, delete.
+//!
+//! Every action starts from a [`Seen`] job (the record and the data version the
+//! operator looked at). On an unlocked job the action takes the job's lock, re-reads the
+//! job and refuses if its version moved, then commits one multi at the version seen that
+//! also releases the lock. On a job a researcher holds, `hold` and `cancel` write a
+//! `request` at the version seen instead; the holder acts on it within seconds.
+//!
+//! One file per action (`retry`, `stop` for hold and cancel, `release`, `delete`, `bulk`
+//! for many jobs); this module holds what they share: looking, locking and re-checking,
+//! committing, reporting.
+
+mod bulk;
+mod delete;
+mod release;
+mod retry;
+mod stop;
+
+pub use bulk::{message_matches, retry_all_failed, BulkItem};
+pub use delete::{delete, delete_seen, delete_unreadable, UnreadableDelete};
+pub use release::{release, release_seen};
+pub use retry::{retry, retry_seen};
+pub use stop::{cancel, cancel_seen, hold, hold_seen};
+
+use archivist_engine::lock::{self, JobLock};
+use archivist_engine::ops::{self, Op};
+use archivist_engine::schema::records::{JobRecord, JobRequest};
+use archivist_engine::schema::{paths, JobState};
+use archivist_engine::transition::{LockAction, Transition};
+use archivist_engine::{jobs, lease, store, Session};
+use serde::Serialize;
+
+use crate::error::{AdminError, Result};
+use crate::settings::AdminSettings;
+
+/// A job as the operator saw it: the record and its data version. Actions write at this
+/// version, so a job that moved after it was seen is never changed blindly.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// The record read.
+    pub job: JobRecord,
+    /// Its data version when read.
+    pub version: i32,
+}
+
+/// Reads a job for an action.
+pub async fn look(session: &Session, id: &str) -> Result<Seen> {
+    match jobs::read_optional(session, id).await? {
+        Some((job, version)) => Ok(Seen { job, version }),
+        None => Err(AdminError::NotFound {
+            what: "job",
+            id: id.to_string(),
+            path: paths::job(id),
+        }),
+    }
+}
+
+/// Which action ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// `retry`
+    Retry,
+    /// `hold`
+    Hold,
+    /// `release`
+    Release,
+    /// `cancel`
+    Cancel,
+    /// `delete`
+    Delete,
+}
+
+impl Action {
+    fn as_str(self) -> &'static str {
+        match self {
+            Action::Retry => "retry",
+            Action::Hold => "hold",
+            Action::Release => "release",
+            Action::Cancel => "cancel",
+            Action::Delete => "delete",
+        }
+    }
+}
+
+/// What an action did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Written: the job moved (or was deleted).
+    Done,
+    /// A researcher holds the job: the request was written on it; it acts within seconds.
+    Requested,
+    /// Nothing to do: the job already was where the action would put it.
+    Unchanged,
+}
+
+/// The result of an action on one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActionReport {
+    /// Job id.
+    pub job: String,
+    /// Episode of the job.
+    pub episode: String,
+    /// The action.
+    pub action: Action,
+    /// State the job was in.
+    pub from: JobState,
+    /// State it is in now (`None` once deleted).
+    pub to: Option<JobState>,
+    /// What happened.
+    pub outcome: Outcome,
+    /// In words.
+    pub detail: String,
+}
+
+fn report(
+    seen: &Seen,
+    action: Action,
+    to: Option<JobState>,
+    outcome: Outcome,
+    detail: String,
+) -> ActionReport {
+    let outcome_name = match outcome {
+        Outcome::Done => "done",
+        Outcome::Requested => "requested",
+        Outcome::Unchanged => "unchanged",
+    };
+    metrics::counter!("archivist_admin_actions_total", "action" => action.as_str(), "outcome" => outcome_name)
+        .increment(1);
+    tracing::info!(
+        job = %seen.job.id,
+        episode = %seen.job.episode,
+        state = %seen.job.status,
+        action = action.as_str(),
+        outcome = outcome_name,
+        "{detail}"
+    );
+    ActionReport {
+        job: seen.job.id.clone(),
+        episode: seen.job.episode.clone(),
+        action,
+        from: seen.job.status,
+        to,
+        outcome,
+        detail,
+    }
+}
+
+fn refused(seen: &Seen, reason: impl Into<String>) -> AdminError {
+    metrics::counter!("archivist_admin_refusals_total").increment(1);
+    AdminError::Refused {
+        job: seen.job.id.clone(),
+        state: seen.job.status,
+        reason: reason.into(),
+    }
+}
+
+/// Who holds a job's lock, in words.
+async fn lock_owner(session: &Session, id: &str) -> String {
+    match lock::holder(session, id).await {
+        Ok(Some((record, stat))) => format!(
+            "{} (session {}, since {})",
+            record.owner,
+            format_args!("{:#x}", stat.ephemeral_owner),
+            record.since
+        ),
+        Ok(None) => "nobody any more (try again)".to_string(),
+        Err(e) => format!("an unreadable lock ({e})"),
+    }
+}
+
+/// Takes the job's lock and checks the job is still at the version seen; on any
+/// failure after locking the lock is released again.
+async fn lock_seen(
+    session: &Session,
+    settings: &AdminSettings,
+    seen: &Seen,
+) -> Result<Option<JobLock>> {
+    let Some(lock) = JobLock::try_acquire(session, &seen.job.id, &settings.actor).await? else {
+        return Ok(None);
+    };
+    let check = jobs::read_optional(session, &seen.job.id).await;
+    let moved = match &check {
+        Ok(Some((_, version))) if *version == seen.version => None,
+        Ok(Some((job, version))) => Some(format!(
+            "it is now {} at version {version}, was {} at version {}",
+            job.status, seen.job.status, seen.version
+        )),
+        Ok(None) => Some("it was deleted".to_string()),
+        Err(e) => Some(format!("it cannot be read: {e}")),
+    };
+    if let Some(detail) = moved {
+        let _ = lock.release(session).await;
+        return Err(AdminError::Moved {
+            path: paths::job(&seen.job.id),
+            detail,
+        });
+    }
+    Ok(Some(lock))
+}
+
+/// Commits a transition built with the lock; releases the lock if nothing was written.
+async fn commit_locked(
+    session: &Session,
+    seen: &Seen,
+    lock: JobLock,
+    transition: Transition,
+) -> Result<()> {
+    match transition
+        .lock(LockAction::Release(lock.clone()))
+        .commit(session)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let _ = lock.release(session).await;
+            Err(AdminError::from_commit(&paths::job(&seen.job.id), e))
+        }
+    }
+}
+
+/// Operations deleting the job's lease if there is one (version-checked).
+async fn delete_lease_ops(session: &Session, job: &str) -> Result<Vec<Op>> {
+    Ok(lease::revoke_ops(session, job).await?)
+}
+
+/// Operations replacing any stale lease by a fresh, unclaimed one for the job (a fresh
+/// lease starts a fresh wait: the planner and the reaper count the work-item TTL from
+/// the later of the job's and its lease's creation, [`lease::waiting_since`]).
+async fn fresh_lease_ops(
+    session: &Session,
+    settings: &AdminSettings,
+    job: &JobRecord,
+) -> Result<Vec<Op>> {
+    lease::validate_duration(settings.lease_duration_ms())
+        .map_err(|e| AdminError::Invalid(format!("--lease-duration-s: {e}")))?;
+    Ok(lease::renew_ops(session, job, settings.lease_duration_ms()).await?)
+}
+
+/// Writes `request` on a job a researcher holds, at the version seen.
+async fn write_request(
+    session: &Session,
+    settings: &AdminSettings,
+    seen: &Seen,
+    request: JobRequest,
+    reason: Option<&str>,
+) -> Result<()> {
+    let path = paths::job(&seen.job.id);
+    let mut next = seen.job.clone();
+    next.request = Some(request);
+    next.request_reason = reason.map(str::to_string);
+    next.updated = archivist_engine::clock::local_now();
+    next.push_event(archivist_engine::schema::records::JobEvent {
+        at: next.updated,
+        by: settings.actor.clone(),
+        step: "request".into(),
+        result: format!("{request:?}").to_lowercase(),
+    });
+    ops::commit(
+        session,
+        &[Op::SetData {
+            data: store::encode(&path, &next)?,
+            path: path.clone(),
+            version: Some(seen.version),
+        }],
+    )
+    .await
+    .map_err(|e| AdminError::from_commit(&path, e))?;
+    Ok(())
+}

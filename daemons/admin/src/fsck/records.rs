@@ -1,0 +1,238 @@
+//! Record invariants: node sizes and parsing, id counters ahead of their ids, research
+//! records matching the catalog, one record per media URL.
+
+use std::collections::BTreeMap;
+
+use archivist_engine::counter;
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{
+    self, AliasRecord, CatalogFields, ClipRecord, EpisodeRecord, ResearchRecord, MAX_NODE_BYTES,
+};
+
+use crate::settings::AdminSettings;
+use crate::tree::{self, RawNode};
+
+use super::index::{parts, Index};
+use super::{Fault, FaultKind, Plan, Severity};
+
+pub(super) fn check_nodes(nodes: &[RawNode], settings: &AdminSettings, faults: &mut Vec<Fault>) {
+    for node in nodes {
+        let size = node.data.len();
+        if size > MAX_NODE_BYTES {
+            faults.push(Fault::new(
+                FaultKind::TooLarge,
+                Severity::Error,
+                &node.path,
+                format!("{size} bytes, over the {MAX_NODE_BYTES}-byte limit"),
+            ));
+            continue;
+        }
+        if !tree::known_path(&node.path) {
+            faults.push(Fault::new(
+                FaultKind::UnknownNode,
+                Severity::Warning,
+                &node.path,
+                "the schema has no such path",
+            ));
+        }
+        if let Some(error) = tree::decode(&node.path, &node.data).error {
+            faults.push(Fault::new(
+                FaultKind::Unparsable,
+                Severity::Error,
+                &node.path,
+                error,
+            ));
+        }
+        if node.path.starts_with("/research/") && size > settings.research_warn_bytes {
+            faults.push(Fault::new(
+                FaultKind::LargeResearch,
+                Severity::Warning,
+                &node.path,
+                format!(
+                    "{size} bytes (warning threshold {} bytes)",
+                    settings.research_warn_bytes
+                ),
+            ));
+        }
+    }
+}
+
+pub(super) fn check_counters(ix: &Index<'_>, faults: &mut Vec<Fault>) {
+    for c in counter::ALL {
+        let names = ix.nodes.iter().filter_map(|n| {
+            let (dir, name) = n.path.rsplit_once('/')?;
+            (dir == c.records_dir()).then_some(name)
+        });
+        let max = counter::max_number(&c, names);
+        let Some(node) = ix.nodes.iter().find(|n| n.path == c.path) else {
+            faults.push(
+                Fault::new(
+                    FaultKind::CounterMissing,
+                    Severity::Error,
+                    c.path,
+                    format!(
+                        "missing: no new id can be given (ids up to {max} are in use); `archivist init` or `fsck --repair` re-creates it"
+                    ),
+                )
+                .plan(
+                    format!("create it at version {max}"),
+                    Plan::Recreate { counter: c.path },
+                ),
+            );
+            continue;
+        };
+        if let Some(behind) = counter::behind(node.stat.version, max) {
+            faults.push(
+                Fault::new(
+                    FaultKind::CounterBehind,
+                    Severity::Error,
+                    c.path,
+                    format!(
+                        "at version {} (next id {}), but ids up to {} are in use: new ids would collide",
+                        behind.version,
+                        i64::from(behind.version) + 1,
+                        behind.max_in_use
+                    ),
+                )
+                .plan(
+                    format!("move it to version {}", behind.max_in_use),
+                    Plan::CatchUp { counter: c.path },
+                ),
+            );
+        }
+    }
+}
+
+pub(super) fn check_research(ix: &Index<'_>, faults: &mut Vec<Fault>) {
+    for (episode, node) in &ix.research {
+        let Ok(record) = records::decode::<ResearchRecord>(&node.path, &node.data) else {
+            continue;
+        };
+        let mut problems = Vec::new();
+        if record.episode != *episode {
+            problems.push(format!("the record is for episode {}", record.episode));
+        }
+        if !ix.episodes.contains(episode) {
+            problems.push(format!("episode {episode} is not in the catalog"));
+        }
+        let mut unknown: Vec<String> = record
+            .researched()
+            .iter()
+            .map(paths::clip_id)
+            .filter(|c| !ix.clips.contains(c.as_str()))
+            .collect();
+        unknown.extend(
+            record
+                .found
+                .keys()
+                .filter(|c| !ix.clips.contains(c.as_str()))
+                .cloned(),
+        );
+        unknown.sort();
+        unknown.dedup();
+        if !unknown.is_empty() {
+            let shown: Vec<&str> = unknown.iter().take(5).map(String::as_str).collect();
+            problems.push(format!(
+                "{} clip(s) not in the catalog: {}{}",
+                unknown.len(),
+                shown.join(", "),
+                if unknown.len() > 5 { ", ..." } else { "" }
+            ));
+        }
+        let not_researched: Vec<&String> = record
+            .found
+            .keys()
+            .filter(|c| paths::clip_number(c).is_none_or(|n| !record.is_researched(n)))
+            .collect();
+        if !not_researched.is_empty() {
+            problems.push(format!(
+                "occurrences for clips no run researched: {}",
+                not_researched
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if !problems.is_empty() {
+            faults.push(Fault::new(
+                FaultKind::ResearchMismatch,
+                Severity::Error,
+                &node.path,
+                problems.join("; "),
+            ));
+        }
+    }
+}
+
+/// The media URL of a catalog record node, if it is one and decodes.
+fn media_url_of(node: &RawNode) -> Option<(&'static str, String)> {
+    let fields = |f: CatalogFields| f.media_url;
+    match parts(&node.path).as_slice() {
+        ["catalog", "episodes", _] => records::decode::<EpisodeRecord>(&node.path, &node.data)
+            .ok()
+            .map(|r| ("episode", fields(r.fields))),
+        ["catalog", "clips", _] => records::decode::<ClipRecord>(&node.path, &node.data)
+            .ok()
+            .map(|r| ("clip", fields(r.fields))),
+        _ => None,
+    }
+}
+
+/// One media URL, one record: no two records of a kind share a media URL, and each
+/// media-URL alias (`url-...`) points at a record whose media URL is the alias's key.
+/// Reported for an operator (which record is right is a human's call).
+pub(super) fn check_catalog(nodes: &[RawNode], faults: &mut Vec<Fault>) {
+    let mut by_url: BTreeMap<(&str, String), Vec<&str>> = BTreeMap::new();
+    let mut url_of: BTreeMap<&str, String> = BTreeMap::new();
+    for node in nodes {
+        if let Some((kind, url)) = media_url_of(node) {
+            url_of.insert(&node.path, url.clone());
+            by_url.entry((kind, url)).or_default().push(&node.path);
+        }
+    }
+    for ((kind, url), holders) in &by_url {
+        if holders.len() > 1 {
+            faults.push(Fault::new(
+                FaultKind::SharedMediaUrl,
+                Severity::Error,
+                holders[0],
+                format!(
+                    "{} {kind}s share the media URL {url}: {}",
+                    holders.len(),
+                    holders.join(", ")
+                ),
+            ));
+        }
+    }
+    for node in nodes {
+        let segments = parts(&node.path);
+        let ["catalog", "aliases", name] = segments.as_slice() else {
+            continue;
+        };
+        if !name.starts_with("url-") {
+            continue;
+        }
+        let Ok(alias) = records::decode::<AliasRecord>(&node.path, &node.data) else {
+            continue;
+        };
+        let target = match alias.target {
+            records::AliasTarget::Episode => paths::episode(&alias.id),
+            records::AliasTarget::Clip => paths::clip(&alias.id),
+        };
+        let Some(url) = url_of.get(target.as_str()) else {
+            continue;
+        };
+        if *url != alias.key {
+            faults.push(Fault::new(
+                FaultKind::AliasMismatch,
+                Severity::Error,
+                &node.path,
+                format!(
+                    "alias of {} points at {target}, whose media URL is {url}",
+                    alias.key
+                ),
+            ));
+        }
+    }
+}

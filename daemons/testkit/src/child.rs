@@ -1,0 +1,101 @@
+//! Test-only daemons as child processes of the test binary itself.
+//!
+//! Some tests need a second process (to SIGKILL it mid-step, or to run several
+//! consumers at once). Shipping those helpers as `src/bin` binaries made them part of
+//! the production crates (built by `cargo build`, installed by `cargo install`). Instead
+//! each helper is an `#[ignore]`d test of the crate's own test binary, and
+//! [`child_process`] re-runs that binary with libtest told to run only that test; the
+//! helper reads its arguments with [`child_args`]. A normal `cargo test` lists the helper
+//! as ignored; `--include-ignored` runs it as a no-op (no child marker in the
+//! environment).
+//!
+//! ```ignore
+//! #[test]
+//! #[ignore = "a child process of other tests (archivist_testkit::child_process)"]
+//! fn my_daemon() {
+//!     archivist_testkit::run_child("my_daemon", "my-daemon", run);
+//! }
+//! async fn run(args: Vec<String>) { /* args[0] is "my-daemon", then the arguments */ }
+//!
+//! let child = archivist_testkit::child_process("my_daemon").args(["a", "b"]).spawn();
+//! ```
+
+use std::future::Future;
+use std::process::Command;
+
+/// The environment variable naming the helper test a child process runs.
+const CHILD_VAR: &str = "ARCHIVIST_TEST_CHILD";
+
+/// The argument after which a child's own arguments start (libtest stops reading
+/// options there and takes the rest as name filters, which match no test exactly).
+const ARGS_MARK: &str = "--";
+
+/// A command that runs this test binary as a child running only the ignored helper
+/// test `test` (its full path in the binary, e.g. `child::engine_test_consumer`).
+/// Arguments added with `.arg`/`.args` reach the helper through [`child_args`]; the
+/// helper's stdout is the child's stdout (libtest adds a `running 1 test` line and
+/// a result line when the helper returns).
+pub fn child_process(test: &str) -> Command {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("this test binary's path: {e}"));
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+        "--quiet",
+        test,
+        ARGS_MARK,
+    ])
+    .env(CHILD_VAR, test);
+    cmd
+}
+
+/// The helper's arguments when this process was started by [`child_process`] for
+/// `test`, `None` in a normal test run (the helper then returns at once).
+pub fn child_args(test: &str) -> Option<Vec<String>> {
+    let wanted = std::env::var(CHILD_VAR).ok()?;
+    if !(wanted == test || wanted.ends_with(&format!("::{test}"))) {
+        return None;
+    }
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == ARGS_MARK)?;
+    Some(args[at + 1..].to_vec())
+}
+
+/// The body of a child helper test: when this process was started by [`child_process`]
+/// for `test`, runs `main` on a multi-threaded runtime with the arguments prefixed by
+/// `program` (so `args[1]` is the first argument, as in a `main`); otherwise returns at
+/// once (a normal test run).
+pub fn run_child<F, Fut>(test: &str, program: &str, main: F)
+where
+    F: FnOnce(Vec<String>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let Some(args) = child_args(test) else {
+        return;
+    };
+    let args: Vec<String> = std::iter::once(program.to_string()).chain(args).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{program}: no runtime: {e}"));
+    runtime.block_on(main(args));
+}
+
+/// Exits with status 2 and `usage` unless a child got `count` arguments (its program name
+/// included, as `run_child` passes them).
+pub fn expect_args(args: &[String], count: usize, usage: &str) {
+    if args.len() != count {
+        eprintln!("usage: {usage}");
+        std::process::exit(2);
+    }
+}
+
+/// A child's argument `i` as a number; exits with status 2 naming it otherwise.
+pub fn number_arg(args: &[String], i: usize) -> u64 {
+    args.get(i).and_then(|a| a.parse().ok()).unwrap_or_else(|| {
+        eprintln!("argument {i} must be a number");
+        std::process::exit(2)
+    })
+}
