@@ -225,6 +225,17 @@ async fn delete_lease_ops(session: &Session, job: &str) -> Result<Vec<Op>> {
     Ok(lease::revoke_ops(session, job).await?)
 }
 
+/// The paths of `job`'s reports in `/reports` (named `<job>-<clip>`,
+/// [`paths::report_job`]).
+async fn reports_of(session: &Session, job: &str) -> Result<Vec<String>> {
+    Ok(store::children(session, paths::REPORTS)
+        .await?
+        .into_iter()
+        .filter(|name| paths::report_job(name) == Some(job))
+        .map(|name| paths::report(&name))
+        .collect())
+}
+
 /// Operations replacing any stale lease by a fresh, unclaimed one for the job (a fresh
 /// lease starts a fresh wait: the planner and the reaper count the work-item TTL from
 /// the later of the job's and its lease's creation, [`lease::waiting_since`]).

@@ -4,7 +4,8 @@
 //! name its priority and curation give; no queue entry without its job; no lock on a
 //! job that no daemon should be working on (ephemeral owners are always live sessions,
 //! so a stale lock is one on a failed, held or finished job); leases reference existing
-//! jobs, last a positive time and are not overdue by more than the reaper's interval; no
+//! jobs, last a positive time and are not overdue by more than the reaper's interval;
+//! reports belong to existing jobs; no
 //! id counter is behind the ids of the records it numbers; research records match the
 //! catalog; no two episodes (or clips) share a media URL and every media-URL alias points
 //! at a record holding that URL; node sizes are under the limits; every node's data parses. Without `repair`
@@ -14,7 +15,8 @@
 //! Repaired (each by its own compare-and-set write, re-checked first): orphan queue
 //! entries and undecodable entry names are deleted; a job missing from its queue, or in
 //! the wrong or several queues, keeps (or gets) the entry matching its status; leases of
-//! missing jobs are deleted; a counter behind its ids is moved past them. Everything else
+//! missing jobs are deleted; reports of missing jobs are deleted; a counter behind its
+//! ids is moved past them. Everything else
 //! is reported for an operator.
 
 //!
@@ -35,7 +37,7 @@ use crate::settings::{AdminSettings, Progress};
 use crate::tree;
 
 use index::index;
-use jobs::{check_leases, check_locks, check_queues};
+use jobs::{check_leases, check_locks, check_queues, check_reports};
 use records::{check_catalog, check_counters, check_nodes, check_research};
 use repair::{apply, Plan};
 
@@ -92,6 +94,9 @@ pub enum FaultKind {
     AliasMismatch,
     /// An id counter that does not exist: every allocation of its ids fails.
     CounterMissing,
+    /// A report whose job does not exist (or whose name names no job): nothing will ever
+    /// record or remove it.
+    ReportWithoutJob,
 }
 
 /// How bad a fault is.
@@ -218,6 +223,7 @@ pub async fn fsck(
     check_queues(&ix, &mut faults);
     check_locks(&ix, settings, now_ms, &mut faults);
     check_leases(&ix, settings, now_ms, &mut faults);
+    check_reports(&ix, &mut faults);
     check_counters(&ix, &mut faults);
     check_research(&ix, &mut faults);
     check_catalog(&nodes, &mut faults);

@@ -400,3 +400,52 @@ async fn catalog_holds_and_queue_pauses() {
             .unwrap()
     );
 }
+
+#[tokio::test]
+async fn an_unusable_report_blocks_retry_with_the_way_out_and_goes_with_delete() {
+    // Outside test 17c, defect 8: `retry` re-failed at once on the same report, `delete`
+    // left it behind, and it waited for a recorder forever.
+    let (_c, s) = archivist_testkit::fresh_tree("admin-unusable-report").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001", "c000002"]).await;
+    let bad = paths::report(&paths::report_name(&job.id, "c000001"));
+    let good = paths::report(&paths::report_name(&job.id, "c000002"));
+    let other = fixtures::job(&s, "e0000002", &["c000001"]).await;
+    let others = paths::report(&paths::report_name(&other.id, "c000001"));
+    for path in [&bad, &good, &others] {
+        fixtures::raw(&s, path, b"schema: 1\n").await;
+    }
+    drive(
+        &s,
+        &job.id,
+        &[
+            JobState::Leased,
+            JobState::Researching,
+            JobState::Reported,
+            JobState::Failed,
+        ],
+        &format!("report unusable: {bad}: unreadable ReportRecord record: report unusable: clip c000004 in a report named for c000001"),
+    )
+    .await;
+    let (_, before) = read(&s, &job.id).await;
+    let err = actions::retry(&s, &settings(), &job.id).await.unwrap_err();
+    let text = err.to_string();
+    assert!(err.is_refusal(), "{text}");
+    assert!(
+        text.contains(&bad) && text.contains(&format!("archivist delete {}", job.id)),
+        "{text}"
+    );
+    assert_eq!(read(&s, &job.id).await.1, before, "nothing written");
+
+    let report = actions::delete(&s, &settings(), &job.id).await.unwrap();
+    assert!(report.detail.contains("reports"), "{}", report.detail);
+    for path in [&bad, &good, &paths::job(&job.id)] {
+        assert!(
+            store::exists(&s, path).await.unwrap().is_none(),
+            "{path} left behind"
+        );
+    }
+    assert!(
+        store::exists(&s, &others).await.unwrap().is_some(),
+        "another job's report deleted"
+    );
+}

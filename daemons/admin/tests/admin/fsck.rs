@@ -287,3 +287,41 @@ async fn a_pending_job_locked_for_long_is_flagged() {
     assert_eq!(fault.job.as_deref(), Some(pending.id.as_str()));
     assert!(fault.detail.contains("researcher-1"), "{}", fault.detail);
 }
+
+#[tokio::test]
+async fn a_report_whose_job_does_not_exist_is_flagged_and_repaired() {
+    // Outside test 17c, defect 8: a report left by a deleted job waited for a recorder
+    // forever and fsck said clean.
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-orphan-report").await;
+    let live = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    let kept = paths::report(&paths::report_name(&live.id, "c000001"));
+    let orphan = paths::report(&paths::report_name("j0000000777", "c000003"));
+    let nameless = paths::report("garbage");
+    for path in [&kept, &orphan, &nameless] {
+        fixtures::raw(&s, path, b"schema: 1\n").await;
+    }
+    let report = check(&s, false).await;
+    let found: Vec<_> = report
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::ReportWithoutJob)
+        .map(|f| f.path.clone())
+        .collect();
+    assert_eq!(found, vec![nameless.clone(), orphan.clone()]);
+    assert!(!report.is_clean());
+    let repaired = check(&s, true).await;
+    assert!(repaired
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::ReportWithoutJob)
+        .all(|f| f.repaired));
+    for path in [&orphan, &nameless] {
+        assert!(store::exists(&s, path).await.unwrap().is_none(), "{path}");
+    }
+    assert!(store::exists(&s, &kept).await.unwrap().is_some());
+    assert!(!check(&s, false)
+        .await
+        .faults
+        .iter()
+        .any(|f| f.kind == FaultKind::ReportWithoutJob));
+}
