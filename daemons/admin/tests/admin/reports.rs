@@ -362,3 +362,36 @@ async fn status_counts_only_pending_entries_that_are_work_and_names_the_strays()
     assert_eq!(strays, expected);
     assert_eq!(report.oldest_waiting.map(|w| w.job), Some(real.id));
 }
+
+#[tokio::test]
+async fn status_names_a_waiting_job_whose_record_does_not_decode() {
+    // Outside test 17c, defect 7: shown as the oldest waiting job like any other, while
+    // no daemon can claim or expire it.
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-undecodable").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let broken = fixtures::job(&s, &e1, &["c000001"]).await;
+    let fine = fixtures::job(&s, &e1, &["c000001"]).await;
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    s.client()
+        .set_data(
+            &archivist_engine::schema::paths::job(&broken.id),
+            b"{{{{",
+            None,
+        )
+        .await
+        .unwrap();
+    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    let oldest = report.oldest_waiting.clone().unwrap();
+    assert_eq!(oldest.job, broken.id);
+    assert!(oldest.unreadable.is_some(), "{oldest:?}");
+    let named: Vec<&str> = report
+        .unreadable_waiting
+        .iter()
+        .map(|u| u.job.as_str())
+        .collect();
+    assert_eq!(named, vec![broken.id.as_str()]);
+    assert_ne!(broken.id, fine.id);
+}

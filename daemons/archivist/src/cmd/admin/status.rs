@@ -212,9 +212,19 @@ fn render(r: &StatusReport) -> String {
     }
     match &r.oldest_waiting {
         Some(w) => {
-            let _ = writeln!(out, "Oldest waiting job: {} (waiting {}, priority {}, position {} in the pending queue)", w.job, span(w.waiting_ms), w.priority, w.position + 1);
+            let _ = writeln!(out, "Oldest waiting job: {} (waiting {}, priority {}, position {} in the pending queue){}", w.job, span(w.waiting_ms), w.priority, w.position + 1, if w.unreadable.is_some() { ": its record does not decode (below)" } else { "" });
         }
         None => out.push_str("Oldest waiting job: none\n"),
+    }
+    if !r.unreadable_waiting.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} waiting job(s) whose record does not decode: no researcher can claim them and they never expire; remove each with `archivist delete J --force` (its pairs are planned again):",
+            r.unreadable_waiting.len()
+        );
+        for u in &r.unreadable_waiting {
+            let _ = writeln!(out, "    {}: {}", u.job, u.error);
+        }
     }
     let _ = writeln!(
         out,
