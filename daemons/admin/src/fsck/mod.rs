@@ -20,6 +20,10 @@
 //! is reported for an operator.
 
 //!
+//! A walk is not atomic, so a job that moves while it is read can look inconsistent; the
+//! findings a move can fake are confirmed by a second walk (same finding, job at the same
+//! version) before they are reported.
+//!
 //! Parts: `index` (the tree read once, by kind), `jobs` (queues, locks and leases),
 //! `records` (node sizes and parsing, counters, research, the catalog), `repair` (the
 //! plans `--repair` carries out).
@@ -97,6 +101,43 @@ pub enum FaultKind {
     /// A report whose job does not exist (or whose name names no job): nothing will ever
     /// record or remove it.
     ReportWithoutJob,
+}
+
+impl FaultKind {
+    /// Can a consistent tree show this fault to a walk that is not atomic, because a job
+    /// moved (or went) between the reads of its record, its queue entries, its lease
+    /// and its reports? Such a finding is confirmed by a second read before it is
+    /// reported.
+    fn may_be_in_flight(self) -> bool {
+        matches!(
+            self,
+            FaultKind::JobNotQueued
+                | FaultKind::JobInWrongQueue
+                | FaultKind::JobInSeveralQueues
+                | FaultKind::OrphanQueueEntry
+                | FaultKind::LeaseWithoutJob
+                | FaultKind::LeaseMismatch
+                | FaultKind::PendingWithoutLease
+                | FaultKind::ReportWithoutJob
+                | FaultKind::StaleLock
+        )
+    }
+}
+
+/// Every fault one read of the tree shows, by kind then path.
+fn findings(nodes: &[tree::RawNode], settings: &AdminSettings, now_ms: i64) -> Vec<Fault> {
+    let mut faults = Vec::new();
+    check_nodes(nodes, settings, &mut faults);
+    let ix = index(nodes);
+    check_queues(&ix, &mut faults);
+    check_locks(&ix, settings, now_ms, &mut faults);
+    check_leases(&ix, settings, now_ms, &mut faults);
+    check_reports(&ix, &mut faults);
+    check_counters(&ix, &mut faults);
+    check_research(&ix, &mut faults);
+    check_catalog(nodes, &mut faults);
+    faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+    faults
 }
 
 /// How bad a fault is.
@@ -217,17 +258,27 @@ pub async fn fsck(
             .max()
             .unwrap_or(0)
     });
-    let mut faults = Vec::new();
-    check_nodes(&nodes, settings, &mut faults);
-    let ix = index(&nodes);
-    check_queues(&ix, &mut faults);
-    check_locks(&ix, settings, now_ms, &mut faults);
-    check_leases(&ix, settings, now_ms, &mut faults);
-    check_reports(&ix, &mut faults);
-    check_counters(&ix, &mut faults);
-    check_research(&ix, &mut faults);
-    check_catalog(&nodes, &mut faults);
-    faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+    let mut faults = findings(&nodes, settings, now_ms);
+    if faults.iter().any(|f| f.kind.may_be_in_flight()) {
+        // The walk is not atomic: a job moving between queues while it was read looks
+        // like a job in no queue, in the wrong one, or an entry without its job. A real
+        // inconsistency stays put; so read the tree again and keep such a finding only
+        // if it is found again with its job at the same version (every move of a job
+        // writes the job, so a job that moved meanwhile has another version).
+        let again = tree::walk(session, settings, "/", progress).await?;
+        let confirmed = findings(&again, settings, now_ms);
+        let (first, second) = (index(&nodes), index(&again));
+        let version = |ix: &index::Index<'_>, job: Option<&str>| {
+            job.and_then(|j| ix.jobs.get(j).map(|(node, _)| node.stat.version))
+        };
+        faults.retain(|f| {
+            !f.kind.may_be_in_flight()
+                || confirmed.iter().any(|c| {
+                    (c.kind, &c.path, &c.job) == (f.kind, &f.path, &f.job)
+                        && version(&first, f.job.as_deref()) == version(&second, f.job.as_deref())
+                })
+        });
+    }
     if repair {
         for fault in faults.iter_mut() {
             let Some(plan) = fault.plan.clone() else {

@@ -325,3 +325,50 @@ async fn a_report_whose_job_does_not_exist_is_flagged_and_repaired() {
         .iter()
         .any(|f| f.kind == FaultKind::ReportWithoutJob));
 }
+
+#[tokio::test]
+async fn plain_fsck_reports_no_error_for_jobs_moving_while_it_reads() {
+    // Outside test 17c, defect 2: on a busy tree fsck reported `job_not_queued`,
+    // `job_in_wrong_queue` or `orphan_queue_entry` for jobs mid-transition (8 runs of 30
+    // exited 1). Jobs move between queues here as researchers claim and hand them back.
+    let (config, s) = archivist_testkit::fresh_tree("fsck-busy").await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        ids.push(fixtures::job(&s, &e, &["c000001"]).await.id);
+    }
+    let mover = archivist_testkit::another_session(&config).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let moving = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let mut moves = 0u64;
+            while !stop.is_cancelled() {
+                for id in &ids {
+                    drive(&mover, id, &[JobState::Leased, JobState::Pending], "").await;
+                    moves += 2;
+                }
+            }
+            moves
+        }
+    });
+    let mut unclean = Vec::new();
+    for _ in 0..30 {
+        let report = check(&s, false).await;
+        if !report.is_clean() {
+            unclean.push(
+                report
+                    .faults
+                    .iter()
+                    .filter(|f| f.is_open_error())
+                    .map(|f| format!("{:?} {}", f.kind, f.path))
+                    .collect::<Vec<_>>(),
+            );
+        }
+    }
+    stop.cancel();
+    let moves = moving.await.unwrap();
+    assert!(moves > 100, "the jobs hardly moved ({moves} moves)");
+    assert!(unclean.is_empty(), "false errors: {unclean:?}");
+}
