@@ -70,8 +70,11 @@ pub struct DaemonView {
 /// Leases by state.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeaseSummary {
-    /// Leases not yet expired.
+    /// Leases not yet expired (valid ones only).
     pub active: usize,
+    /// Leases whose duration is invalid (not positive): counted neither active nor
+    /// expired; `fsck` reports them as `lease_invalid`.
+    pub invalid: usize,
     /// Leases past expiry (the reaper revokes them).
     pub expired: usize,
     /// The expired ones.
@@ -322,9 +325,15 @@ pub async fn status(
 
     let leases = scan::load_dir::<LeaseRecord>(session, paths::LEASES, settings, progress).await?;
     let views: Vec<LeaseView> = leases.iter().map(|l| LeaseView::of(l, now_ms)).collect();
-    let expired_leases: Vec<LeaseView> = views.iter().filter(|v| v.expired).cloned().collect();
+    let invalid = views.iter().filter(|v| v.invalid.is_some()).count();
+    let expired_leases: Vec<LeaseView> = views
+        .iter()
+        .filter(|v| v.expired && v.invalid.is_none())
+        .cloned()
+        .collect();
     let leases = LeaseSummary {
-        active: views.len() - expired_leases.len(),
+        active: views.len() - expired_leases.len() - invalid,
+        invalid,
         expired: expired_leases.len(),
         expired_leases,
     };

@@ -35,10 +35,7 @@ pub async fn delete_seen(
         status,
         JobState::Failed | JobState::Held | JobState::Cancelled
     ) {
-        return Err(refused(
-            seen,
-            "only failed, held or cancelled jobs are deleted (cancel or hold it first)",
-        ));
+        return Err(refused(seen, not_deletable(status)));
     }
     let Some(lock) = lock_seen(session, settings, seen).await? else {
         let owner = lock_owner(session, &seen.job.id).await;
@@ -196,4 +193,16 @@ pub async fn delete_unreadable(
         deleted,
         detail: "the undecodable job, its queue entries, lease and reports deleted; the planner plans its episode's unrecorded pairs again".into(),
     })
+}
+
+/// Why a job in `status` is not deleted, and what the operator can do instead: `cancel`
+/// and `hold` take only jobs that are waiting or being researched, so "cancel or hold it
+/// first" would send the operator of a `reported` job round in a circle.
+fn not_deletable(status: JobState) -> String {
+    let way = match status {
+        JobState::Reported => "its research is done and waits for the recorder, which stores it and finishes the job (is a recorder running? `archivist status` lists the daemons); if the recorder fails it, the job is `failed` and can be deleted then",
+        JobState::Recorded | JobState::Expired => "it is finished and stays as history: nothing is left to stop",
+        _ => "cancel or hold it first",
+    };
+    format!("only failed, held or cancelled jobs are deleted: {way}")
 }

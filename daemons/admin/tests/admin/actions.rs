@@ -449,3 +449,28 @@ async fn an_unusable_report_blocks_retry_with_the_way_out_and_goes_with_delete()
         "another job's report deleted"
     );
 }
+
+#[tokio::test]
+async fn delete_of_a_reported_job_says_what_is_possible() {
+    // Outside test 17c, defect 10: "(cancel or hold it first)", though both are refused
+    // for a reported job.
+    let (_c, s) = archivist_testkit::fresh_tree("admin-delete-reported").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    drive(
+        &s,
+        &job.id,
+        &[JobState::Leased, JobState::Researching, JobState::Reported],
+        "",
+    )
+    .await;
+    let text = actions::delete(&s, &settings(), &job.id)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(!text.contains("cancel or hold it first"), "{text}");
+    assert!(text.contains("recorder"), "{text}");
+    // And cancel/hold really are refused for it.
+    assert!(actions::cancel(&s, &settings(), &job.id, None)
+        .await
+        .is_err());
+}

@@ -395,3 +395,34 @@ async fn status_names_a_waiting_job_whose_record_does_not_decode() {
     assert_eq!(named, vec![broken.id.as_str()]);
     assert_ne!(broken.id, fine.id);
 }
+
+#[tokio::test]
+async fn status_counts_a_lease_with_a_duration_that_is_not_positive_as_invalid() {
+    // Outside test 17c, defect 10: `duration_ms: -5` was counted as an active lease
+    // (status judges by the clock the daemons last stamped, which may be older).
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-invalid-lease").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    let job = fixtures::job(&s, &e1, &["c000001"]).await;
+    let path = archivist_engine::schema::paths::lease(&job.id);
+    let (mut lease, _) =
+        archivist_engine::store::read::<archivist_engine::schema::records::LeaseRecord>(&s, &path)
+            .await
+            .unwrap()
+            .unwrap();
+    lease.duration_ms = -5;
+    // Written well after the clock's last stamp, as in the outside test.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let data = archivist_engine::store::encode(&path, &lease).unwrap();
+    s.client().set_data(&path, &data, None).await.unwrap();
+    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.leases.active, report.leases.invalid),
+        (0, 1),
+        "{:?}",
+        report.leases
+    );
+}

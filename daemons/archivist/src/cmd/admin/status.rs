@@ -146,8 +146,17 @@ fn render(r: &StatusReport) -> String {
     }
     let _ = writeln!(
         out,
-        "\nLeases: {} active, {} expired",
-        r.leases.active, r.leases.expired
+        "\nLeases: {} active, {} expired{}",
+        r.leases.active,
+        r.leases.expired,
+        if r.leases.invalid > 0 {
+            format!(
+                ", {} invalid (duration not positive: no researcher claims it; `archivist fsck` reports lease_invalid)",
+                r.leases.invalid
+            )
+        } else {
+            String::new()
+        }
     );
     if !r.leases.expired_leases.is_empty() {
         out.push_str(&table(
