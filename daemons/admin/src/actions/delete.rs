@@ -9,8 +9,8 @@ use archivist_engine::{queue, store, Session};
 use serde::Serialize;
 
 use super::{
-    delete_lease_ops, lock_owner, lock_seen, look, refused, report, reports_of, Action,
-    ActionReport, Outcome, Seen,
+    delete_lease_ops, episode_held, lock_owner, lock_seen, look, refused, report, reports_of,
+    Action, ActionReport, Outcome, Seen,
 };
 use crate::error::{AdminError, Result};
 use crate::settings::AdminSettings;
@@ -75,15 +75,7 @@ pub async fn delete_seen(
         return Err(e);
     }
     // What happens next depends on the catalog: a held episode is not planned at all.
-    let episode_held = matches!(
-        store::read::<archivist_engine::schema::records::EpisodeRecord>(
-            session,
-            &paths::episode(&seen.job.episode)
-        )
-        .await,
-        Ok(Some((ref e, _))) if e.fields.held
-    );
-    let next = if episode_held {
+    let next = if episode_held(session, &seen.job.episode).await {
         format!(
             "job, queue entry, lease and reports deleted; episode {} is held, so its pairs are not planned until `release --episode {}`",
             seen.job.episode, seen.job.episode

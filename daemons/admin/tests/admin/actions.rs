@@ -474,3 +474,29 @@ async fn delete_of_a_reported_job_says_what_is_possible() {
         .await
         .is_err());
 }
+
+#[tokio::test]
+async fn release_of_a_job_of_a_held_episode_warns_as_delete_does() {
+    // Outside test 17c, defect 10: `release --job J` into a held episode said nothing.
+    let (_c, s) = archivist_testkit::fresh_tree("admin-release-held-episode").await;
+    let e = fixtures::episode(&s, 1, "Episode one").await;
+    let job = fixtures::job(&s, &e, &["c000001"]).await;
+    actions::hold(&s, &settings(), &job.id, None).await.unwrap();
+    control::set_catalog_hold(&s, &CatalogTarget::Episode(e.clone()), true)
+        .await
+        .unwrap();
+    let report = actions::release(&s, &settings(), &job.id).await.unwrap();
+    assert!(
+        report.detail.contains(&format!("episode {e} is held")),
+        "{}",
+        report.detail
+    );
+    // Not for an episode that is not held.
+    let e2 = fixtures::episode(&s, 2, "Episode two").await;
+    let other = fixtures::job(&s, &e2, &["c000001"]).await;
+    actions::hold(&s, &settings(), &other.id, None)
+        .await
+        .unwrap();
+    let plain = actions::release(&s, &settings(), &other.id).await.unwrap();
+    assert!(!plain.detail.contains("is held"), "{}", plain.detail);
+}
