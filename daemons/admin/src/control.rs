@@ -212,7 +212,7 @@ pub async fn resume(session: &Session, state: JobState) -> Result<PauseReport> {
 pub async fn pauses(session: &Session) -> Result<Vec<PauseReport>> {
     let mut out = Vec::new();
     for name in store::children(session, paths::PAUSES).await? {
-        let Ok(state) = name.parse::<JobState>() else {
+        let Some(state) = pausable(&name) else {
             continue;
         };
         let record = match store::read::<PauseRecord>(session, &paths::pause(state)).await {
@@ -228,4 +228,23 @@ pub async fn pauses(session: &Session) -> Result<Vec<PauseReport>> {
         });
     }
     Ok(out)
+}
+
+/// The state a `/control/pause/{name}` node pauses, if it pauses one: the name must be a
+/// state that daemons claim from ([`PAUSABLE_STATES`]). Any other node (made by hand:
+/// `researching`, `bogus`) pauses nothing and is not shown as a pause.
+pub fn pausable(name: &str) -> Option<JobState> {
+    name.parse::<JobState>()
+        .ok()
+        .filter(|state| PAUSABLE_STATES.contains(state))
+}
+
+/// Nodes under `/control/pause` that pause nothing (see [`pausable`]): `status` names
+/// them and `fsck` flags them (`pause_ignored`).
+pub async fn ignored_pauses(session: &Session) -> Result<Vec<String>> {
+    Ok(store::children(session, paths::PAUSES)
+        .await?
+        .into_iter()
+        .filter(|name| pausable(name).is_none())
+        .collect())
 }

@@ -232,6 +232,8 @@ pub struct StatusReport {
     pub pending_strays: Vec<String>,
     /// Paused states.
     pub paused: Vec<PauseReport>,
+    /// Nodes under `/control/pause` that pause nothing (not a state daemons claim from).
+    pub ignored_pauses: Vec<String>,
     /// Leases.
     pub leases: LeaseSummary,
     /// Reports waiting for a recorder.
@@ -355,6 +357,7 @@ pub async fn status(
         jobs,
         pending_strays: pending.strays,
         paused: control::pauses(session).await?,
+        ignored_pauses: control::ignored_pauses(session).await?,
         leases,
         reports_waiting: count_children(session, paths::REPORTS).await?,
         catalog,

@@ -42,7 +42,7 @@ use crate::tree;
 
 use index::index;
 use jobs::{check_leases, check_locks, check_queues, check_reports};
-use records::{check_catalog, check_counters, check_nodes, check_research};
+use records::{check_catalog, check_counters, check_nodes, check_pauses, check_research};
 use repair::{apply, Plan};
 
 /// What kind of fault.
@@ -98,6 +98,9 @@ pub enum FaultKind {
     AliasMismatch,
     /// An id counter that does not exist: every allocation of its ids fails.
     CounterMissing,
+    /// A node under `/control/pause` that pauses nothing (not a state daemons claim
+    /// from: `researching`, `bogus`), made by hand (warning).
+    PauseIgnored,
     /// A report whose job does not exist (or whose name names no job): nothing will ever
     /// record or remove it.
     ReportWithoutJob,
@@ -133,6 +136,7 @@ fn findings(nodes: &[tree::RawNode], settings: &AdminSettings, now_ms: i64) -> V
     check_locks(&ix, settings, now_ms, &mut faults);
     check_leases(&ix, settings, now_ms, &mut faults);
     check_reports(&ix, &mut faults);
+    check_pauses(nodes, &mut faults);
     check_counters(&ix, &mut faults);
     check_research(&ix, &mut faults);
     check_catalog(nodes, &mut faults);

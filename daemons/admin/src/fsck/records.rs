@@ -236,3 +236,40 @@ pub(super) fn check_catalog(nodes: &[RawNode], faults: &mut Vec<Fault>) {
         }
     }
 }
+
+/// Nodes under `/control/pause` that pause nothing: `status` would not show them as
+/// pauses, but an operator who made one by hand believes the state is paused. A warning;
+/// `--repair` deletes the node.
+pub(super) fn check_pauses(nodes: &[RawNode], faults: &mut Vec<Fault>) {
+    for node in nodes {
+        let Some(name) = node.path.strip_prefix(&format!("{}/", paths::PAUSES)) else {
+            continue;
+        };
+        if name.contains('/') || crate::control::pausable(name).is_some() {
+            continue;
+        }
+        faults.push(
+            Fault::new(
+                FaultKind::PauseIgnored,
+                Severity::Warning,
+                &node.path,
+                format!(
+                    "{name:?} pauses nothing: only {} can be paused (`archivist pause`)",
+                    archivist_engine::consumer::PAUSABLE_STATES
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                ),
+            )
+            .plan(
+                "delete the node",
+                Plan::Delete {
+                    path: node.path.clone(),
+                    version: Some(node.stat.version),
+                    unless: None,
+                },
+            ),
+        );
+    }
+}

@@ -372,3 +372,38 @@ async fn plain_fsck_reports_no_error_for_jobs_moving_while_it_reads() {
     assert!(moves > 100, "the jobs hardly moved ({moves} moves)");
     assert!(unclean.is_empty(), "false errors: {unclean:?}");
 }
+
+#[tokio::test]
+async fn hand_made_pauses_of_states_nothing_claims_from_are_flagged_not_shown_as_paused() {
+    // Outside test 17c, defect 10: `/control/pause/researching` and `/control/pause/bogus`
+    // made by hand were shown as "paused" by status and fsck was silent.
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-hand-made-pauses").await;
+    let researching = format!("{}/researching", paths::PAUSES);
+    let bogus = format!("{}/bogus", paths::PAUSES);
+    for path in [&researching, &bogus] {
+        fixtures::raw(&s, path, b"by: ops\nreason: test\n").await;
+    }
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    let status = archivist_admin::status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert!(status.paused.is_empty(), "{:?}", status.paused);
+    let mut ignored = status.ignored_pauses.clone();
+    ignored.sort();
+    assert_eq!(
+        ignored,
+        vec!["bogus".to_string(), "researching".to_string()]
+    );
+    let flagged: Vec<_> = check(&s, false)
+        .await
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::PauseIgnored)
+        .map(|f| f.path.clone())
+        .collect();
+    assert_eq!(flagged, vec![bogus.clone(), researching.clone()]);
+    check(&s, true).await;
+    for path in [&researching, &bogus] {
+        assert!(store::exists(&s, path).await.unwrap().is_none(), "{path}");
+    }
+}

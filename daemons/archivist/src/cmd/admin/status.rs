@@ -135,6 +135,18 @@ fn render(r: &StatusReport) -> String {
             vec![state.to_string(), n.to_string(), paused.unwrap_or_default()]
         }),
     ));
+    if !r.ignored_pauses.is_empty() {
+        let _ = writeln!(
+            out,
+            "  /control/pause/{{{}}} pause nothing (only {} can be paused; made by hand?): remove them, `archivist fsck --repair` does",
+            r.ignored_pauses.join(","),
+            archivist_engine::consumer::PAUSABLE_STATES
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        );
+    }
     if !r.pending_strays.is_empty() {
         let _ = writeln!(
             out,
