@@ -190,6 +190,15 @@ pub async fn pause(
                 record: existing,
             })
         }
+        // The parent `/control/pause` is gone (deleted by hand): say what fixes it, not
+        // "precondition failed".
+        Err(EngineError::Precondition {
+            source: zk::Error::NoNode,
+            ..
+        }) => Err(AdminError::Invalid(format!(
+            "cannot pause {state}: {} does not exist (deleted by hand?); run `archivist init`, which re-creates the tree's missing nodes and changes nothing else, then pause again",
+            paths::PAUSES
+        ))),
         Err(e) => Err(e.into()),
     }
 }

@@ -42,7 +42,9 @@ use crate::tree;
 
 use index::index;
 use jobs::{check_leases, check_locks, check_queues, check_reports};
-use records::{check_catalog, check_counters, check_nodes, check_pauses, check_research};
+use records::{
+    check_catalog, check_counters, check_directories, check_nodes, check_pauses, check_research,
+};
 use repair::{apply, Plan};
 
 /// What kind of fault.
@@ -101,6 +103,9 @@ pub enum FaultKind {
     /// A node under `/control/pause` that pauses nothing (not a state daemons claim
     /// from: `researching`, `bogus`), made by hand (warning).
     PauseIgnored,
+    /// A directory `archivist init` creates is missing (deleted by hand): writes under it
+    /// fail (`pause` without `/control/pause`); `archivist init` re-creates it.
+    DirectoryMissing,
     /// A report whose job does not exist (or whose name names no job): nothing will ever
     /// record or remove it.
     ReportWithoutJob,
@@ -137,6 +142,7 @@ fn findings(nodes: &[tree::RawNode], settings: &AdminSettings, now_ms: i64) -> V
     check_leases(&ix, settings, now_ms, &mut faults);
     check_reports(&ix, &mut faults);
     check_pauses(nodes, &mut faults);
+    check_directories(nodes, &mut faults);
     check_counters(&ix, &mut faults);
     check_research(&ix, &mut faults);
     check_catalog(nodes, &mut faults);

@@ -273,3 +273,21 @@ pub(super) fn check_pauses(nodes: &[RawNode], faults: &mut Vec<Fault>) {
         );
     }
 }
+
+/// Every directory `archivist init` creates exists (counters are checked on their own,
+/// `counter_missing`). One deleted by hand makes writes under it fail with a bare
+/// "no node"; `archivist init` re-creates it and changes nothing else.
+pub(super) fn check_directories(nodes: &[RawNode], faults: &mut Vec<Fault>) {
+    let present: std::collections::BTreeSet<&str> = nodes.iter().map(|n| n.path.as_str()).collect();
+    for dir in paths::directories() {
+        if present.contains(dir.as_str()) || counter::ALL.iter().any(|c| c.path == dir) {
+            continue;
+        }
+        faults.push(Fault::new(
+            FaultKind::DirectoryMissing,
+            Severity::Error,
+            &dir,
+            "missing (deleted by hand?): writes under it fail; run `archivist init`, which re-creates the tree's missing nodes and changes nothing else",
+        ));
+    }
+}

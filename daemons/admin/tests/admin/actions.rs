@@ -500,3 +500,32 @@ async fn release_of_a_job_of_a_held_episode_warns_as_delete_does() {
     let plain = actions::release(&s, &settings(), &other.id).await.unwrap();
     assert!(!plain.detail.contains("is held"), "{}", plain.detail);
 }
+
+#[tokio::test]
+async fn pause_without_the_pause_directory_says_run_init() {
+    // Outside test 17c, defect 10: "precondition failed" when /control/pause was deleted.
+    let (_c, s) = archivist_testkit::fresh_tree("admin-pause-no-dir").await;
+    s.client().delete(paths::PAUSES, None).await.unwrap();
+    let text = control::pause(&s, &settings(), JobState::Pending, "test")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("archivist init"), "{text}");
+    assert!(!text.contains("precondition"), "{text}");
+    let report = archivist_admin::fsck::fsck(
+        &s,
+        &AdminSettings::default(),
+        false,
+        &archivist_admin::Silent,
+    )
+    .await
+    .unwrap();
+    let missing: Vec<_> = report
+        .faults
+        .iter()
+        .filter(|f| f.kind == archivist_admin::fsck::FaultKind::DirectoryMissing)
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(missing, vec![paths::PAUSES]);
+    assert!(!report.is_clean());
+}
