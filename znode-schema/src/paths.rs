@@ -137,6 +137,15 @@ pub fn report_name(job: &str, clip: &str) -> String {
     format!("{job}-{clip}")
 }
 
+/// The job a report belongs to, from its name `<job>-<clip>` ([`report_name`]'s
+/// inverse): the recorder groups reports by it, `delete` and `fsck` find a job's reports
+/// by it.
+pub fn report_job(name: &str) -> Option<&str> {
+    name.split_once('-')
+        .map(|(job, _)| job)
+        .filter(|j| !j.is_empty())
+}
+
 /// `/researchers/{member}`
 pub fn researcher(member: &str) -> String {
     format!("{RESEARCHERS}/{member}")

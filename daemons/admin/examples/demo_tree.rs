@@ -68,7 +68,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await;
     let researcher = Session::connect(&config).await?;
-    member::register(&researcher, &Identity::named("researcher", "r1"), 2, None).await?;
+    let _membership = member::register(
+        &researcher,
+        &Identity::named("researcher", "r1"),
+        2,
+        None,
+        &tokio_util::sync::CancellationToken::new(),
+    )
+    .await?;
     let lock = archivist_engine::lock::JobLock::try_acquire(&researcher, &working.id, "r1").await?;
     let report = ReportRecord {
         schema: SCHEMA_VERSION,

@@ -190,6 +190,15 @@ pub async fn pause(
                 record: existing,
             })
         }
+        // The parent `/control/pause` is gone (deleted by hand): say what fixes it, not
+        // "precondition failed".
+        Err(EngineError::Precondition {
+            source: zk::Error::NoNode,
+            ..
+        }) => Err(AdminError::Invalid(format!(
+            "cannot pause {state}: {} does not exist (deleted by hand?); run `archivist init`, which re-creates the tree's missing nodes and changes nothing else, then pause again",
+            paths::PAUSES
+        ))),
         Err(e) => Err(e.into()),
     }
 }
@@ -212,7 +221,7 @@ pub async fn resume(session: &Session, state: JobState) -> Result<PauseReport> {
 pub async fn pauses(session: &Session) -> Result<Vec<PauseReport>> {
     let mut out = Vec::new();
     for name in store::children(session, paths::PAUSES).await? {
-        let Ok(state) = name.parse::<JobState>() else {
+        let Some(state) = pausable(&name) else {
             continue;
         };
         let record = match store::read::<PauseRecord>(session, &paths::pause(state)).await {
@@ -228,4 +237,23 @@ pub async fn pauses(session: &Session) -> Result<Vec<PauseReport>> {
         });
     }
     Ok(out)
+}
+
+/// The state a `/control/pause/{name}` node pauses, if it pauses one: the name must be a
+/// state that daemons claim from ([`PAUSABLE_STATES`]). Any other node (made by hand:
+/// `researching`, `bogus`) pauses nothing and is not shown as a pause.
+pub fn pausable(name: &str) -> Option<JobState> {
+    name.parse::<JobState>()
+        .ok()
+        .filter(|state| PAUSABLE_STATES.contains(state))
+}
+
+/// Nodes under `/control/pause` that pause nothing (see [`pausable`]): `status` names
+/// them and `fsck` flags them (`pause_ignored`).
+pub async fn ignored_pauses(session: &Session) -> Result<Vec<String>> {
+    Ok(store::children(session, paths::PAUSES)
+        .await?
+        .into_iter()
+        .filter(|name| pausable(name).is_none())
+        .collect())
 }

@@ -157,6 +157,11 @@ pub struct LeaseView {
     pub remaining_ms: i64,
     /// Has it expired?
     pub expired: bool,
+    /// Why it is invalid (a duration that is not positive, or past the maximum: the
+    /// engine's [`archivist_engine::lease::validate_duration`]), if it is. Such a lease
+    /// is neither active nor a lease any researcher claims; fsck reports `lease_invalid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<String>,
 }
 
 impl LeaseView {
@@ -172,6 +177,10 @@ impl LeaseView {
             expires_ms,
             remaining_ms: expires_ms.saturating_sub(now_ms),
             expired: expires_ms <= now_ms,
+            invalid: node
+                .ok()
+                .and_then(|r| archivist_engine::lease::validate_duration(r.duration_ms).err())
+                .map(|e| e.to_string()),
         }
     }
 }

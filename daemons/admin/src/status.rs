@@ -70,8 +70,11 @@ pub struct DaemonView {
 /// Leases by state.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeaseSummary {
-    /// Leases not yet expired.
+    /// Leases not yet expired (valid ones only).
     pub active: usize,
+    /// Leases whose duration is invalid (not positive): counted neither active nor
+    /// expired; `fsck` reports them as `lease_invalid`.
+    pub invalid: usize,
     /// Leases past expiry (the reaper revokes them).
     pub expired: usize,
     /// The expired ones.
@@ -162,6 +165,19 @@ pub struct Waiting {
     pub waiting_ms: i64,
     /// Its place in processing order (0: next).
     pub position: usize,
+    /// Why its record does not decode, if it does not (no daemon can act on it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
+}
+
+/// A waiting job whose record does not decode: it never expires and no researcher can
+/// claim it; `archivist delete J --force` removes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnreadableWaiting {
+    /// Job id.
+    pub job: String,
+    /// Why its record does not decode.
+    pub error: String,
 }
 
 /// One batch's progress (pairs done / total), as its batcher last saw it.
@@ -208,10 +224,16 @@ pub struct StatusReport {
     pub slots: u64,
     /// Other live daemons.
     pub daemons: Vec<DaemonView>,
-    /// Queue length per state.
+    /// Queue length per state; for `pending`, only the entries that are work (the
+    /// planner's count: the name parses and the job exists).
     pub jobs: BTreeMap<JobState, usize>,
+    /// Entries of `/queues/pending` that are not work (not a queue entry's name, or no
+    /// such job): left out of `jobs`, as the planner leaves them out.
+    pub pending_strays: Vec<String>,
     /// Paused states.
     pub paused: Vec<PauseReport>,
+    /// Nodes under `/control/pause` that pause nothing (not a state daemons claim from).
+    pub ignored_pauses: Vec<String>,
     /// Leases.
     pub leases: LeaseSummary,
     /// Reports waiting for a recorder.
@@ -222,6 +244,8 @@ pub struct StatusReport {
     pub research: ResearchProgress,
     /// The oldest waiting job.
     pub oldest_waiting: Option<Waiting>,
+    /// Waiting jobs whose record does not decode.
+    pub unreadable_waiting: Vec<UnreadableWaiting>,
     /// Batch progress.
     pub batches: BatchesStatus,
 }
@@ -240,6 +264,9 @@ pub async fn status(
     for state in JobState::ALL {
         jobs.insert(state, queue::len(session, state).await?);
     }
+    // The planner's rule for waiting work, so status and planner agree on "pending".
+    let pending = queue::count_work(session, JobState::Pending, usize::MAX).await?;
+    jobs.insert(JobState::Pending, pending.work);
 
     // Researchers and their load: jobs being worked on, by holder.
     let mut working: Vec<String> = Vec::new();
@@ -300,9 +327,15 @@ pub async fn status(
 
     let leases = scan::load_dir::<LeaseRecord>(session, paths::LEASES, settings, progress).await?;
     let views: Vec<LeaseView> = leases.iter().map(|l| LeaseView::of(l, now_ms)).collect();
-    let expired_leases: Vec<LeaseView> = views.iter().filter(|v| v.expired).cloned().collect();
+    let invalid = views.iter().filter(|v| v.invalid.is_some()).count();
+    let expired_leases: Vec<LeaseView> = views
+        .iter()
+        .filter(|v| v.expired && v.invalid.is_none())
+        .cloned()
+        .collect();
     let leases = LeaseSummary {
-        active: views.len() - expired_leases.len(),
+        active: views.len() - expired_leases.len() - invalid,
+        invalid,
         expired: expired_leases.len(),
         expired_leases,
     };
@@ -312,7 +345,7 @@ pub async fn status(
         clips: count_children(session, paths::CLIPS).await?,
     };
     let research = research_progress(session, settings, per_episode, progress).await?;
-    let oldest_waiting = oldest_waiting(session, settings, now_ms).await?;
+    let (oldest_waiting, unreadable_waiting) = waiting(session, settings, now_ms).await?;
 
     Ok(StatusReport {
         chroot: session.chroot().to_string(),
@@ -322,12 +355,15 @@ pub async fn status(
         slots,
         daemons,
         jobs,
+        pending_strays: pending.strays,
         paused: control::pauses(session).await?,
+        ignored_pauses: control::ignored_pauses(session).await?,
         leases,
         reports_waiting: count_children(session, paths::REPORTS).await?,
         catalog,
         research,
         oldest_waiting,
+        unreadable_waiting,
         batches: batches(session, settings, progress).await?,
     })
 }
@@ -455,25 +491,49 @@ fn fraction(done: u64, total: u64) -> f64 {
 }
 
 /// The pending job created longest ago (queue order is by priority, so this is not
-/// necessarily the next one served).
+/// necessarily the next one served), saying whether its record decodes.
 pub async fn oldest_waiting(
     session: &Session,
     settings: &AdminSettings,
     now_ms: i64,
 ) -> Result<Option<Waiting>> {
+    Ok(waiting(session, settings, now_ms).await?.0)
+}
+
+/// The oldest waiting job, and every waiting job whose record does not decode: no
+/// daemon can claim, expire or move such a job (its state cannot be read), so it would
+/// wait for ever while status showed it as plain waiting work.
+async fn waiting(
+    session: &Session,
+    settings: &AdminSettings,
+    now_ms: i64,
+) -> Result<(Option<Waiting>, Vec<UnreadableWaiting>)> {
     let (entries, _) = queue::list(session, JobState::Pending).await?;
     let job_paths: Vec<String> = entries.iter().map(|e| paths::job(&e.job)).collect();
-    let stats = scan::stat_many(session, &job_paths, settings).await?;
-    Ok(entries
+    let loaded =
+        scan::load::<JobRecord>(session, job_paths.clone(), settings, &Silent, "jobs").await?;
+    let unreadable: Vec<UnreadableWaiting> = loaded
         .iter()
-        .zip(stats)
-        .enumerate()
-        .filter_map(|(position, (entry, stat))| stat.map(|s| (position, entry, s.ctime)))
-        .min_by_key(|(_, _, ctime)| *ctime)
-        .map(|(position, entry, ctime)| Waiting {
-            job: entry.job.clone(),
-            priority: entry.priority,
-            waiting_ms: now_ms.saturating_sub(ctime),
+        .filter_map(|l| {
+            l.record.as_ref().err().map(|e| UnreadableWaiting {
+                job: l.name.clone(),
+                error: e.to_string(),
+            })
+        })
+        .collect();
+    let oldest = loaded
+        .iter()
+        .filter_map(|l| {
+            let position = job_paths.iter().position(|p| *p == l.path)?;
+            Some((position, l))
+        })
+        .min_by_key(|(_, l)| l.stat.ctime_ms)
+        .map(|(position, l)| Waiting {
+            job: l.name.clone(),
+            priority: entries[position].priority,
+            waiting_ms: now_ms.saturating_sub(l.stat.ctime_ms),
             position,
-        }))
+            unreadable: l.record.as_ref().err().map(|e| e.to_string()),
+        });
+    Ok((oldest, unreadable))
 }

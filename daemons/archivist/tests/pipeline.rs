@@ -139,3 +139,83 @@ fn every_expected_occurrence_is_recorded_at_the_right_offset_and_nothing_else() 
         .sum();
     assert!(expected >= 6, "the sample places clips ({expected})");
 }
+
+/// The `/election/planner` candidate nodes whose member record names `name`.
+async fn candidate_nodes_of(env: &Env, name: &str) -> Vec<String> {
+    let config = archivist_engine::ZkConfig::new(env.zk.clone()).with_chroot(env.chroot.clone());
+    let session = archivist_engine::Session::connect(&config).await.unwrap();
+    let dir = archivist_engine::schema::paths::election("planner");
+    let mut out = Vec::new();
+    for child in session.client().list_children(&dir).await.unwrap() {
+        let path = format!("{dir}/{child}");
+        let (data, _) = session.client().get_data(&path).await.unwrap();
+        if String::from_utf8_lossy(&data).contains(&format!("name: {name}")) {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_planner_that_loses_the_lead_stops_exporting_catalog_progress() {
+    // Outside test 17c, defect 3: the old leader kept its last `archivist_catalog_*`
+    // values, so two planners both claimed current catalog progress.
+    let env = Env::fresh("leading-gauges");
+    env.ok(&["init"]);
+    let dir = support::scratch("leading-gauges");
+    let config = fast_config(&dir);
+    let (p1_port, p2_port) = (free_port(), free_port());
+    let planner = |name: &str, port: u16| {
+        env.spawn(
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--metrics-addr",
+                &format!("127.0.0.1:{port}"),
+                "planner",
+                "--name",
+                name,
+            ],
+            &dir.join(format!("{name}.log")),
+        )
+    };
+    let leading = |port: u16| {
+        let samples = scrape(port);
+        (
+            value(&samples, "archivist_planner_leading"),
+            value(&samples, "archivist_catalog_progress"),
+        )
+    };
+    let until = |what: &str, check: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !check() {
+            assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let p1 = planner("p1", p1_port);
+    // An empty catalog is all researched: progress 1.
+    until("p1 leads and reports progress", &|| {
+        leading(p1_port) == (Some(1.0), Some(1.0))
+    });
+    let p2 = planner("p2", p2_port);
+    until("p2 is a candidate", &|| {
+        std::fs::read_to_string(dir.join("p2.log")).is_ok_and(|l| l.contains("session established"))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let config =
+            archivist_engine::ZkConfig::new(env.zk.clone()).with_chroot(env.chroot.clone());
+        let session = archivist_engine::Session::connect(&config).await.unwrap();
+        let nodes = candidate_nodes_of(&env, "p1").await;
+        assert_eq!(nodes.len(), 1, "p1's candidate node: {nodes:?}");
+        session.client().delete(&nodes[0], None).await.unwrap();
+    });
+    until("p2 leads", &|| leading(p2_port) == (Some(1.0), Some(1.0)));
+    until("p1 no longer exports progress", &|| {
+        leading(p1_port) == (Some(0.0), Some(0.0))
+    });
+    assert!(p1.stop(Duration::from_secs(20)), "p1 did not stop");
+    assert!(p2.stop(Duration::from_secs(20)), "p2 did not stop");
+}

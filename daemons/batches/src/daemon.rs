@@ -552,7 +552,11 @@ impl Batcher {
         metrics_addr: Option<String>,
         shutdown: &CancellationToken,
     ) -> Result<(), EngineError> {
-        member::register(session, identity, 0, metrics_addr).await?;
+        let Some(_membership) =
+            member::register(session, identity, 0, metrics_addr, shutdown).await?
+        else {
+            return Ok(());
+        };
         let lost = session.lost();
         loop {
             match self.pass(session).await {

@@ -131,7 +131,9 @@ async fn serve(
     poller: Arc<Mutex<FeedPoller>>,
     shutdown: CancellationToken,
 ) -> Result<(), EngineError> {
-    member::register(&session, &identity, 0, None).await?;
+    let Some(_membership) = member::register(&session, &identity, 0, None, &shutdown).await? else {
+        return Ok(());
+    };
     let lost = session.lost();
     let interval = poller.lock().await.settings.interval;
     loop {

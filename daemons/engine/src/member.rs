@@ -2,8 +2,11 @@
 //!
 //! Researchers register under `/researchers` (the planner counts their slots); every
 //! other daemon under `/daemons`. A lost session removes the node; the daemon re-registers
-//! on its new session (see [`crate::daemon::supervise`]).
+//! on its new session (see [`crate::daemon::supervise`]). A node deleted while its session
+//! lives is re-created by the registration's keeper ([`Membership`]); a daemon told to stop
+//! while waiting for its name stops without registering.
 
+use tokio_util::sync::CancellationToken;
 use znode_schema::paths;
 use znode_schema::records::MemberRecord;
 use znode_schema::SCHEMA_VERSION;
@@ -49,13 +52,51 @@ pub fn hostname() -> String {
         .unwrap_or_else(|| "localhost".to_string())
 }
 
-/// Registers a live daemon. `slots` is how many jobs it runs at once (researchers).
+/// A daemon's registration, kept while this value lives.
+///
+/// The node is ephemeral, so it goes with the session; but anything may delete it while
+/// the session lives (an operator by hand, a repair), and a researcher without its node
+/// is invisible to the planner (`stop=NoResearchers`) while it keeps working. So a keeper
+/// task watches the node and re-creates it when it goes while the session lives, logging
+/// each re-registration once. Dropping this value stops the keeper (the node itself goes
+/// with the session); the keeper holds a handle on the session, so drop this value before
+/// expecting the session to close.
+#[derive(Debug)]
+pub struct Membership {
+    path: String,
+    keeper: tokio::task::JoinHandle<()>,
+}
+
+impl Membership {
+    /// The registered node's path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        self.keeper.abort();
+    }
+}
+
+/// Registers a live daemon and keeps it registered while the returned [`Membership`]
+/// lives. `slots` is how many jobs it runs at once (researchers).
+///
+/// `Ok(None)` when `shutdown` fired before the daemon could register (it was waiting for
+/// a previous session's node under the same name to expire): the caller exits without
+/// registering rather than hold a stopping daemon up for a session timeout.
+///
+/// # Errors
+/// [`EngineError::SessionLost`] when the session goes while waiting; ZooKeeper errors with
+/// their path.
 pub async fn register(
     session: &Session,
     identity: &Identity,
     slots: u32,
     metrics: Option<String>,
-) -> Result<String> {
+    shutdown: &CancellationToken,
+) -> Result<Option<Membership>> {
     let path = if identity.role == "researcher" {
         paths::researcher(&identity.name)
     } else {
@@ -76,13 +117,16 @@ pub async fn register(
     let options = session.create_options(zk::CreateMode::Ephemeral);
     let mut told = false;
     loop {
+        if shutdown.is_cancelled() {
+            return Ok(None);
+        }
         match session.client().create(&path, &data, &options).await {
             Ok(_) => {
                 crate::health::registered(&identity.role, session.lost());
                 if told {
                     tracing::info!(daemon = %identity.name, %path, "the previous session's registration went; registered");
                 }
-                return Ok(path);
+                return Ok(Some(keep(session, identity, path, data)));
             }
             Err(zk::Error::NodeExists) => {}
             Err(e) => return Err(EngineError::zk("create", &path, e)),
@@ -99,7 +143,7 @@ pub async fn register(
         let Some(stat) = stat else { continue };
         if stat.ephemeral_owner == session.id_number() {
             crate::health::registered(&identity.role, session.lost());
-            return Ok(path);
+            return Ok(Some(keep(session, identity, path, data)));
         }
         if !told {
             tracing::info!(
@@ -116,6 +160,75 @@ pub async fn register(
             _ = lost.cancelled() => {
                 return Err(EngineError::SessionLost("while waiting to register".into()))
             }
+            _ = shutdown.cancelled() => {
+                tracing::info!(daemon = %identity.name, %path, "shutting down before registering");
+                return Ok(None);
+            }
+        }
+    }
+}
+
+/// Starts the keeper of a registration just made (see [`Membership`]).
+fn keep(session: &Session, identity: &Identity, path: String, data: Vec<u8>) -> Membership {
+    let keeper = tokio::spawn(keep_registered(
+        session.clone(),
+        identity.name.clone(),
+        path.clone(),
+        data,
+    ));
+    Membership { path, keeper }
+}
+
+/// Watches the own node and re-creates it when it goes while the session lives.
+async fn keep_registered(session: Session, name: String, path: String, data: Vec<u8>) {
+    let lost = session.lost();
+    let mut told_foreign = false;
+    while !lost.is_cancelled() {
+        let watched = session.client().check_and_watch_stat(&path).await;
+        let (stat, watcher) = match watched {
+            Ok(w) => w,
+            Err(e) => {
+                if !lost.is_cancelled() {
+                    tracing::warn!(daemon = %name, %path, error = %e, "cannot watch this daemon's registration; trying again in 1 s");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
+                    _ = lost.cancelled() => return,
+                }
+            }
+        };
+        match stat {
+            Some(stat) if stat.ephemeral_owner == session.id_number() => told_foreign = false,
+            Some(stat) => {
+                // Deleted, then taken by another session under the same name: two
+                // daemons share a `--name`. Say so once; never delete another's node.
+                if !told_foreign {
+                    tracing::warn!(daemon = %name, %path, owner = %format_args!("{:#x}", stat.ephemeral_owner), "this daemon's registration was deleted and another session registered under the same name; two daemons share this --name");
+                    told_foreign = true;
+                }
+            }
+            None => {
+                let options = session.create_options(zk::CreateMode::Ephemeral);
+                match session.client().create(&path, &data, &options).await {
+                    Ok(_) => {
+                        tracing::warn!(daemon = %name, %path, "this daemon's registration was deleted while its session lives; registered again")
+                    }
+                    Err(zk::Error::NodeExists) => {}
+                    Err(e) if !lost.is_cancelled() => {
+                        tracing::warn!(daemon = %name, %path, error = %e, "could not register again; trying again in 1 s");
+                        tokio::select! {
+                            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                            _ = lost.cancelled() => return,
+                        }
+                    }
+                    Err(_) => return,
+                }
+                continue;
+            }
+        }
+        tokio::select! {
+            _ = watcher.changed() => {}
+            _ = lost.cancelled() => return,
         }
     }
 }

@@ -35,6 +35,55 @@ pub async fn len(session: &Session, state: JobState) -> Result<usize> {
     Ok(stat.map(|s| s.num_children.max(0) as usize).unwrap_or(0))
 }
 
+/// How much of a queue is work (see [`count_work`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct WorkCount {
+    /// Entries that are work: all of them, or at least the `enough` asked for.
+    pub work: usize,
+    /// Entries looked at that are not work: names that do not parse as queue entries and
+    /// well-formed entries whose job does not exist. `fsck --repair` removes them.
+    pub strays: Vec<String>,
+}
+
+/// Counts a queue's waiting work. The one rule: an entry is work when its name parses as
+/// a queue entry and its job exists. Anything else is a stray (made by hand, or left by
+/// a repair); counting it would make the planner wait for work no researcher can take
+/// (`stop=Surplus` forever) and `status` show jobs that do not exist.
+///
+/// Stops looking once at least `enough` work entries are found (the planner only needs to know
+/// whether more work waits than researchers can take); every unparsable name is reported
+/// (they cost nothing to find). A job checked missing while its entry is gone too was
+/// removed with it in one multi (a delete, an expiry) and is neither work nor a stray.
+pub async fn count_work(session: &Session, state: JobState, enough: usize) -> Result<WorkCount> {
+    const CHUNK: usize = 64;
+    let (entries, mut strays) = list(session, state).await?;
+    let mut work = 0;
+    for chunk in entries.chunks(CHUNK) {
+        if work >= enough {
+            break;
+        }
+        let jobs: Vec<String> = chunk.iter().map(|e| paths::job(&e.job)).collect();
+        let stats = crate::ops::await_all(
+            jobs.iter()
+                .map(|p| session.client().check_stat(p))
+                .collect(),
+        )
+        .await;
+        for ((entry, job), stat) in chunk.iter().zip(&jobs).zip(stats) {
+            if stat.map_err(|e| EngineError::zk("stat", job, e))?.is_some() {
+                work += 1;
+                continue;
+            }
+            let name = entry.name();
+            let path = format!("{}/{name}", paths::queue(state));
+            if store::exists(session, &path).await?.is_some() {
+                strays.push(name);
+            }
+        }
+    }
+    Ok(WorkCount { work, strays })
+}
+
 /// A live copy of one state queue's entries in processing order, kept current by a
 /// persistent recursive watch on the queue directory instead of listing it before every
 /// claim (a listing of a long queue costs far more than the claim itself).

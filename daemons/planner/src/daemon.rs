@@ -73,7 +73,9 @@ pub async fn role(
     shutdown: &CancellationToken,
 ) -> Result<(), PlannerError> {
     archivist_engine::tree::check_initialised(session).await?;
-    member::register(session, identity, 0, None).await?;
+    let Some(_membership) = member::register(session, identity, 0, None, shutdown).await? else {
+        return Ok(());
+    };
     let data = store::encode(&paths::election(ROLE), &candidate_record(identity))?;
     leader::run_while_leading(session, ROLE, &data, shutdown, |leading| {
         let settings = settings.clone();

@@ -1,6 +1,7 @@
 //! One planning round: expire stale waiting items, then the seed's capacity loop, each
 //! added work item picked from the index and created with its lease in one multi.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use archivist_engine::clock::zk_now_ms;
@@ -57,6 +58,30 @@ pub struct Planner {
     watches: Watches,
     stale: bool,
     clock: Option<(i64, Instant)>,
+    /// Stray pending entries already warned about (one warning each).
+    strays_told: BTreeSet<String>,
+}
+
+/// A planner exists only while it leads (the daemon makes one when it wins the election
+/// and drops it when leadership, the session or the daemon goes). A planner that lost the
+/// lead must not keep exporting its last catalog progress as if current: its gauges go to
+/// 0, and `archivist_planner_leading` says which planner's series are live.
+impl Drop for Planner {
+    fn drop(&mut self) {
+        metrics::gauge!("archivist_planner_leading").set(0.0);
+        for name in [
+            "archivist_planner_index_episodes",
+            "archivist_planner_index_active_leases",
+            "archivist_planner_index_bytes",
+            "archivist_catalog_pairs_total",
+            "archivist_catalog_progress",
+        ] {
+            metrics::gauge!(name).set(0.0);
+        }
+        for state in ["researched", "planned", "unplanned"] {
+            metrics::gauge!("archivist_catalog_pairs", "state" => state).set(0.0);
+        }
+    }
 }
 
 /// Researchers' capacity: the sum of `slots` of `/researchers/*` (a researcher running N
@@ -69,9 +94,16 @@ pub async fn count_researchers(session: &Session) -> Result<u64, EngineError> {
         .sum())
 }
 
-/// Work items waiting: children of `/queues/pending`.
-pub async fn count_pending(session: &Session) -> Result<u64, EngineError> {
-    Ok(queue::len(session, JobState::Pending).await? as u64)
+/// Work items waiting in `/queues/pending`, by the engine's one rule
+/// ([`queue::count_work`]: the entry parses and its job exists), looked at until more
+/// than `researchers` are found (all the capacity check needs). A stray entry (made by
+/// hand, or whose job is gone) is not work: counted, it stalled planning (`stop=Surplus`).
+pub async fn count_pending(
+    session: &Session,
+    researchers: u64,
+) -> Result<queue::WorkCount, EngineError> {
+    let enough = usize::try_from(researchers.saturating_add(1)).unwrap_or(usize::MAX);
+    queue::count_work(session, JobState::Pending, enough).await
 }
 
 fn is_wake(node: &Node, deleted: bool) -> bool {
@@ -118,8 +150,10 @@ impl Planner {
             watches,
             stale: false,
             clock: None,
+            strays_told: BTreeSet::new(),
         };
         planner.refresh().await?;
+        metrics::gauge!("archivist_planner_leading").set(1.0);
         Ok(planner)
     }
 
@@ -191,6 +225,24 @@ impl Planner {
         }
     }
 
+    /// Warns once about each stray pending entry (not counted as waiting work).
+    fn tell_strays(&mut self, strays: &[String]) {
+        let new: Vec<&String> = strays
+            .iter()
+            .filter(|s| !self.strays_told.contains(*s))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            entries = ?new,
+            "stray entries in /queues/pending (not a queue entry, or no such job) are not counted as waiting work; `archivist fsck --repair` removes them"
+        );
+        self.strays_told.extend(new.into_iter().cloned());
+    }
+
+    /// Reports the index and catalog-progress gauges (set to 0 when this planner is
+    /// dropped: see its `Drop`).
     fn report_gauges(&self) {
         let stats = self.index.stats();
         metrics::gauge!("archivist_planner_index_episodes").set(stats.episodes as f64);
@@ -339,8 +391,9 @@ impl Planner {
                 break Stop::Shutdown;
             }
             let researchers = count_researchers(&self.session).await?;
-            let pending = count_pending(&self.session).await?;
-            match capacity::check(researchers, pending) {
+            let pending = count_pending(&self.session, researchers).await?;
+            self.tell_strays(&pending.strays);
+            match capacity::check(researchers, pending.work as u64) {
                 Capacity::Add => {}
                 Capacity::NoResearchers => break Stop::NoResearchers,
                 Capacity::Surplus => break Stop::Surplus,

@@ -45,7 +45,9 @@ pub async fn run_on_session(
     identity: &Identity,
     shutdown: &CancellationToken,
 ) -> Result<(), EngineError> {
-    member::register(session, identity, 0, None).await?;
+    let Some(_membership) = member::register(session, identity, 0, None, shutdown).await? else {
+        return Ok(());
+    };
     let stop = shutdown.child_token();
     let options = ConsumerOptions::new(JobState::Reported, identity.name.clone())
         .with_concurrency(settings.concurrency)

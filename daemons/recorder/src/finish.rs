@@ -11,7 +11,7 @@ use std::time::Duration;
 use archivist_engine::consumer::{Claimed, Step};
 use archivist_engine::ops::Op;
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::RecordError;
+use archivist_engine::schema::records::{RecordError, UNUSABLE_REPORT};
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{jobs, store as zkstore, EngineError, Session};
@@ -54,11 +54,10 @@ pub enum Finished {
 
 /// The names of `job`'s reports still in `/reports`.
 pub async fn reports_of(session: &Session, job: &str) -> Result<Vec<String>, EngineError> {
-    let prefix = format!("{job}-");
     Ok(zkstore::children(session, paths::REPORTS)
         .await?
         .into_iter()
-        .filter(|n| n.starts_with(&prefix))
+        .filter(|n| paths::report_job(n) == Some(job))
         .collect())
 }
 
@@ -68,7 +67,7 @@ fn unusable(err: RecorderError) -> EngineError {
         RecorderError::BadReport { path, reason } => EngineError::Record(RecordError::Malformed {
             path,
             kind: "ReportRecord",
-            reason: format!("report unusable: {reason}"),
+            reason: format!("{UNUSABLE_REPORT}: {reason}"),
         }),
         other => EngineError::daemon(other),
     }
@@ -82,7 +81,7 @@ async fn fail(claimed: &Claimed, by: &str, reason: &str) -> Result<Finished, Eng
         claimed.lock.clone().release(session).await?;
         return Ok(Finished::HandedBack);
     };
-    let message = format!("report unusable: {reason}");
+    let message = format!("{UNUSABLE_REPORT}: {reason}");
     let result = Transition::new(Role::Recorder, &job, version, JobState::Failed)
         .failed()
         .lock(LockAction::Release(claimed.lock.clone()))

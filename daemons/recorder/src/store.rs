@@ -21,12 +21,10 @@ use crate::archive::{self, Merge};
 use crate::error::RecorderError;
 use crate::settings::RecorderSettings;
 
-/// The job a report belongs to, from its name `<job>-<clip>`.
+/// The job a report belongs to, from its name `<job>-<clip>` (the schema's rule,
+/// [`paths::report_job`]).
 pub fn job_of(report_name: &str) -> Option<&str> {
-    report_name
-        .split_once('-')
-        .map(|(job, _)| job)
-        .filter(|j| !j.is_empty())
+    paths::report_job(report_name)
 }
 
 /// A multi that stores some reports of one job, and what it will do.

@@ -129,13 +129,17 @@ pub(crate) async fn serve(
     settings: &LoopSettings,
     shutdown: CancellationToken,
 ) -> Result<(), EngineError> {
-    member::register(
+    let Some(_membership) = member::register(
         session,
         identity,
         settings.concurrency,
         settings.metrics_addr.clone(),
+        &shutdown,
     )
-    .await?;
+    .await?
+    else {
+        return Ok(());
+    };
     tracing::info!(name = %identity.name, slots = settings.concurrency, "researcher registered");
     let concurrency = settings.concurrency.max(1) as usize;
     let step = Arc::new(ResearchStep {

@@ -48,6 +48,11 @@ fn is_zero_u32(v: &u32) -> bool {
     *v == 0
 }
 
+/// How a job's `message` starts when the recorder failed it on a report it cannot use
+/// (the report stays for an operator): `retry` recognises such a failure by it and says
+/// the report must go first.
+pub const UNUSABLE_REPORT: &str = "report unusable";
+
 /// `/jobs/{job}`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {

@@ -1,5 +1,5 @@
-//! `delete`: a finished-with job (failed, held, cancelled) goes with its queue entry and
-//! lease.
+//! `delete`: a finished-with job (failed, held, cancelled) goes with its queue entry,
+//! lease and reports.
 
 use archivist_engine::lock::JobLock;
 use archivist_engine::ops::{self, Op};
@@ -9,15 +9,17 @@ use archivist_engine::{queue, store, Session};
 use serde::Serialize;
 
 use super::{
-    delete_lease_ops, lock_owner, lock_seen, look, refused, report, Action, ActionReport, Outcome,
-    Seen,
+    delete_lease_ops, episode_held, lock_owner, lock_seen, look, refused, report, reports_of,
+    Action, ActionReport, Outcome, Seen,
 };
 use crate::error::{AdminError, Result};
 use crate::settings::AdminSettings;
 
-/// `delete J`: a failed, held or cancelled job is removed with its queue entry and lease,
-/// in one multi at the version seen. Research and reports stay; the job's unrecorded
-/// pairs become plannable again.
+/// `delete J`: a failed, held or cancelled job is removed with its queue entry, lease and
+/// reports, in one multi at the version seen. Research stays; the job's unrecorded pairs
+/// become plannable again. Its reports go with it: only their job can have them recorded,
+/// so left behind they would wait for a recorder forever (a report the recorder found
+/// unusable was never removed otherwise).
 pub async fn delete(session: &Session, settings: &AdminSettings, id: &str) -> Result<ActionReport> {
     delete_seen(session, settings, &look(session, id).await?).await
 }
@@ -33,10 +35,7 @@ pub async fn delete_seen(
         status,
         JobState::Failed | JobState::Held | JobState::Cancelled
     ) {
-        return Err(refused(
-            seen,
-            "only failed, held or cancelled jobs are deleted (cancel or hold it first)",
-        ));
+        return Err(refused(seen, not_deletable(status)));
     }
     let Some(lock) = lock_seen(session, settings, seen).await? else {
         let owner = lock_owner(session, &seen.job.id).await;
@@ -52,6 +51,15 @@ pub async fn delete_seen(
             });
         }
         batch.extend(delete_lease_ops(session, &seen.job.id).await?);
+        batch.extend(
+            reports_of(session, &seen.job.id)
+                .await?
+                .into_iter()
+                .map(|path| Op::Delete {
+                    path,
+                    version: None,
+                }),
+        );
         batch.push(Op::Delete {
             path: paths::job(&seen.job.id),
             version: Some(seen.version),
@@ -67,21 +75,13 @@ pub async fn delete_seen(
         return Err(e);
     }
     // What happens next depends on the catalog: a held episode is not planned at all.
-    let episode_held = matches!(
-        store::read::<archivist_engine::schema::records::EpisodeRecord>(
-            session,
-            &paths::episode(&seen.job.episode)
-        )
-        .await,
-        Ok(Some((ref e, _))) if e.fields.held
-    );
-    let next = if episode_held {
+    let next = if episode_held(session, &seen.job.episode).await {
         format!(
-            "job, queue entry and lease deleted; episode {} is held, so its pairs are not planned until `release --episode {}`",
+            "job, queue entry, lease and reports deleted; episode {} is held, so its pairs are not planned until `release --episode {}`",
             seen.job.episode, seen.job.episode
         )
     } else {
-        "job, queue entry and lease deleted; the planner plans its unrecorded pairs again within seconds (to stop that, `hold --episode` / `hold --clip`)".into()
+        "job, queue entry, lease and reports deleted; the planner plans its unrecorded pairs again within seconds (to stop that, `hold --episode` / `hold --clip`)".into()
     };
     Ok(report(seen, Action::Delete, None, Outcome::Done, next))
 }
@@ -93,7 +93,8 @@ pub struct UnreadableDelete {
     pub job: String,
     /// Why its record does not decode.
     pub error: String,
-    /// Every node deleted (the job, its queue entries, its lease), in one multi.
+    /// Every node deleted (the job, its queue entries, its lease, its reports), in one
+    /// multi.
     pub deleted: Vec<String>,
     /// In words.
     pub detail: String,
@@ -101,7 +102,7 @@ pub struct UnreadableDelete {
 
 /// `delete J --force`: removes a job node whose YAML does not decode (nothing else can
 /// act on it: no state is known, so no state rule applies), with every queue entry
-/// naming the job and its lease, in one multi at the version read, under the job's
+/// naming the job, its lease and its reports, in one multi at the version read, under the job's
 /// lock. A job that decodes is refused: it goes through [`delete`] and its state rules.
 pub async fn delete_unreadable(
     session: &Session,
@@ -150,6 +151,13 @@ pub async fn delete_unreadable(
             deleted.push(paths::lease(id));
         }
         batch.extend(lease);
+        for report in reports_of(session, id).await? {
+            deleted.push(report.clone());
+            batch.push(Op::Delete {
+                path: report,
+                version: None,
+            });
+        }
         batch.push(Op::Delete {
             path: path.clone(),
             version: Some(stat.version),
@@ -175,6 +183,18 @@ pub async fn delete_unreadable(
         job: id.to_string(),
         error,
         deleted,
-        detail: "the undecodable job, its queue entries and lease deleted; the planner plans its episode's unrecorded pairs again".into(),
+        detail: "the undecodable job, its queue entries, lease and reports deleted; the planner plans its episode's unrecorded pairs again".into(),
     })
+}
+
+/// Why a job in `status` is not deleted, and what the operator can do instead: `cancel`
+/// and `hold` take only jobs that are waiting or being researched, so "cancel or hold it
+/// first" would send the operator of a `reported` job round in a circle.
+fn not_deletable(status: JobState) -> String {
+    let way = match status {
+        JobState::Reported => "its research is done and waits for the recorder, which stores it and finishes the job (is a recorder running? `archivist status` lists the daemons); if the recorder fails it, the job is `failed` and can be deleted then",
+        JobState::Recorded | JobState::Expired => "it is finished and stays as history: nothing is left to stop",
+        _ => "cancel or hold it first",
+    };
+    format!("only failed, held or cancelled jobs are deleted: {way}")
 }

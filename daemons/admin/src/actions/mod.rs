@@ -225,6 +225,31 @@ async fn delete_lease_ops(session: &Session, job: &str) -> Result<Vec<Op>> {
     Ok(lease::revoke_ops(session, job).await?)
 }
 
+/// Is `episode` held in the catalog (`hold --episode`)? The planner plans nothing for a
+/// held episode, which changes what `delete` and `release` of one of its jobs lead to.
+/// An episode that cannot be read counts as not held (the message is only a hint).
+async fn episode_held(session: &Session, episode: &str) -> bool {
+    matches!(
+        store::read::<archivist_engine::schema::records::EpisodeRecord>(
+            session,
+            &paths::episode(episode)
+        )
+        .await,
+        Ok(Some((ref e, _))) if e.fields.held
+    )
+}
+
+/// The paths of `job`'s reports in `/reports` (named `<job>-<clip>`,
+/// [`paths::report_job`]).
+async fn reports_of(session: &Session, job: &str) -> Result<Vec<String>> {
+    Ok(store::children(session, paths::REPORTS)
+        .await?
+        .into_iter()
+        .filter(|name| paths::report_job(name) == Some(job))
+        .map(|name| paths::report(&name))
+        .collect())
+}
+
 /// Operations replacing any stale lease by a fresh, unclaimed one for the job (a fresh
 /// lease starts a fresh wait: the planner and the reaper count the work-item TTL from
 /// the later of the job's and its lease's creation, [`lease::waiting_since`]).

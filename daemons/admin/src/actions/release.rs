@@ -8,8 +8,8 @@ use archivist_engine::transition::{Role, Transition};
 use archivist_engine::{store, Session};
 
 use super::{
-    commit_locked, fresh_lease_ops, lock_owner, lock_seen, look, refused, report, Action,
-    ActionReport, Outcome, Seen,
+    commit_locked, episode_held, fresh_lease_ops, lock_owner, lock_seen, look, refused, report,
+    Action, ActionReport, Outcome, Seen,
 };
 use crate::error::{AdminError, Result};
 use crate::settings::AdminSettings;
@@ -80,14 +80,22 @@ pub async fn release_seen(
         .event(&settings.actor, "release", "ok")
         .with_ops(lease);
     commit_locked(session, seen, lock, transition).await?;
+    let mut detail = format!(
+        "held -> pending, fresh lease of {} s",
+        settings.lease_duration_s
+    );
+    if episode_held(session, &seen.job.episode).await {
+        detail.push_str(&format!(
+            "; note: episode {e} is held, which only stops planning: this job is researched all the same (to keep it waiting, `hold {id}` again; `release --episode {e}` lets the planner plan the rest)",
+            e = seen.job.episode,
+            id = seen.job.id
+        ));
+    }
     Ok(report(
         seen,
         Action::Release,
         Some(JobState::Pending),
         Outcome::Done,
-        format!(
-            "held -> pending, fresh lease of {} s",
-            settings.lease_duration_s
-        ),
+        detail,
     ))
 }

@@ -18,6 +18,7 @@ pub(super) struct Index<'a> {
     pub(super) locks: Vec<(&'a str, &'a RawNode)>,
     pub(super) entries: Vec<(JobState, &'a str, &'a RawNode)>,
     pub(super) leases: Vec<(&'a str, &'a RawNode)>,
+    pub(super) reports: Vec<(&'a str, &'a RawNode)>,
     pub(super) research: Vec<(&'a str, &'a RawNode)>,
     pub(super) episodes: BTreeSet<&'a str>,
     pub(super) clips: BTreeSet<&'a str>,
@@ -30,6 +31,7 @@ pub(super) fn index(nodes: &[RawNode]) -> Index<'_> {
         locks: Vec::new(),
         entries: Vec::new(),
         leases: Vec::new(),
+        reports: Vec::new(),
         research: Vec::new(),
         episodes: BTreeSet::new(),
         clips: BTreeSet::new(),
@@ -52,6 +54,7 @@ pub(super) fn index(nodes: &[RawNode]) -> Index<'_> {
                 }
             }
             ["leases", id] => ix.leases.push((id, node)),
+            ["reports", name] => ix.reports.push((name, node)),
             ["research", episode] => ix.research.push((episode, node)),
             ["catalog", "episodes", id] => {
                 ix.episodes.insert(id);

@@ -1,6 +1,6 @@
 //! Job invariants: every job in exactly the queue of its status, no orphan or
 //! undecodable queue entry, no stale lock, leases that match their jobs and are not
-//! overdue.
+//! overdue, no report of a job that does not exist.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -274,5 +274,42 @@ pub(super) fn check_leases(
         if job.as_ref().is_some_and(|j| j.status == JobState::Pending) && !leased.contains(id) {
             faults.push(Fault::new(FaultKind::PendingWithoutLease, Severity::Warning, &node.path, "pending without a lease: no researcher can claim it; the reaper expires it after the work-item TTL").job(id));
         }
+    }
+}
+
+/// A report belongs to its job (`<job>-<clip>`): only that job can have it recorded, so a
+/// report whose job does not exist waits for a recorder forever. `delete` removes a job's
+/// reports with it; one left by an older build, or by hand, is an error, and `--repair`
+/// deletes it (unless its job exists by then).
+pub(super) fn check_reports(ix: &Index<'_>, faults: &mut Vec<Fault>) {
+    for (name, node) in &ix.reports {
+        let job = paths::report_job(name);
+        if job.is_some_and(|job| ix.jobs.contains_key(job)) {
+            continue;
+        }
+        let detail = match job {
+            Some(job) => {
+                format!("report of job {job}, which does not exist: no recorder will ever take it")
+            }
+            None => format!("{name:?} is not <job>-<clip>: no recorder will ever take it"),
+        };
+        let fault = Fault::new(
+            FaultKind::ReportWithoutJob,
+            Severity::Error,
+            &node.path,
+            detail,
+        );
+        let fault = match job {
+            Some(job) => fault.job(job),
+            None => fault,
+        };
+        faults.push(fault.plan(
+            "delete the report",
+            Plan::Delete {
+                path: node.path.clone(),
+                version: Some(node.stat.version),
+                unless: job.map(paths::job),
+            },
+        ));
     }
 }

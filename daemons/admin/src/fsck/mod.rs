@@ -4,7 +4,8 @@
 //! name its priority and curation give; no queue entry without its job; no lock on a
 //! job that no daemon should be working on (ephemeral owners are always live sessions,
 //! so a stale lock is one on a failed, held or finished job); leases reference existing
-//! jobs, last a positive time and are not overdue by more than the reaper's interval; no
+//! jobs, last a positive time and are not overdue by more than the reaper's interval;
+//! reports belong to existing jobs; no
 //! id counter is behind the ids of the records it numbers; research records match the
 //! catalog; no two episodes (or clips) share a media URL and every media-URL alias points
 //! at a record holding that URL; node sizes are under the limits; every node's data parses. Without `repair`
@@ -14,9 +15,14 @@
 //! Repaired (each by its own compare-and-set write, re-checked first): orphan queue
 //! entries and undecodable entry names are deleted; a job missing from its queue, or in
 //! the wrong or several queues, keeps (or gets) the entry matching its status; leases of
-//! missing jobs are deleted; a counter behind its ids is moved past them. Everything else
+//! missing jobs are deleted; reports of missing jobs are deleted; a counter behind its
+//! ids is moved past them. Everything else
 //! is reported for an operator.
 
+//!
+//! A walk is not atomic, so a job that moves while it is read can look inconsistent; the
+//! findings a move can fake are confirmed by a second walk (same finding, job at the same
+//! version) before they are reported.
 //!
 //! Parts: `index` (the tree read once, by kind), `jobs` (queues, locks and leases),
 //! `records` (node sizes and parsing, counters, research, the catalog), `repair` (the
@@ -35,8 +41,10 @@ use crate::settings::{AdminSettings, Progress};
 use crate::tree;
 
 use index::index;
-use jobs::{check_leases, check_locks, check_queues};
-use records::{check_catalog, check_counters, check_nodes, check_research};
+use jobs::{check_leases, check_locks, check_queues, check_reports};
+use records::{
+    check_catalog, check_counters, check_directories, check_nodes, check_pauses, check_research,
+};
 use repair::{apply, Plan};
 
 /// What kind of fault.
@@ -92,6 +100,54 @@ pub enum FaultKind {
     AliasMismatch,
     /// An id counter that does not exist: every allocation of its ids fails.
     CounterMissing,
+    /// A node under `/control/pause` that pauses nothing (not a state daemons claim
+    /// from: `researching`, `bogus`), made by hand (warning).
+    PauseIgnored,
+    /// A directory `archivist init` creates is missing (deleted by hand): writes under it
+    /// fail (`pause` without `/control/pause`); `archivist init` re-creates it.
+    DirectoryMissing,
+    /// A report whose job does not exist (or whose name names no job): nothing will ever
+    /// record or remove it.
+    ReportWithoutJob,
+}
+
+impl FaultKind {
+    /// Can a consistent tree show this fault to a walk that is not atomic, because a job
+    /// moved (or went) between the reads of its record, its queue entries, its lease
+    /// and its reports? Such a finding is confirmed by a second read before it is
+    /// reported.
+    fn may_be_in_flight(self) -> bool {
+        matches!(
+            self,
+            FaultKind::JobNotQueued
+                | FaultKind::JobInWrongQueue
+                | FaultKind::JobInSeveralQueues
+                | FaultKind::OrphanQueueEntry
+                | FaultKind::LeaseWithoutJob
+                | FaultKind::LeaseMismatch
+                | FaultKind::PendingWithoutLease
+                | FaultKind::ReportWithoutJob
+                | FaultKind::StaleLock
+        )
+    }
+}
+
+/// Every fault one read of the tree shows, by kind then path.
+fn findings(nodes: &[tree::RawNode], settings: &AdminSettings, now_ms: i64) -> Vec<Fault> {
+    let mut faults = Vec::new();
+    check_nodes(nodes, settings, &mut faults);
+    let ix = index(nodes);
+    check_queues(&ix, &mut faults);
+    check_locks(&ix, settings, now_ms, &mut faults);
+    check_leases(&ix, settings, now_ms, &mut faults);
+    check_reports(&ix, &mut faults);
+    check_pauses(nodes, &mut faults);
+    check_directories(nodes, &mut faults);
+    check_counters(&ix, &mut faults);
+    check_research(&ix, &mut faults);
+    check_catalog(nodes, &mut faults);
+    faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+    faults
 }
 
 /// How bad a fault is.
@@ -212,16 +268,27 @@ pub async fn fsck(
             .max()
             .unwrap_or(0)
     });
-    let mut faults = Vec::new();
-    check_nodes(&nodes, settings, &mut faults);
-    let ix = index(&nodes);
-    check_queues(&ix, &mut faults);
-    check_locks(&ix, settings, now_ms, &mut faults);
-    check_leases(&ix, settings, now_ms, &mut faults);
-    check_counters(&ix, &mut faults);
-    check_research(&ix, &mut faults);
-    check_catalog(&nodes, &mut faults);
-    faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
+    let mut faults = findings(&nodes, settings, now_ms);
+    if faults.iter().any(|f| f.kind.may_be_in_flight()) {
+        // The walk is not atomic: a job moving between queues while it was read looks
+        // like a job in no queue, in the wrong one, or an entry without its job. A real
+        // inconsistency stays put; so read the tree again and keep such a finding only
+        // if it is found again with its job at the same version (every move of a job
+        // writes the job, so a job that moved meanwhile has another version).
+        let again = tree::walk(session, settings, "/", progress).await?;
+        let confirmed = findings(&again, settings, now_ms);
+        let (first, second) = (index(&nodes), index(&again));
+        let version = |ix: &index::Index<'_>, job: Option<&str>| {
+            job.and_then(|j| ix.jobs.get(j).map(|(node, _)| node.stat.version))
+        };
+        faults.retain(|f| {
+            !f.kind.may_be_in_flight()
+                || confirmed.iter().any(|c| {
+                    (c.kind, &c.path, &c.job) == (f.kind, &f.path, &f.job)
+                        && version(&first, f.job.as_deref()) == version(&second, f.job.as_deref())
+                })
+        });
+    }
     if repair {
         for fault in faults.iter_mut() {
             let Some(plan) = fault.plan.clone() else {

@@ -236,3 +236,58 @@ pub(super) fn check_catalog(nodes: &[RawNode], faults: &mut Vec<Fault>) {
         }
     }
 }
+
+/// Nodes under `/control/pause` that pause nothing: `status` would not show them as
+/// pauses, but an operator who made one by hand believes the state is paused. A warning;
+/// `--repair` deletes the node.
+pub(super) fn check_pauses(nodes: &[RawNode], faults: &mut Vec<Fault>) {
+    for node in nodes {
+        let Some(name) = node.path.strip_prefix(&format!("{}/", paths::PAUSES)) else {
+            continue;
+        };
+        if name.contains('/') || crate::control::pausable(name).is_some() {
+            continue;
+        }
+        faults.push(
+            Fault::new(
+                FaultKind::PauseIgnored,
+                Severity::Warning,
+                &node.path,
+                format!(
+                    "{name:?} pauses nothing: only {} can be paused (`archivist pause`)",
+                    archivist_engine::consumer::PAUSABLE_STATES
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" and ")
+                ),
+            )
+            .plan(
+                "delete the node",
+                Plan::Delete {
+                    path: node.path.clone(),
+                    version: Some(node.stat.version),
+                    unless: None,
+                },
+            ),
+        );
+    }
+}
+
+/// Every directory `archivist init` creates exists (counters are checked on their own,
+/// `counter_missing`). One deleted by hand makes writes under it fail with a bare
+/// "no node"; `archivist init` re-creates it and changes nothing else.
+pub(super) fn check_directories(nodes: &[RawNode], faults: &mut Vec<Fault>) {
+    let present: std::collections::BTreeSet<&str> = nodes.iter().map(|n| n.path.as_str()).collect();
+    for dir in paths::directories() {
+        if present.contains(dir.as_str()) || counter::ALL.iter().any(|c| c.path == dir) {
+            continue;
+        }
+        faults.push(Fault::new(
+            FaultKind::DirectoryMissing,
+            Severity::Error,
+            &dir,
+            "missing (deleted by hand?): writes under it fail; run `archivist init`, which re-creates the tree's missing nodes and changes nothing else",
+        ));
+    }
+}

@@ -400,3 +400,132 @@ async fn catalog_holds_and_queue_pauses() {
             .unwrap()
     );
 }
+
+#[tokio::test]
+async fn an_unusable_report_blocks_retry_with_the_way_out_and_goes_with_delete() {
+    // Outside test 17c, defect 8: `retry` re-failed at once on the same report, `delete`
+    // left it behind, and it waited for a recorder forever.
+    let (_c, s) = archivist_testkit::fresh_tree("admin-unusable-report").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001", "c000002"]).await;
+    let bad = paths::report(&paths::report_name(&job.id, "c000001"));
+    let good = paths::report(&paths::report_name(&job.id, "c000002"));
+    let other = fixtures::job(&s, "e0000002", &["c000001"]).await;
+    let others = paths::report(&paths::report_name(&other.id, "c000001"));
+    for path in [&bad, &good, &others] {
+        fixtures::raw(&s, path, b"schema: 1\n").await;
+    }
+    drive(
+        &s,
+        &job.id,
+        &[
+            JobState::Leased,
+            JobState::Researching,
+            JobState::Reported,
+            JobState::Failed,
+        ],
+        &format!("report unusable: {bad}: unreadable ReportRecord record: report unusable: clip c000004 in a report named for c000001"),
+    )
+    .await;
+    let (_, before) = read(&s, &job.id).await;
+    let err = actions::retry(&s, &settings(), &job.id).await.unwrap_err();
+    let text = err.to_string();
+    assert!(err.is_refusal(), "{text}");
+    assert!(
+        text.contains(&bad) && text.contains(&format!("archivist delete {}", job.id)),
+        "{text}"
+    );
+    assert_eq!(read(&s, &job.id).await.1, before, "nothing written");
+
+    let report = actions::delete(&s, &settings(), &job.id).await.unwrap();
+    assert!(report.detail.contains("reports"), "{}", report.detail);
+    for path in [&bad, &good, &paths::job(&job.id)] {
+        assert!(
+            store::exists(&s, path).await.unwrap().is_none(),
+            "{path} left behind"
+        );
+    }
+    assert!(
+        store::exists(&s, &others).await.unwrap().is_some(),
+        "another job's report deleted"
+    );
+}
+
+#[tokio::test]
+async fn delete_of_a_reported_job_says_what_is_possible() {
+    // Outside test 17c, defect 10: "(cancel or hold it first)", though both are refused
+    // for a reported job.
+    let (_c, s) = archivist_testkit::fresh_tree("admin-delete-reported").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    drive(
+        &s,
+        &job.id,
+        &[JobState::Leased, JobState::Researching, JobState::Reported],
+        "",
+    )
+    .await;
+    let text = actions::delete(&s, &settings(), &job.id)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(!text.contains("cancel or hold it first"), "{text}");
+    assert!(text.contains("recorder"), "{text}");
+    // And cancel/hold really are refused for it.
+    assert!(actions::cancel(&s, &settings(), &job.id, None)
+        .await
+        .is_err());
+}
+
+#[tokio::test]
+async fn release_of_a_job_of_a_held_episode_warns_as_delete_does() {
+    // Outside test 17c, defect 10: `release --job J` into a held episode said nothing.
+    let (_c, s) = archivist_testkit::fresh_tree("admin-release-held-episode").await;
+    let e = fixtures::episode(&s, 1, "Episode one").await;
+    let job = fixtures::job(&s, &e, &["c000001"]).await;
+    actions::hold(&s, &settings(), &job.id, None).await.unwrap();
+    control::set_catalog_hold(&s, &CatalogTarget::Episode(e.clone()), true)
+        .await
+        .unwrap();
+    let report = actions::release(&s, &settings(), &job.id).await.unwrap();
+    assert!(
+        report.detail.contains(&format!("episode {e} is held")),
+        "{}",
+        report.detail
+    );
+    // Not for an episode that is not held.
+    let e2 = fixtures::episode(&s, 2, "Episode two").await;
+    let other = fixtures::job(&s, &e2, &["c000001"]).await;
+    actions::hold(&s, &settings(), &other.id, None)
+        .await
+        .unwrap();
+    let plain = actions::release(&s, &settings(), &other.id).await.unwrap();
+    assert!(!plain.detail.contains("is held"), "{}", plain.detail);
+}
+
+#[tokio::test]
+async fn pause_without_the_pause_directory_says_run_init() {
+    // Outside test 17c, defect 10: "precondition failed" when /control/pause was deleted.
+    let (_c, s) = archivist_testkit::fresh_tree("admin-pause-no-dir").await;
+    s.client().delete(paths::PAUSES, None).await.unwrap();
+    let text = control::pause(&s, &settings(), JobState::Pending, "test")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("archivist init"), "{text}");
+    assert!(!text.contains("precondition"), "{text}");
+    let report = archivist_admin::fsck::fsck(
+        &s,
+        &AdminSettings::default(),
+        false,
+        &archivist_admin::Silent,
+    )
+    .await
+    .unwrap();
+    let missing: Vec<_> = report
+        .faults
+        .iter()
+        .filter(|f| f.kind == archivist_admin::fsck::FaultKind::DirectoryMissing)
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(missing, vec![paths::PAUSES]);
+    assert!(!report.is_clean());
+}

@@ -287,3 +287,123 @@ async fn a_pending_job_locked_for_long_is_flagged() {
     assert_eq!(fault.job.as_deref(), Some(pending.id.as_str()));
     assert!(fault.detail.contains("researcher-1"), "{}", fault.detail);
 }
+
+#[tokio::test]
+async fn a_report_whose_job_does_not_exist_is_flagged_and_repaired() {
+    // Outside test 17c, defect 8: a report left by a deleted job waited for a recorder
+    // forever and fsck said clean.
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-orphan-report").await;
+    let live = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    let kept = paths::report(&paths::report_name(&live.id, "c000001"));
+    let orphan = paths::report(&paths::report_name("j0000000777", "c000003"));
+    let nameless = paths::report("garbage");
+    for path in [&kept, &orphan, &nameless] {
+        fixtures::raw(&s, path, b"schema: 1\n").await;
+    }
+    let report = check(&s, false).await;
+    let found: Vec<_> = report
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::ReportWithoutJob)
+        .map(|f| f.path.clone())
+        .collect();
+    assert_eq!(found, vec![nameless.clone(), orphan.clone()]);
+    assert!(!report.is_clean());
+    let repaired = check(&s, true).await;
+    assert!(repaired
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::ReportWithoutJob)
+        .all(|f| f.repaired));
+    for path in [&orphan, &nameless] {
+        assert!(store::exists(&s, path).await.unwrap().is_none(), "{path}");
+    }
+    assert!(store::exists(&s, &kept).await.unwrap().is_some());
+    assert!(!check(&s, false)
+        .await
+        .faults
+        .iter()
+        .any(|f| f.kind == FaultKind::ReportWithoutJob));
+}
+
+#[tokio::test]
+async fn plain_fsck_reports_no_error_for_jobs_moving_while_it_reads() {
+    // Outside test 17c, defect 2: on a busy tree fsck reported `job_not_queued`,
+    // `job_in_wrong_queue` or `orphan_queue_entry` for jobs mid-transition (8 runs of 30
+    // exited 1). Jobs move between queues here as researchers claim and hand them back.
+    let (config, s) = archivist_testkit::fresh_tree("fsck-busy").await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        ids.push(fixtures::job(&s, &e, &["c000001"]).await.id);
+    }
+    let mover = archivist_testkit::another_session(&config).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let moving = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let mut moves = 0u64;
+            while !stop.is_cancelled() {
+                for id in &ids {
+                    drive(&mover, id, &[JobState::Leased, JobState::Pending], "").await;
+                    moves += 2;
+                }
+            }
+            moves
+        }
+    });
+    let mut unclean = Vec::new();
+    for _ in 0..30 {
+        let report = check(&s, false).await;
+        if !report.is_clean() {
+            unclean.push(
+                report
+                    .faults
+                    .iter()
+                    .filter(|f| f.is_open_error())
+                    .map(|f| format!("{:?} {}", f.kind, f.path))
+                    .collect::<Vec<_>>(),
+            );
+        }
+    }
+    stop.cancel();
+    let moves = moving.await.unwrap();
+    assert!(moves > 100, "the jobs hardly moved ({moves} moves)");
+    assert!(unclean.is_empty(), "false errors: {unclean:?}");
+}
+
+#[tokio::test]
+async fn hand_made_pauses_of_states_nothing_claims_from_are_flagged_not_shown_as_paused() {
+    // Outside test 17c, defect 10: `/control/pause/researching` and `/control/pause/bogus`
+    // made by hand were shown as "paused" by status and fsck was silent.
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-hand-made-pauses").await;
+    let researching = format!("{}/researching", paths::PAUSES);
+    let bogus = format!("{}/bogus", paths::PAUSES);
+    for path in [&researching, &bogus] {
+        fixtures::raw(&s, path, b"by: ops\nreason: test\n").await;
+    }
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    let status = archivist_admin::status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert!(status.paused.is_empty(), "{:?}", status.paused);
+    let mut ignored = status.ignored_pauses.clone();
+    ignored.sort();
+    assert_eq!(
+        ignored,
+        vec!["bogus".to_string(), "researching".to_string()]
+    );
+    let flagged: Vec<_> = check(&s, false)
+        .await
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::PauseIgnored)
+        .map(|f| f.path.clone())
+        .collect();
+    assert_eq!(flagged, vec![bogus.clone(), researching.clone()]);
+    check(&s, true).await;
+    for path in [&researching, &bogus] {
+        assert!(store::exists(&s, path).await.unwrap().is_none(), "{path}");
+    }
+}

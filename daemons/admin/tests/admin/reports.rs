@@ -15,9 +15,15 @@ async fn status_counts_researchers_load_leases_and_research_progress() {
     fixtures::clip(&s, 1, "Jingle").await;
     fixtures::clip(&s, 2, "Sting").await;
     let researcher = archivist_testkit::another_session(&config).await;
-    member::register(&researcher, &Identity::named("researcher", "r1"), 3, None)
-        .await
-        .unwrap();
+    let _membership = member::register(
+        &researcher,
+        &Identity::named("researcher", "r1"),
+        3,
+        None,
+        &tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
 
     let oldest = fixtures::job(&s, &e1, &["c000001"]).await;
     let working = fixtures::job(&s, &e2, &["c000001", "c000002"]).await;
@@ -327,4 +333,96 @@ async fn tree_decodes_records_and_queue_entries() {
     assert!(tree::tree(&s, &AdminSettings::default(), "/nope", &Silent)
         .await
         .is_err());
+}
+
+#[tokio::test]
+async fn status_counts_only_pending_entries_that_are_work_and_names_the_strays() {
+    // Outside test 17c, defect 6: "pending 4" with one job; the planner stalled on the
+    // same count. Status and planner now share the engine's rule.
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-strays").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let real = fixtures::job(&s, &e1, &["c000001"]).await;
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    let queue = archivist_engine::schema::paths::queue(JobState::Pending);
+    let orphan =
+        archivist_engine::schema::queue_key::QueueEntry::new(0, 1_700_000_000_000, "j0000009999")
+            .name();
+    for name in ["garbage1", "zz-j0000009999", orphan.as_str()] {
+        fixtures::raw(&s, &format!("{queue}/{name}"), b"").await;
+    }
+    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(report.jobs[&JobState::Pending], 1);
+    let mut strays = report.pending_strays.clone();
+    strays.sort();
+    let mut expected = vec![orphan, "garbage1".to_string(), "zz-j0000009999".to_string()];
+    expected.sort();
+    assert_eq!(strays, expected);
+    assert_eq!(report.oldest_waiting.map(|w| w.job), Some(real.id));
+}
+
+#[tokio::test]
+async fn status_names_a_waiting_job_whose_record_does_not_decode() {
+    // Outside test 17c, defect 7: shown as the oldest waiting job like any other, while
+    // no daemon can claim or expire it.
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-undecodable").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let broken = fixtures::job(&s, &e1, &["c000001"]).await;
+    let fine = fixtures::job(&s, &e1, &["c000001"]).await;
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    s.client()
+        .set_data(
+            &archivist_engine::schema::paths::job(&broken.id),
+            b"{{{{",
+            None,
+        )
+        .await
+        .unwrap();
+    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    let oldest = report.oldest_waiting.clone().unwrap();
+    assert_eq!(oldest.job, broken.id);
+    assert!(oldest.unreadable.is_some(), "{oldest:?}");
+    let named: Vec<&str> = report
+        .unreadable_waiting
+        .iter()
+        .map(|u| u.job.as_str())
+        .collect();
+    assert_eq!(named, vec![broken.id.as_str()]);
+    assert_ne!(broken.id, fine.id);
+}
+
+#[tokio::test]
+async fn status_counts_a_lease_with_a_duration_that_is_not_positive_as_invalid() {
+    // Outside test 17c, defect 10: `duration_ms: -5` was counted as an active lease
+    // (status judges by the clock the daemons last stamped, which may be older).
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-invalid-lease").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    let job = fixtures::job(&s, &e1, &["c000001"]).await;
+    let path = archivist_engine::schema::paths::lease(&job.id);
+    let (mut lease, _) =
+        archivist_engine::store::read::<archivist_engine::schema::records::LeaseRecord>(&s, &path)
+            .await
+            .unwrap()
+            .unwrap();
+    lease.duration_ms = -5;
+    // Written well after the clock's last stamp, as in the outside test.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let data = archivist_engine::store::encode(&path, &lease).unwrap();
+    s.client().set_data(&path, &data, None).await.unwrap();
+    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.leases.active, report.leases.invalid),
+        (0, 1),
+        "{:?}",
+        report.leases
+    );
 }

@@ -50,7 +50,8 @@ pub enum AdminCommand {
     Resume(control::ResumeArgs),
     /// Cancel a job (a researcher holding it is asked to stop).
     Cancel(actions::CancelArgs),
-    /// Delete a failed or held job with its queue entry and lease (asks first).
+    /// Delete a failed, held or cancelled job with its queue entry, lease and reports (asks
+    /// first).
     Delete(actions::DeleteArgs),
     /// Where clips occur: in one episode, or one clip across all episodes.
     Results(results::ResultsArgs),

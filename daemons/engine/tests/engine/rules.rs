@@ -1,6 +1,8 @@
 //! Issue 17's engine rules: `init` never leaves a counter behind the ids in use (defect
 //! 1), a precondition failure names the exact operation, and a daemon restarted under
-//! the same name waits quietly for its old registration to go (defect 7).
+//! the same name waits quietly for its old registration to go (defect 7) and stops on
+//! the shutdown token while it waits; a registration deleted while its session lives is
+//! made again (outside test 17c, defects 9 and 5).
 
 use std::time::Duration;
 
@@ -8,6 +10,7 @@ use archivist_engine::member::{self, Identity};
 use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::{store, EngineError};
+use tokio_util::sync::CancellationToken;
 
 use crate::support::create;
 
@@ -74,11 +77,17 @@ async fn a_precondition_failure_names_its_operation_index_and_path() {
 async fn a_restart_under_the_same_name_waits_for_the_old_registration_to_go() {
     let (config, old) = archivist_testkit::fresh_tree("rules-rename").await;
     let identity = Identity::named("reaper", "reaper-one");
-    member::register(&old, &identity, 0, None).await.unwrap();
+    let old_membership = member::register(&old, &identity, 0, None, &CancellationToken::new())
+        .await
+        .unwrap();
     let new = archivist_testkit::another_session(&config).await;
     let waiting = tokio::spawn({
         let identity = identity.clone();
-        async move { member::register(&new, &identity, 0, None).await }
+        async move {
+            member::register(&new, &identity, 0, None, &CancellationToken::new())
+                .await
+                .map(|m| m.map(|m| m.path().to_string()))
+        }
     });
     // While the old session lives the new one waits (the old code failed at once, and
     // the supervisor logged an error and retried every backoff).
@@ -87,10 +96,99 @@ async fn a_restart_under_the_same_name_waits_for_the_old_registration_to_go() {
         !waiting.is_finished(),
         "registered over a live session's node"
     );
+    drop(old_membership); // its keeper holds the session too
     drop(old); // closes it, or it expires within the test session timeout (4 s)
     let registered = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
         .expect("registered once the old session went")
         .unwrap();
-    assert_eq!(registered.unwrap(), paths::daemon("reaper-one"));
+    assert_eq!(
+        registered.unwrap().as_deref(),
+        Some(paths::daemon("reaper-one").as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_daemon_told_to_stop_while_waiting_for_its_name_stops_without_registering() {
+    let (config, old) = archivist_testkit::fresh_tree("rules-stop-waiting").await;
+    let identity = Identity::named("recorder", "recorder-one");
+    let _old_membership = member::register(&old, &identity, 0, None, &CancellationToken::new())
+        .await
+        .unwrap();
+    let new = archivist_testkit::another_session(&config).await;
+    let shutdown = CancellationToken::new();
+    let waiting = tokio::spawn({
+        let (identity, shutdown, new) = (identity.clone(), shutdown.clone(), new.clone());
+        async move {
+            member::register(&new, &identity, 0, None, &shutdown)
+                .await
+                .map(|m| m.is_some())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "registered over a live session's node"
+    );
+    // Defect 9 (outside test 17c): SIGTERM was ignored until the old session expired.
+    shutdown.cancel();
+    let outcome = tokio::time::timeout(Duration::from_secs(1), waiting)
+        .await
+        .expect("the wait ends on the shutdown token")
+        .unwrap();
+    assert!(!outcome.unwrap(), "registered although told to stop");
+    let (stat, _) = new
+        .client()
+        .check_and_watch_stat(&paths::daemon("recorder-one"))
+        .await
+        .unwrap();
+    assert_eq!(
+        stat.map(|s| s.ephemeral_owner),
+        Some(old.id_number()),
+        "the old session's node is left alone"
+    );
+}
+
+#[tokio::test]
+async fn a_registration_deleted_while_the_session_lives_is_made_again() {
+    let (config, session) = archivist_testkit::fresh_tree("rules-reregister").await;
+    let identity = Identity::named("researcher", "r-deleted");
+    let membership = member::register(&session, &identity, 2, None, &CancellationToken::new())
+        .await
+        .unwrap()
+        .expect("registered");
+    let path = paths::researcher("r-deleted");
+    assert_eq!(membership.path(), path);
+    // Deleted by hand (defect 5 of outside test 17c): the researcher kept working, the
+    // planner saw no researcher and planned nothing.
+    let operator = archivist_testkit::another_session(&config).await;
+    for round in 0..2 {
+        operator.client().delete(&path, None).await.unwrap();
+        let back = archivist_testkit::eventually(Duration::from_secs(5), || {
+            let (session, path) = (session.clone(), path.clone());
+            async move {
+                let members = member::list(&session, paths::RESEARCHERS).await.unwrap();
+                let (stat, _) = session.client().check_and_watch_stat(&path).await.unwrap();
+                members
+                    .iter()
+                    .any(|m| m.name == "r-deleted" && m.slots == 2)
+                    && stat.is_some_and(|s| s.ephemeral_owner == session.id_number())
+            }
+        })
+        .await;
+        assert!(
+            back,
+            "deletion {round}: the registration was not made again"
+        );
+    }
+    // Once the membership is dropped (the daemon's role ended) nothing re-creates it.
+    drop(membership);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    operator.client().delete(&path, None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (stat, _) = operator.client().check_and_watch_stat(&path).await.unwrap();
+    assert!(
+        stat.is_none(),
+        "re-registered after the daemon's role ended"
+    );
 }

@@ -86,3 +86,42 @@ async fn the_loop_stops_when_nothing_is_left_to_plan() {
     assert_eq!(pairs.len(), 6);
     assert!(pairs.values().all(|n| *n == 1));
 }
+
+#[tokio::test]
+async fn stray_pending_entries_are_not_waiting_work() {
+    // Outside test 17c, defect 6: names that are not queue entries, and a well-formed
+    // entry whose job does not exist, were counted as waiting work: one slot, three
+    // strays, `stop=Surplus` and nothing planned, ever.
+    let (_config, session) = archivist_testkit::fresh_tree("cap-strays").await;
+    catalog(&session, 5, 1).await;
+    register_researcher(&session, "r1", 1).await;
+    let queue = archivist_engine::schema::paths::queue(archivist_engine::schema::JobState::Pending);
+    let orphan = archivist_engine::schema::queue_key::QueueEntry::new(0, BASE_MS, "j0000009999");
+    for name in [
+        "garbage1".to_string(),
+        "zz-j0000009999".to_string(),
+        orphan.name(),
+    ] {
+        write(&session, &format!("{queue}/{name}"), b"").await;
+    }
+    let mut planner = Planner::start(&session, settings(), "p").await.unwrap();
+    let report = planner.round(&CancellationToken::new()).await.unwrap();
+    assert_eq!(
+        (report.created.len(), report.stop),
+        (2, Stop::Surplus),
+        "1 slot: the loop ends one real item past it"
+    );
+    let counted = archivist_planner::plan::count_pending(&session, u64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(counted.work, 2);
+    let mut strays = counted.strays;
+    strays.sort();
+    let mut expected = vec![
+        orphan.name(),
+        "garbage1".to_string(),
+        "zz-j0000009999".to_string(),
+    ];
+    expected.sort();
+    assert_eq!(strays, expected);
+}

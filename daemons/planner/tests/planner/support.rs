@@ -178,9 +178,10 @@ pub async fn all_jobs(session: &Session) -> Vec<(JobRecord, i64)> {
 }
 
 pub async fn pending_len(session: &Session) -> u64 {
-    archivist_planner::plan::count_pending(session)
+    archivist_planner::plan::count_pending(session, u64::MAX)
         .await
         .unwrap()
+        .work as u64
 }
 
 /// Every inconsistency in the tree the planner writes: a job in no queue or in the wrong

@@ -65,7 +65,9 @@ pub async fn lead_and_sweep(
     identity: &Identity,
     shutdown: &CancellationToken,
 ) -> Result<(), EngineError> {
-    member::register(session, identity, 0, None).await?;
+    let Some(_membership) = member::register(session, identity, 0, None, shutdown).await? else {
+        return Ok(());
+    };
     let candidate = candidate_data(identity)?;
     leader::run_while_leading(
         session,

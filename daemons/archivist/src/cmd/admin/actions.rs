@@ -213,7 +213,7 @@ pub async fn delete(global: &GlobalOpts, args: DeleteArgs) -> Result<ExitCode> {
             );
         }
         eprint!(
-            "Delete job {} ({}, episode {}, {} clips, message: {})?\nIts queue entry and lease go too; research stays. Type the job id to confirm: ",
+            "Delete job {} ({}, episode {}, {} clips, message: {})?\nIts queue entry, lease and reports go too; research stays. Type the job id to confirm: ",
             seen.job.id,
             seen.job.status,
             seen.job.episode,

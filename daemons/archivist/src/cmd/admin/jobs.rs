@@ -179,7 +179,9 @@ fn render_detail(d: &JobDetail) -> String {
                     .as_ref()
                     .and_then(|r| r.holder.clone())
                     .unwrap_or_else(|| "unclaimed".into());
-                if l.expired {
+                if let Some(why) = &l.invalid {
+                    format!("INVALID ({holder}): {why}")
+                } else if l.expired {
                     format!("EXPIRED {} ago ({holder})", span(-l.remaining_ms))
                 } else {
                     format!(

@@ -135,10 +135,40 @@ fn render(r: &StatusReport) -> String {
             vec![state.to_string(), n.to_string(), paused.unwrap_or_default()]
         }),
     ));
+    if !r.ignored_pauses.is_empty() {
+        let _ = writeln!(
+            out,
+            "  /control/pause/{{{}}} pause nothing (only {} can be paused; made by hand?): remove them, `archivist fsck --repair` does",
+            r.ignored_pauses.join(","),
+            archivist_engine::consumer::PAUSABLE_STATES
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        );
+    }
+    if !r.pending_strays.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} stray entr{} in /queues/pending not counted (not a queue entry, or no such job; the planner ignores them too; `archivist fsck --repair` removes them): {}",
+            r.pending_strays.len(),
+            if r.pending_strays.len() == 1 { "y" } else { "ies" },
+            r.pending_strays.join(" ")
+        );
+    }
     let _ = writeln!(
         out,
-        "\nLeases: {} active, {} expired",
-        r.leases.active, r.leases.expired
+        "\nLeases: {} active, {} expired{}",
+        r.leases.active,
+        r.leases.expired,
+        if r.leases.invalid > 0 {
+            format!(
+                ", {} invalid (duration not positive: no researcher claims it; `archivist fsck` reports lease_invalid)",
+                r.leases.invalid
+            )
+        } else {
+            String::new()
+        }
     );
     if !r.leases.expired_leases.is_empty() {
         out.push_str(&table(
@@ -203,9 +233,19 @@ fn render(r: &StatusReport) -> String {
     }
     match &r.oldest_waiting {
         Some(w) => {
-            let _ = writeln!(out, "Oldest waiting job: {} (waiting {}, priority {}, position {} in the pending queue)", w.job, span(w.waiting_ms), w.priority, w.position + 1);
+            let _ = writeln!(out, "Oldest waiting job: {} (waiting {}, priority {}, position {} in the pending queue){}", w.job, span(w.waiting_ms), w.priority, w.position + 1, if w.unreadable.is_some() { ": its record does not decode (below)" } else { "" });
         }
         None => out.push_str("Oldest waiting job: none\n"),
+    }
+    if !r.unreadable_waiting.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} waiting job(s) whose record does not decode: no researcher can claim them and they never expire; remove each with `archivist delete J --force` (its pairs are planned again):",
+            r.unreadable_waiting.len()
+        );
+        for u in &r.unreadable_waiting {
+            let _ = writeln!(out, "    {}: {}", u.job, u.error);
+        }
     }
     let _ = writeln!(
         out,
