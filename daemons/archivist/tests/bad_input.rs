@@ -316,7 +316,9 @@ fn unusable_zookeeper_credentials_are_refused_before_connecting() {
     // Nothing listens here: a refusal must come before any connection attempt.
     env.zk = "127.0.0.1:9".into();
     let var = |name: &str, value: &str| (name.to_string(), Some(value.to_string()));
-    let cases: [(Vec<(String, Option<String>)>, &[&str], &str); 3] = [
+    /// (environment, command, what stderr must say)
+    type Case<'a> = (Vec<(String, Option<String>)>, &'a [&'a str], &'a str);
+    let cases: [Case; 3] = [
         (
             vec![
                 var("ARCHIVIST_ZK_SASL_USER", "archivist"),
