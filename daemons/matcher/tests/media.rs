@@ -644,3 +644,158 @@ fn opus_is_named_and_alac_decodes() {
         d.duration_s
     );
 }
+
+/// Byte offsets of the Ogg pages in `body`.
+fn ogg_pages(body: &[u8]) -> Vec<usize> {
+    (0..body.len().saturating_sub(4))
+        .filter(|&i| &body[i..i + 4] == b"OggS" && body.get(i + 4) == Some(&0))
+        .collect()
+}
+
+/// Ogg Vorbis (`oggenc -q 10`, short pages) with one and two whole pages cut out
+/// midway: the granule positions jump across the gap, and the decode must be refused
+/// as incomplete naming it. (Before, a 90 s episode decoded "complete", 100-250 ms short,
+/// within the duration tolerance, and every later offset was that much early.)
+#[test]
+fn vorbis_with_pages_cut_out_midway_is_incomplete() {
+    let f = fixture();
+    // 90 s (the master ten times): the duration tolerance is then 190 ms, more than a
+    // page or two.
+    let wav = f.dir.join("gap-vorbis.wav");
+    run(Command::new("sox")
+        .arg(&f.master)
+        .args(["-r", "44100", "-b", "16", "-c", "2"])
+        .arg(&wav)
+        .args(["repeat", "9"]));
+    let ogg = f.dir.join("gap-vorbis.ogg");
+    run(Command::new("oggenc")
+        .args(["--quiet", "-q", "10", "-o"])
+        .arg(&ogg)
+        .arg(&wav));
+    let whole = std::fs::read(&ogg).unwrap();
+    decode_file(&ogg).unwrap_or_else(|e| panic!("whole: {e}"));
+    let pages = ogg_pages(&whole);
+    let mid = pages
+        .iter()
+        .position(|&p| p >= whole.len() / 2)
+        .expect("a page past the middle");
+    for cut in [1, 2] {
+        let mut body = whole[..pages[mid]].to_vec();
+        body.extend_from_slice(&whole[pages[mid + cut]..]);
+        let path = f.dir.join(format!("gap-vorbis-{cut}.ogg"));
+        std::fs::write(&path, &body).unwrap();
+        match decode_file(&path) {
+            Err(e @ DecodeError::Incomplete { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains("lost midway"), "{text}");
+                eprintln!("{cut} page(s) cut: {text}");
+            }
+            other => panic!(
+                "{cut} page(s) cut out: must be incomplete, got {:?}",
+                other.map(|d| d.duration_s)
+            ),
+        }
+    }
+}
+
+/// CRC-8 (polynomial 0x07) of a FLAC frame header.
+fn flac_crc8(data: &[u8]) -> u8 {
+    data.iter().fold(0u8, |mut crc, b| {
+        crc ^= b;
+        for _ in 0..8 {
+            crc = if crc & 0x80 != 0 {
+                (crc << 1) ^ 0x07
+            } else {
+                crc << 1
+            };
+        }
+        crc
+    })
+}
+
+/// Byte offsets of the frames of a FLAC body whose headers look like its first's
+/// (same sync, block size and rate, channels and depth; the CRC-8 checked).
+fn flac_frames(body: &[u8]) -> Vec<usize> {
+    let first = (4..body.len() - 4)
+        .find(|&i| body[i] == 0xff && body[i + 1] == 0xf8 && flac_header_ok(body, i))
+        .expect("a FLAC frame");
+    let sig = &body[first..first + 4];
+    (first..body.len() - 16)
+        .filter(|&i| &body[i..i + 4] == sig && flac_header_ok(body, i))
+        .collect()
+}
+
+/// Whether a frame header at `i` (fixed block size, frame number of 1-2 bytes UTF-8, no
+/// extra size or rate bytes) passes its CRC-8.
+fn flac_header_ok(body: &[u8], i: usize) -> bool {
+    let n = match body.get(i + 4) {
+        Some(b) if b & 0x80 == 0 => 1,
+        Some(b) if b & 0xe0 == 0xc0 => 2,
+        _ => return false,
+    };
+    let end = i + 4 + n;
+    body.get(end) == Some(&flac_crc8(&body[i..end]))
+}
+
+/// A streamed FLAC (no total in STREAMINFO) with one frame cut out midway: each frame
+/// header numbers its frame, so the jump is seen and the decode refused as incomplete.
+/// (Before, it decoded "complete" a frame short and every later offset was early.)
+#[test]
+fn a_streamed_flac_with_a_frame_cut_out_midway_is_incomplete() {
+    let f = fixture();
+    let whole = ffmpeg_piped(&f.master, 44_100, &["-c:a", "flac"], "flac");
+    let path = f.dir.join("gap-flac-whole.flac");
+    std::fs::write(&path, &whole).unwrap();
+    decode_file(&path).unwrap_or_else(|e| panic!("whole: {e}"));
+    let frames = flac_frames(&whole);
+    assert!(frames.len() > 20, "{} frames found", frames.len());
+    let mid = frames.len() / 2;
+    let mut body = whole[..frames[mid]].to_vec();
+    body.extend_from_slice(&whole[frames[mid + 1]..]);
+    let cut = f.dir.join("gap-flac.flac");
+    std::fs::write(&cut, &body).unwrap();
+    match decode_file(&cut) {
+        Err(e @ DecodeError::Incomplete { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("lost midway"), "{text}");
+            eprintln!("{text}");
+        }
+        other => panic!(
+            "a frame cut out: must be incomplete, got {:?}",
+            other.map(|d| d.duration_s)
+        ),
+    }
+}
+
+/// Stereo whose channels are in opposite phase (L = -R): the plain average is digital
+/// silence, and the episode was "examined" as silence with every clip not found. The
+/// whole episode in antiphase, and one whose second half alone is (a clip placed in
+/// antiphase in one region), as WAV and as FLAC: every occurrence at its true offset.
+#[test]
+fn stereo_in_opposite_phase_is_researched_not_heard_as_silence() {
+    let f = fixture();
+    let clips = low_rate_clips(f);
+    let master = f.master.to_str().unwrap();
+    for (label, ext) in [("wav", "wav"), ("flac", "flac")] {
+        let whole = f.dir.join(format!("antiphase-whole.{ext}"));
+        run(Command::new("sox")
+            .arg(master)
+            .args(["-r", "44100", "-b", "16"])
+            .arg(&whole)
+            .args(["remix", "1", "1i"]));
+        let half = f.dir.join(format!("antiphase-half.{ext}"));
+        run(Command::new("sox")
+            .arg(format!(
+                "|sox {master} -r 44100 -b 16 -p trim 0 5 remix 1 1"
+            ))
+            .arg(format!("|sox {master} -r 44100 -b 16 -p trim 5 remix 1 1i"))
+            .args(["-r", "44100", "-b", "16"])
+            .arg(&half));
+        for (how, path) in [("whole", &whole), ("second half", &half)] {
+            let (dur, found) = find_all(path, &clips);
+            assert!((dur - f.duration_s).abs() < 0.01, "{label} {how}: {dur} s");
+            let (worst, _) = check(&format!("{label} antiphase {how}"), &found, f, 0.005);
+            eprintln!("{label} antiphase {how}: worst {:.1} ms", worst * 1e3);
+        }
+    }
+}

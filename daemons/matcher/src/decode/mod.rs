@@ -1,7 +1,8 @@
 //! Decoding audio files/streams to mono f32 at [`ANALYSIS_RATE`].
 //!
 //! Uses symphonia (MP3, AAC and ALAC in MP4/M4A, Ogg Vorbis, FLAC, WAV/PCM), mixes
-//! *all* channels to mono (plain average), resamples with rubato's FFT resampler
+//! *all* channels to mono (plain average; a stereo block whose channels are in
+//! opposite phase, so the average cancels, is taken as its side signal), resamples with rubato's FFT resampler
 //! (its delay is compensated, so sample 0 of the output is time 0 of the input) and
 //! low-passes the result to the analysis band ([`ANALYSIS_BAND_HZ`]) so a signal means
 //! the same whatever rate and encoder it came from.
@@ -27,12 +28,15 @@
 //! - a stream that breaks midway, or that decodes to less than the duration its
 //!   container declares (beyond [`duration_tolerance_s`]), is a
 //!   [`DecodeError::Incomplete`] naming what was decoded and what was expected;
+//! - an Ogg page or FLAC frame that starts later than the one before it ended (pages or
+//!   frames cut out midway) is incomplete ([`continuity`]);
 //! - a body whose container declares no length is checked at its end ([`tail`]): a last
 //!   Ogg page without the end-of-stream flag or a last frame cut short is incomplete;
 //! - an MP3 holding other frames than its Xing/LAME header declares (data inserted
 //!   midway) is incomplete: every offset after the insertion would be wrong.
 
 mod band;
+mod continuity;
 mod mp3;
 mod mp4;
 mod resample;
@@ -557,6 +561,19 @@ pub fn decode_source(
         .filter(|n| *n > 0 && trim.is_none())
         .filter(|_| params.codec == sc::CODEC_TYPE_FLAC || PCM_CODECS.contains(&params.codec));
     let mp3_plan = mp3_segments.filter(|_| is_mp3).map(Mp3Plan::new);
+    // Ogg pages and FLAC frames say where their audio starts: a jump is a lost stretch.
+    // (A body that cannot be sniffed, not seekable, is known by its codec.)
+    let unsniffed = head.is_empty();
+    let mut continuity =
+        if head.starts_with(b"OggS") || (unsniffed && params.codec == sc::CODEC_TYPE_VORBIS) {
+            Some(continuity::Continuity::new("Ogg granule positions"))
+        } else if native_flac || (unsniffed && params.codec == sc::CODEC_TYPE_FLAC) {
+            Some(continuity::Continuity::new(
+                "FLAC frame headers' sample numbers",
+            ))
+        } else {
+            None
+        };
     let mono = MonoResampler::new(source_rate, expected_frames.unwrap_or(0), &input)?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(64);
     std::thread::scope(|scope| {
@@ -656,6 +673,17 @@ pub fn decode_source(
                 }
                 continue;
             };
+            if let Some(gap) = continuity
+                .as_mut()
+                .and_then(|c| c.check(&packet, state.rate))
+            {
+                if broke.is_none() {
+                    broke = Some(gap);
+                }
+                held = None;
+                ended = true;
+                continue;
+            }
             let mp3_walked = mp3_plan.as_ref().map(Mp3Plan::frames);
             if mp3_walked.is_some_and(|n| mp3_packets >= n) {
                 // Past every frame the walk found: false frames in bytes after the audio
@@ -1023,7 +1051,8 @@ fn flush(tx: &std::sync::mpsc::SyncSender<Msg>, chunk: &mut Vec<f32>) {
     let _ = tx.send(Msg::Samples(full));
 }
 
-/// Appends the mono mix of `buf` to `out`; returns its frames.
+/// Appends the mono mix of `buf` to `out` (the average of its channels, or the side of
+/// a stereo block in opposite phase: [`antiphase`]); returns its frames.
 fn mix(
     buf: &AudioBufferRef<'_>,
     sample_buf: &mut Option<SampleBuffer<f32>>,
@@ -1041,17 +1070,36 @@ fn mix(
         };
         sb.copy_interleaved_ref(buf.clone());
         let data = sb.samples();
-        let inv = 1.0 / nch as f32;
-        out.extend(
-            data.chunks_exact(nch)
-                .take(frames)
-                .map(|f| f.iter().sum::<f32>() * inv),
-        );
+        let frames_data = data.chunks_exact(nch).take(frames);
+        if nch == 2 && antiphase(frames_data.clone().map(|f| (f[0], f[1]))) {
+            out.extend(frames_data.map(|f| (f[0] - f[1]) * 0.5));
+        } else {
+            let inv = 1.0 / nch as f32;
+            out.extend(frames_data.map(|f| f.iter().sum::<f32>() * inv));
+        }
     }
     frames
 }
 
-/// Appends the average of all channels of `buf` to `out` when it holds planar f32
+/// How much more energy the side signal (L-R)/2 must have than the mid (L+R)/2 before
+/// a stereo block is analysed as its side: 20 dB. Channels in opposite phase (L = -R,
+/// a wiring or editing slip) cancel to digital silence in the plain average, and an
+/// episode heard as silence would store every clip as "not found"; their side signal
+/// is the audio. Ordinary stereo has far more mid than side and keeps the average.
+const ANTIPHASE_RATIO: f32 = 100.0;
+
+/// Whether a block of stereo frames is in opposite phase (its mid cancels while its
+/// side does not), so its side is what it holds ([`ANTIPHASE_RATIO`]).
+fn antiphase(frames: impl Iterator<Item = (f32, f32)>) -> bool {
+    let (mid, side) = frames.fold((0.0f64, 0.0f64), |(m, s), (l, r)| {
+        let (l, r) = (f64::from(l), f64::from(r));
+        (m + (l + r) * (l + r), s + (l - r) * (l - r))
+    });
+    side > 0.0 && side > mid * f64::from(ANTIPHASE_RATIO)
+}
+
+/// Appends the average of all channels of `buf` (the side of an [`antiphase`] stereo
+/// block) to `out` when it holds planar f32
 /// (what the MP3, AAC and Vorbis decoders produce), reading the channel planes directly
 /// instead of through an interleaved copy. Returns false for other sample formats.
 fn downmix_planar(buf: &AudioBufferRef<'_>, out: &mut Vec<f32>) -> bool {
@@ -1062,6 +1110,13 @@ fn downmix_planar(buf: &AudioBufferRef<'_>, out: &mut Vec<f32>) -> bool {
     let frames = b.frames();
     if nch == 0 {
         return true;
+    }
+    if nch == 2 {
+        let (l, r) = (&b.chan(0)[..frames], &b.chan(1)[..frames]);
+        if antiphase(l.iter().copied().zip(r.iter().copied())) {
+            out.extend(l.iter().zip(r).map(|(l, r)| (l - r) * 0.5));
+            return true;
+        }
     }
     let start = out.len();
     out.extend_from_slice(&b.chan(0)[..frames]);
