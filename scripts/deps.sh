@@ -13,6 +13,7 @@ command -v espeak-ng >/dev/null || need+=(espeak-ng)
 command -v curl >/dev/null || need+=(curl)  # scripts wait for /readyz with it
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v gzip >/dev/null || need+=(gzip)
+command -v oggenc >/dev/null || need+=(vorbis-tools) # Ogg pages cut out midway (matcher media)
 if [[ ${#need[@]} -gt 0 ]]; then
     echo "deps.sh: installing ${need[*]} from Debian's packages" >&2
     sudo=""
