@@ -14,6 +14,7 @@ command -v curl >/dev/null || need+=(curl)  # scripts wait for /readyz with it
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v gzip >/dev/null || need+=(gzip)
 command -v oggenc >/dev/null || need+=(vorbis-tools) # Ogg pages cut out midway (matcher media)
+command -v flac >/dev/null || need+=(flac) # FLAC with trailing bytes (matcher decode)
 if [[ ${#need[@]} -gt 0 ]]; then
     echo "deps.sh: installing ${need[*]} from Debian's packages" >&2
     sudo=""
