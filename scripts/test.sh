@@ -14,6 +14,7 @@ ZK_PORT=${ARCHIVIST_TEST_ZK##*:} bash scripts/zk.sh start >/dev/null
 
 if [[ $# -eq 0 ]]; then
     bash scripts/tests/wait_test.sh
+    bash scripts/tests/pki_race_test.sh
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --quiet -- -D warnings
     cargo test --workspace

@@ -141,6 +141,21 @@ has() { [[ ,$security, == *,$1,* ]]; }
 make_pki() {
     [[ -f $pki/done ]] && return 0
     command -v openssl >/dev/null || { log "openssl is needed for tls"; exit 1; }
+    # Servers started at once (secured tests run in parallel on a fresh clone) must not
+    # make it twice: one makes it under the lock, the others wait and reuse it.
+    mkdir -p "$local_dir/zk"
+    local lock
+    exec {lock}>"$local_dir/zk/pki.lock"
+    flock "$lock"
+    if [[ ! -f $pki/done ]]; then
+        rm -rf "$pki"
+        make_pki_now
+    fi
+    flock -u "$lock"
+    exec {lock}>&-
+}
+
+make_pki_now() {
     mkdir -p "$pki"
     (
         cd "$pki"
