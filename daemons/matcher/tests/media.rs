@@ -74,8 +74,15 @@ fn run(cmd: &mut Command) {
 
 /// `ffmpeg -i src [args] dst`, resampled to `rate` with `channels`.
 fn ffmpeg(src: &Path, dst: &Path, rate: u32, channels: u16, args: &[&str]) {
+    ffmpeg_from(src, &[], dst, rate, channels, args);
+}
+
+/// [`ffmpeg`] with input options (`-ss 5 -t 100`: a span of the source).
+fn ffmpeg_from(src: &Path, input: &[&str], dst: &Path, rate: u32, channels: u16, args: &[&str]) {
     run(Command::new("ffmpeg")
-        .args(["-hide_banner", "-loglevel", "error", "-y", "-i"])
+        .args(["-hide_banner", "-loglevel", "error", "-y"])
+        .args(input)
+        .arg("-i")
         .arg(src)
         .args(["-ar", &rate.to_string(), "-ac", &channels.to_string()])
         .args(args)
@@ -195,6 +202,71 @@ fn check(label: &str, found: &[(String, f64, f32)], f: &Fixture, tol: f64) -> (f
     (worst, lowest)
 }
 
+/// The master encoded by ffmpeg into the fixture's folder as `name` (see [`ffmpeg`]).
+fn encoded(name: &str, rate: u32, channels: u16, args: &[&str]) -> PathBuf {
+    encoded_span(name, "0", "100", rate, channels, args)
+}
+
+/// [`encoded`] for the master's `for_s` seconds from `from_s` (all of it: 0, 100).
+fn encoded_span(
+    name: &str,
+    from_s: &str,
+    for_s: &str,
+    rate: u32,
+    channels: u16,
+    args: &[&str],
+) -> PathBuf {
+    let f = fixture();
+    let path = f.dir.join(name);
+    let input: &[&str] = if (from_s, for_s) == ("0", "100") {
+        &[]
+    } else {
+        &["-ss", from_s, "-t", for_s]
+    };
+    ffmpeg_from(&f.master, input, &path, rate, channels, args);
+    path
+}
+
+/// `bytes` written into the fixture's folder as `name`.
+fn written(name: &str, bytes: &[u8]) -> PathBuf {
+    let path = fixture().dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// The files `parts` joined end to end into `name` (a host serving two encodes as one).
+fn joined(name: &str, parts: &[&Path]) -> PathBuf {
+    let mut bytes = Vec::new();
+    for part in parts {
+        bytes.extend(std::fs::read(part).unwrap());
+    }
+    written(name, &bytes)
+}
+
+/// Decodes `episode`, matches `clips` in it and checks every true occurrence within
+/// `tol` s ([`check`]): (decoded duration, worst error, lowest confidence).
+fn matched(label: &str, episode: &Path, clips: &[(String, PathBuf)], tol: f64) -> (f64, f64, f32) {
+    let (duration, found) = find_all(episode, clips);
+    let (worst, lowest) = check(label, &found, fixture(), tol);
+    (duration, worst, lowest)
+}
+
+/// Decoding `path` must be refused as incomplete with a reason holding one of `needles`;
+/// `what` names the case in the panic and the log.
+fn expect_incomplete(path: &Path, what: &str, needles: &[&str]) {
+    match decode_file(path) {
+        Err(e @ DecodeError::Incomplete { .. }) => {
+            let text = e.to_string();
+            assert!(needles.iter().any(|n| text.contains(n)), "{what}: {text}");
+            eprintln!("{what}: {text}");
+        }
+        other => panic!(
+            "{what}: must be incomplete, got {:?}",
+            other.map(|d| d.duration_s)
+        ),
+    }
+}
+
 /// The media matrix: MP3 CBR/VBR (LAME tags), AAC and ALAC in M4A, Ogg Vorbis, FLAC
 /// and WAV, at 8 to 96 kHz, mono and stereo, against 8 kHz clips: every occurrence
 /// within 5 ms of the truth.
@@ -207,10 +279,14 @@ fn the_media_matrix_finds_every_occurrence_at_its_true_offset() {
     for (label, ext, args, rates) in formats() {
         for rate in rates {
             for channels in [1u16, 2] {
-                let path = f.dir.join(format!("ep-{label}-{rate}-{channels}.{ext}"));
-                ffmpeg(&f.master, &path, rate, channels, &args);
-                let (dur, found) = find_all(&path, &clips);
+                let path = encoded(
+                    &format!("ep-{label}-{rate}-{channels}.{ext}"),
+                    rate,
+                    channels,
+                    &args,
+                );
                 let name = format!("{label} {rate} Hz {channels} ch");
+                let (dur, worst, lowest) = matched(&name, &path, &clips, 0.005);
                 // Raw ADTS cannot declare its end padding: up to one frame (1024 samples)
                 // more at the end, never less.
                 let slack = if label == "aac-adts" {
@@ -223,7 +299,6 @@ fn the_media_matrix_finds_every_occurrence_at_its_true_offset() {
                     "{name}: decoded {dur} s of {} s",
                     f.duration_s
                 );
-                let (worst, lowest) = check(&name, &found, f, 0.005);
                 // Resampling and the analysis band make every rate agree with the 8 kHz
                 // clips (before: 0.33 at 96 kHz, 0.47 for an 8 kHz VBR MP3).
                 assert!(lowest >= 0.85, "{name}: confidence {lowest}");
@@ -263,21 +338,17 @@ fn high_rate_clips_and_low_rate_episodes_agree() {
         );
         clip_sets[1].push((name.clone(), mp3));
     }
-    let ep8 = f.dir.join("ep-hl-8k.mp3");
-    ffmpeg(
-        &f.master,
-        &ep8,
+    let ep8 = encoded(
+        "ep-hl-8k.mp3",
         8000,
         1,
         &["-c:a", "libmp3lame", "-b:a", "24k"],
     );
-    let ep96 = f.dir.join("ep-hl-96k.flac");
-    ffmpeg(&f.master, &ep96, 96_000, 2, &["-c:a", "flac"]);
+    let ep96 = encoded("ep-hl-96k.flac", 96_000, 2, &["-c:a", "flac"]);
     for ep in [&ep8, &ep96] {
         for clips in &clip_sets {
-            let (_, found) = find_all(ep, clips);
             let label = format!("{} vs {}", ep.display(), clips[0].1.display());
-            let (worst, lowest) = check(&label, &found, f, 0.005);
+            let (_, worst, lowest) = matched(&label, ep, clips, 0.005);
             eprintln!(
                 "{label}: worst {:.1} ms, lowest confidence {lowest:.2}",
                 worst * 1e3
@@ -294,43 +365,11 @@ fn high_rate_clips_and_low_rate_episodes_agree() {
 fn a_joined_file_whose_sample_rate_changes_midway_is_decoded_whole() {
     let f = fixture();
     let clips = low_rate_clips(f);
-    let a = f.dir.join("part-a.mp3");
-    let b = f.dir.join("part-b.mp3");
     // Part A: the first 5 s at 44.1 kHz; part B: the rest at 22.05 kHz.
-    run(Command::new("ffmpeg")
-        .args(["-hide_banner", "-loglevel", "error", "-y", "-i"])
-        .arg(&f.master)
-        .args([
-            "-t",
-            "5",
-            "-ar",
-            "44100",
-            "-ac",
-            "2",
-            "-c:a",
-            "libmp3lame",
-            "-b:a",
-            "128k",
-        ])
-        .arg(&a));
-    run(Command::new("ffmpeg")
-        .args(["-hide_banner", "-loglevel", "error", "-y", "-ss", "5", "-i"])
-        .arg(&f.master)
-        .args([
-            "-ar",
-            "22050",
-            "-ac",
-            "1",
-            "-c:a",
-            "libmp3lame",
-            "-b:a",
-            "64k",
-        ])
-        .arg(&b));
-    let joined = f.dir.join("joined.mp3");
-    let mut bytes = std::fs::read(&a).unwrap();
-    bytes.extend(std::fs::read(&b).unwrap());
-    std::fs::write(&joined, bytes).unwrap();
+    let lame = |kbps: &'static str| ["-c:a", "libmp3lame", "-b:a", kbps];
+    let a = encoded_span("part-a.mp3", "0", "5", 44_100, 2, &lame("128k"));
+    let b = encoded_span("part-b.mp3", "5", "100", 22_050, 1, &lame("64k"));
+    let joined = joined("joined.mp3", &[&a, &b]);
     let d = decode_file(&joined).unwrap();
     assert_eq!(d.segment_rates, vec![44_100, 22_050], "{d:?}");
     assert!(
@@ -339,11 +378,10 @@ fn a_joined_file_whose_sample_rate_changes_midway_is_decoded_whole() {
         d.duration_s,
         f.duration_s
     );
-    let (_, found) = find_all(&joined, &clips);
     // Where the parts join, the first part's padding and the second's encoder delay are
     // removed (each part's own LAME tag): every occurrence within 5 ms (was 67 ms late
     // after the join).
-    check("joined 44.1 + 22.05 kHz MP3", &found, f, 0.005);
+    matched("joined 44.1 + 22.05 kHz MP3", &joined, &clips, 0.005);
 }
 
 /// Two MP3s at the same rate joined: the second file's encoder delay (and the first's
@@ -352,41 +390,12 @@ fn a_joined_file_whose_sample_rate_changes_midway_is_decoded_whole() {
 fn joined_lame_files_at_one_rate_keep_their_offsets() {
     let f = fixture();
     let clips = low_rate_clips(f);
-    let a = f.dir.join("same-a.mp3");
-    let b = f.dir.join("same-b.mp3");
-    for (path, ss, t) in [(&a, "0", "5"), (&b, "5", "100")] {
-        run(Command::new("ffmpeg")
-            .args([
-                "-hide_banner",
-                "-loglevel",
-                "error",
-                "-y",
-                "-ss",
-                ss,
-                "-t",
-                t,
-                "-i",
-            ])
-            .arg(&f.master)
-            .args([
-                "-ar",
-                "44100",
-                "-ac",
-                "1",
-                "-c:a",
-                "libmp3lame",
-                "-b:a",
-                "64k",
-            ])
-            .arg(path));
-    }
-    let joined = f.dir.join("same-joined.mp3");
-    let mut bytes = std::fs::read(&a).unwrap();
-    bytes.extend(std::fs::read(&b).unwrap());
-    std::fs::write(&joined, bytes).unwrap();
-    let (dur, found) = find_all(&joined, &clips);
+    let lame = ["-c:a", "libmp3lame", "-b:a", "64k"];
+    let a = encoded_span("same-a.mp3", "0", "5", 44_100, 1, &lame);
+    let b = encoded_span("same-b.mp3", "5", "100", 44_100, 1, &lame);
+    let joined = joined("same-joined.mp3", &[&a, &b]);
+    let (dur, ..) = matched("joined 44.1 + 44.1 kHz MP3", &joined, &clips, 0.005);
     assert!((dur - f.duration_s).abs() < 0.01, "decoded {dur} s");
-    check("joined 44.1 + 44.1 kHz MP3", &found, f, 0.005);
 }
 
 /// An MP3 with data inserted midway (a run of its own frames copied in, or random
@@ -398,10 +407,8 @@ fn joined_lame_files_at_one_rate_keep_their_offsets() {
 fn a_lame_file_with_data_inserted_midway_is_refused() {
     let f = fixture();
     let clips = low_rate_clips(f);
-    let whole = f.dir.join("insert-whole.mp3");
-    ffmpeg(
-        &f.master,
-        &whole,
+    let whole = encoded(
+        "insert-whole.mp3",
         44_100,
         1,
         &["-c:a", "libmp3lame", "-b:a", "64k"],
@@ -411,19 +418,8 @@ fn a_lame_file_with_data_inserted_midway_is_refused() {
     let mut copied = bytes[..at].to_vec();
     copied.extend_from_slice(&bytes[bytes.len() / 2..bytes.len() / 2 + 4000]);
     copied.extend_from_slice(&bytes[at..]);
-    let p = f.dir.join("insert-frames.mp3");
-    std::fs::write(&p, &copied).unwrap();
-    match decode_file(&p) {
-        Err(e @ DecodeError::Incomplete { .. }) => {
-            let text = e.to_string();
-            assert!(text.contains("declare"), "{text}");
-            eprintln!("inserted frames: {text}");
-        }
-        other => panic!(
-            "inserted frames must be refused, got {:?}",
-            other.map(|d| d.duration_s)
-        ),
-    }
+    let p = written("insert-frames.mp3", &copied);
+    expect_incomplete(&p, "inserted frames", &["declare"]);
     let mut x: u32 = 2024;
     let junk: Vec<u8> = (0..3000)
         .map(|_| {
@@ -434,12 +430,10 @@ fn a_lame_file_with_data_inserted_midway_is_refused() {
     let mut garbage = bytes[..at].to_vec();
     garbage.extend_from_slice(&junk);
     garbage.extend_from_slice(&bytes[at..]);
-    let p = f.dir.join("insert-garbage.mp3");
-    std::fs::write(&p, &garbage).unwrap();
+    let p = written("insert-garbage.mp3", &garbage);
     match decode_file(&p) {
         Ok(_) => {
-            let (_, found) = find_all(&p, &clips);
-            check("MP3 with random bytes inserted", &found, f, 0.005);
+            matched("MP3 with random bytes inserted", &p, &clips, 0.005);
         }
         Err(e @ DecodeError::Incomplete { .. }) => eprintln!("inserted garbage: {e}"),
         Err(e) => panic!("inserted garbage: {e}"),
@@ -452,18 +446,14 @@ fn a_lame_file_with_data_inserted_midway_is_refused() {
 #[test]
 fn a_lame_file_with_binary_tags_at_its_end_decodes_whole() {
     let f = fixture();
-    let mp3 = f.dir.join("tagged-end.mp3");
-    ffmpeg(
-        &f.master,
-        &mp3,
+    let mp3 = encoded(
+        "tagged-end.mp3",
         44_100,
         1,
         &["-c:a", "libmp3lame", "-b:a", "64k"],
     );
-    let other = f.dir.join("tagged-end-art.mp3");
-    ffmpeg(
-        &f.master,
-        &other,
+    let other = encoded(
+        "tagged-end-art.mp3",
         22_050,
         1,
         &["-c:a", "libmp3lame", "-b:a", "32k"],
@@ -484,8 +474,7 @@ fn a_lame_file_with_binary_tags_at_its_end_decodes_whole() {
     let mut id3v1 = b"TAGtitle".to_vec();
     id3v1.resize(128, 0);
     bytes.extend_from_slice(&id3v1);
-    let p = f.dir.join("tagged-end-whole.mp3");
-    std::fs::write(&p, &bytes).unwrap();
+    let p = written("tagged-end-whole.mp3", &bytes);
     let d = decode_file(&p).unwrap_or_else(|e| panic!("{e}"));
     assert!(
         (d.duration_s - f.duration_s).abs() < 0.01,
@@ -500,32 +489,24 @@ fn a_lame_file_with_binary_tags_at_its_end_decodes_whole() {
 /// reason. (Containers that declare nothing: `cut_media_that_declares_no_length_is_incomplete`.)
 #[test]
 fn truncated_media_is_incomplete_not_a_shorter_episode() {
-    let f = fixture();
     for (label, ext, args) in [
         ("wav", "wav", vec!["-c:a", "pcm_s16le"]),
         ("flac", "flac", vec!["-c:a", "flac"]),
         ("mp3", "mp3", vec!["-c:a", "libmp3lame", "-b:a", "64k"]),
         ("aac", "m4a", vec!["-c:a", "aac", "-movflags", "+faststart"]),
     ] {
-        let whole = f.dir.join(format!("whole-{label}.{ext}"));
-        ffmpeg(&f.master, &whole, 44_100, 1, &args);
+        let whole = encoded(&format!("whole-{label}.{ext}"), 44_100, 1, &args);
         let bytes = std::fs::read(&whole).unwrap();
-        let cut = f.dir.join(format!("cut-{label}.{ext}"));
-        std::fs::write(&cut, &bytes[..bytes.len() * 6 / 10]).unwrap();
+        let cut = written(
+            &format!("cut-{label}.{ext}"),
+            &bytes[..bytes.len() * 6 / 10],
+        );
         match decode_file(&cut) {
             // An MP4 whose media data is cut short is refused by the reader itself.
             Err(e @ DecodeError::NotAudio { .. }) if label == "aac" => {
                 eprintln!("{label}: {e}");
             }
-            Err(e @ DecodeError::Incomplete { .. }) => {
-                let text = e.to_string();
-                assert!(text.contains("incomplete"), "{text}");
-                eprintln!("{label}: {text}");
-            }
-            other => panic!(
-                "{label}: a truncated file must be incomplete: {:?}",
-                other.map(|d| d.duration_s)
-            ),
+            _ => expect_incomplete(&cut, &format!("{label} truncated"), &["incomplete"]),
         }
     }
 }
@@ -576,8 +557,7 @@ fn cut_media_that_declares_no_length_is_incomplete() {
                 "ffmpeg wrote a total sample count to a pipe"
             );
         }
-        let path = f.dir.join(format!("nolen-{label}.{ext}"));
-        std::fs::write(&path, &whole).unwrap();
+        let path = written(&format!("nolen-{label}.{ext}"), &whole);
         let d = decode_file(&path).unwrap_or_else(|e| panic!("{label} whole: {e}"));
         assert!(
             (d.duration_s - f.duration_s).abs() < 0.03,
@@ -594,22 +574,12 @@ fn cut_media_that_declares_no_length_is_incomplete() {
             cuts.push(("page boundary", page));
         }
         for (how, at) in cuts {
-            let cut = f.dir.join(format!("nolen-cut-{label}.{ext}"));
-            std::fs::write(&cut, &whole[..at]).unwrap();
-            match decode_file(&cut) {
-                Err(e @ DecodeError::Incomplete { .. }) => {
-                    let text = e.to_string();
-                    assert!(
-                        text.contains("truncated") || text.contains("cut short"),
-                        "{text}"
-                    );
-                    eprintln!("{label} cut at {how}: {text}");
-                }
-                other => panic!(
-                    "{label} cut at {how}: must be incomplete, got {:?}",
-                    other.map(|d| d.duration_s)
-                ),
-            }
+            let cut = written(&format!("nolen-cut-{label}.{ext}"), &whole[..at]);
+            expect_incomplete(
+                &cut,
+                &format!("{label} cut at {how}"),
+                &["truncated", "cut short"],
+            );
         }
     }
 }
@@ -618,14 +588,7 @@ fn cut_media_that_declares_no_length_is_incomplete() {
 #[test]
 fn opus_is_named_and_alac_decodes() {
     let f = fixture();
-    let opus = f.dir.join("ep.opus");
-    ffmpeg(
-        &f.master,
-        &opus,
-        48_000,
-        2,
-        &["-c:a", "libopus", "-b:a", "48k"],
-    );
+    let opus = encoded("ep.opus", 48_000, 2, &["-c:a", "libopus", "-b:a", "48k"]);
     match decode_file(&opus) {
         Err(DecodeError::UnsupportedCodec { reason, .. }) => {
             assert!(reason.starts_with("Opus is not supported"), "{reason}")
@@ -635,8 +598,7 @@ fn opus_is_named_and_alac_decodes() {
             other.map(|d| d.duration_s)
         ),
     }
-    let alac = f.dir.join("ep-alac.m4a");
-    ffmpeg(&f.master, &alac, 44_100, 2, &["-c:a", "alac"]);
+    let alac = encoded("ep-alac.m4a", 44_100, 2, &["-c:a", "alac"]);
     let d = decode_file(&alac).unwrap();
     assert!(
         (d.duration_s - f.duration_s).abs() < 0.01,
@@ -682,19 +644,8 @@ fn vorbis_with_pages_cut_out_midway_is_incomplete() {
     for cut in [1, 2] {
         let mut body = whole[..pages[mid]].to_vec();
         body.extend_from_slice(&whole[pages[mid + cut]..]);
-        let path = f.dir.join(format!("gap-vorbis-{cut}.ogg"));
-        std::fs::write(&path, &body).unwrap();
-        match decode_file(&path) {
-            Err(e @ DecodeError::Incomplete { .. }) => {
-                let text = e.to_string();
-                assert!(text.contains("lost midway"), "{text}");
-                eprintln!("{cut} page(s) cut: {text}");
-            }
-            other => panic!(
-                "{cut} page(s) cut out: must be incomplete, got {:?}",
-                other.map(|d| d.duration_s)
-            ),
-        }
+        let path = written(&format!("gap-vorbis-{cut}.ogg"), &body);
+        expect_incomplete(&path, &format!("{cut} page(s) cut out"), &["lost midway"]);
     }
 }
 
@@ -744,27 +695,15 @@ fn flac_header_ok(body: &[u8], i: usize) -> bool {
 fn a_streamed_flac_with_a_frame_cut_out_midway_is_incomplete() {
     let f = fixture();
     let whole = ffmpeg_piped(&f.master, 44_100, &["-c:a", "flac"], "flac");
-    let path = f.dir.join("gap-flac-whole.flac");
-    std::fs::write(&path, &whole).unwrap();
+    let path = written("gap-flac-whole.flac", &whole);
     decode_file(&path).unwrap_or_else(|e| panic!("whole: {e}"));
     let frames = flac_frames(&whole);
     assert!(frames.len() > 20, "{} frames found", frames.len());
     let mid = frames.len() / 2;
     let mut body = whole[..frames[mid]].to_vec();
     body.extend_from_slice(&whole[frames[mid + 1]..]);
-    let cut = f.dir.join("gap-flac.flac");
-    std::fs::write(&cut, &body).unwrap();
-    match decode_file(&cut) {
-        Err(e @ DecodeError::Incomplete { .. }) => {
-            let text = e.to_string();
-            assert!(text.contains("lost midway"), "{text}");
-            eprintln!("{text}");
-        }
-        other => panic!(
-            "a frame cut out: must be incomplete, got {:?}",
-            other.map(|d| d.duration_s)
-        ),
-    }
+    let cut = written("gap-flac.flac", &body);
+    expect_incomplete(&cut, "a frame cut out", &["lost midway"]);
 }
 
 /// Stereo whose channels are in opposite phase (L = -R): the plain average is digital
@@ -792,9 +731,8 @@ fn stereo_in_opposite_phase_is_researched_not_heard_as_silence() {
             .args(["-r", "44100", "-b", "16"])
             .arg(&half));
         for (how, path) in [("whole", &whole), ("second half", &half)] {
-            let (dur, found) = find_all(path, &clips);
+            let (dur, worst, _) = matched(&format!("{label} antiphase {how}"), path, &clips, 0.005);
             assert!((dur - f.duration_s).abs() < 0.01, "{label} {how}: {dur} s");
-            let (worst, _) = check(&format!("{label} antiphase {how}"), &found, f, 0.005);
             eprintln!("{label} antiphase {how}: worst {:.1} ms", worst * 1e3);
         }
     }

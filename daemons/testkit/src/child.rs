@@ -21,7 +21,13 @@
 //! ```
 
 use std::future::Future;
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use archivist_engine::{Session, ZkConfig};
+use tokio_util::sync::CancellationToken;
 
 /// The environment variable naming the helper test a child process runs.
 const CHILD_VAR: &str = "ARCHIVIST_TEST_CHILD";
@@ -49,6 +55,71 @@ pub fn child_process(test: &str) -> Command {
     ])
     .env(CHILD_VAR, test);
     cmd
+}
+
+/// [`child_process`] for a helper that works on the tree of `config`: its first two
+/// arguments are the connect string and the chroot (read back by [`child_config`]), the
+/// helper's own arguments follow.
+pub fn child_on(test: &str, config: &ZkConfig) -> Command {
+    let (hosts, chroot) = config.hosts_and_chroot();
+    let mut cmd = child_process(test);
+    cmd.args([hosts, chroot]);
+    cmd
+}
+
+/// In a child started by [`child_on`]: the config its parent's tree is at (`args[1]` the
+/// connect string, `args[2]` the chroot), with `session_timeout`.
+pub fn child_config(args: &[String], session_timeout: Duration) -> ZkConfig {
+    ZkConfig::new(&args[1])
+        .with_chroot(&args[2])
+        .with_session_timeout(session_timeout)
+}
+
+/// In a child: a session on `config`, or exit with status 1 and the error (a child has
+/// nobody to return an error to).
+pub async fn child_session(config: &ZkConfig) -> Session {
+    match Session::connect(config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1)
+        }
+    }
+}
+
+/// In a child: a token cancelled on SIGTERM or SIGINT, so the daemon under test stops
+/// as it does in production when its parent stops it.
+pub fn shutdown_on_signal() -> CancellationToken {
+    let shutdown = CancellationToken::new();
+    let fire = shutdown.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        } else {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        fire.cancel();
+    });
+    shutdown
+}
+
+/// The lines a child writes to its piped stdout, as they come, read on a thread of their
+/// own (so a test can wait for one with a deadline: `recv_timeout`). The thread reads to
+/// the end even when the receiver is gone, so the child never blocks on a full pipe or
+/// dies of a closed one. Takes the child's stdout; panics if it was not piped.
+pub fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().expect("the child's stdout is piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
 }
 
 /// The helper's arguments when this process was started by [`child_process`] for

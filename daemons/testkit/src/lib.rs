@@ -15,10 +15,14 @@ use std::time::Duration;
 
 use archivist_engine::{Session, ZkConfig};
 
+pub mod catalog;
 pub mod child;
 pub mod secured;
 
-pub use child::{child_args, child_process, expect_args, number_arg, run_child};
+pub use child::{
+    child_args, child_config, child_on, child_process, child_session, expect_args, number_arg,
+    run_child, shutdown_on_signal, stdout_lines,
+};
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -95,13 +99,43 @@ fn prune_stale_trees_once(connect: &str) {
                 return;
             };
             runtime.block_on(async {
-                if let Err(e) = prune_stale_trees(&connect, "/test", STALE_TREE_AGE).await {
+                if let Err(e) = open_test_root(&connect, TEST_ROOT).await {
+                    eprintln!("opening {TEST_ROOT} to every test: {e}");
+                }
+                if let Err(e) = prune_stale_trees(&connect, TEST_ROOT, STALE_TREE_AGE).await {
                     eprintln!("pruning old test trees: {e}");
                 }
             });
         });
         let _ = pruner.join();
     });
+}
+
+/// The parent of every test's chroot ([`unique_chroot`]).
+pub const TEST_ROOT: &str = "/test";
+
+/// Makes `root` exist with an ACL open to anyone (and opens it if it is not). A session
+/// creates the missing parents of its chroot with its own ACLs, so on a fresh server the
+/// first test to run decided `/test`'s: when that was an access-control test (digest
+/// credentials), every other test's chroot creation failed with `NoAuth`. The access
+/// tests' credentials are given so a root they closed can be opened again.
+pub async fn open_test_root(connect: &str, root: &str) -> Result<(), archivist_engine::zk::Error> {
+    use archivist_engine::zk;
+    let client = zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .with_auth("digest", ACL_TEST_CREDENTIALS.as_bytes())
+        .connect(connect)
+        .await?;
+    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    match client.create(root, b"", &open).await {
+        Ok(_) | Err(zk::Error::NodeExists) => {}
+        Err(e) => return Err(e),
+    }
+    let (acl, _) = client.get_acl(root).await?;
+    if acl.as_slice() != &*zk::Acls::anyone_all() {
+        client.set_acl(root, &zk::Acls::anyone_all(), None).await?;
+    }
+    Ok(())
 }
 
 /// Deletes the children of `parent` whose node was created more than `age` ago, with
@@ -185,7 +219,7 @@ pub async fn delete_tree(
 /// A unique chroot for one test.
 pub fn unique_chroot(name: &str) -> String {
     format!(
-        "/test/{name}-{}-{:08x}",
+        "{TEST_ROOT}/{name}-{}-{:08x}",
         std::process::id(),
         rand::random::<u32>()
     )

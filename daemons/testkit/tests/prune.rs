@@ -81,3 +81,45 @@ async fn prune_takes_trees_older_than_the_age_and_leaves_younger_ones() {
         .is_some());
     delete_tree(&c, &parent).await.expect("clean up");
 }
+
+/// A test root an access-control test created with its own ACL (as `/test` was on a
+/// fresh server when such a test ran first) is opened again: anonymous sessions can
+/// create their chroots under it. Before, every other test failed with `NoAuth`.
+#[tokio::test]
+async fn a_test_root_closed_by_an_access_test_is_opened_to_every_test() {
+    let root = format!(
+        "/testkit-root-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    );
+    let owner = zk::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .with_auth("digest", archivist_testkit::ACL_TEST_CREDENTIALS.as_bytes())
+        .connect(&zk_connect())
+        .await
+        .expect("connect");
+    let closed = zk::CreateMode::Persistent.with_acls(zk::Acls::creator_all());
+    owner
+        .create(&root, b"", &closed)
+        .await
+        .expect("closed root");
+    let anonymous = client().await;
+    let child = format!("{root}/chroot");
+    let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    assert_eq!(
+        anonymous.create(&child, b"", &open).await.unwrap_err(),
+        zk::Error::NoAuth
+    );
+    archivist_testkit::open_test_root(&zk_connect(), &root)
+        .await
+        .expect("open the root");
+    anonymous
+        .create(&child, b"", &open)
+        .await
+        .expect("a chroot under the opened root");
+    // Opening an open root again changes nothing.
+    archivist_testkit::open_test_root(&zk_connect(), &root)
+        .await
+        .expect("open it again");
+    delete_tree(&anonymous, &root).await.expect("clean up");
+}

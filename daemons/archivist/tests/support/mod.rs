@@ -2,7 +2,7 @@
 //! test ends, a fresh chroot per test, and a scratch directory.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -113,21 +113,15 @@ impl Daemon {
 
     /// Reads stdout lines until one matches; returns it.
     pub fn wait_for_line(&mut self, prefix: &str, timeout: Duration) -> String {
-        let stdout = self
-            .child
-            .as_mut()
-            .and_then(|c| c.stdout.take())
-            .expect("stdout piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let prefix = prefix.to_string();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.starts_with(&prefix) {
-                    let _ = tx.send(line);
-                }
+        let lines = archivist_testkit::stdout_lines(self.child.as_mut().expect("a running child"));
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = lines.recv_timeout(left).expect("expected line on stdout");
+            if line.starts_with(prefix) {
+                return line;
             }
-        });
-        rx.recv_timeout(timeout).expect("expected line on stdout")
+        }
     }
 
     /// Whether the process is still running (it has not exited, for any reason).

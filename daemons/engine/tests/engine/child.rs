@@ -2,7 +2,7 @@
 //! claims jobs from one state, waits `--work-ms`, moves each to
 //! the state's default success target, and prints `processed <job>` per job.
 //!
-//! Run by `archivist_testkit::child_process("child::engine_test_consumer")` (a test, not a shipped
+//! Run by `archivist_testkit::child_on("child::engine_test_consumer", &config)` (a test, not a shipped
 //! binary); arguments: engine-test-consumer <connect> <chroot> <state> <work-ms> <concurrency> <session-timeout-ms>
 
 use std::sync::Arc;
@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use archivist_engine::consumer::{self, Claimed, ConsumerOptions, Step};
 use archivist_engine::transition::{machine, LockAction, Role, Transition};
-use archivist_engine::{EngineError, Session, ZkConfig};
-use tokio_util::sync::CancellationToken;
+use archivist_engine::EngineError;
 
 struct TinyWork {
     work: Duration,
@@ -59,16 +58,8 @@ async fn run(args: Vec<String>) {
         eprintln!("{e}");
         std::process::exit(2)
     });
-    let config = ZkConfig::new(&args[1])
-        .with_chroot(&args[2])
-        .with_session_timeout(Duration::from_millis(parse(6)));
-    let session = match Session::connect(&config).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(1)
-        }
-    };
+    let config = archivist_testkit::child_config(&args, Duration::from_millis(parse(6)));
+    let session = archivist_testkit::child_session(&config).await;
     let owner = format!("test-consumer-{}", std::process::id());
     println!("session {}", session.id());
     let step = Arc::new(TinyWork {
@@ -78,12 +69,7 @@ async fn run(args: Vec<String>) {
     let options = ConsumerOptions::new(state, owner)
         .with_concurrency(parse(5) as usize)
         .with_poll_interval(Duration::from_millis(200));
-    let shutdown = CancellationToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
-        stop.cancel();
-    });
+    let shutdown = archivist_testkit::shutdown_on_signal();
     if let Err(e) = consumer::run(&session, options, step, shutdown).await {
         eprintln!("consumer stopped: {e}");
         std::process::exit(1);

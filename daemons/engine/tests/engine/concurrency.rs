@@ -13,19 +13,30 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::new_job;
 
-/// Counts how many times each job's step ran.
+/// Counts how many times each job's step ran and moves the job to `leased`; with
+/// `drop_first`, fails the first run of each job with a dropped connection instead, as
+/// a ZooKeeper leader change does mid-step. One step for every in-process consumer test
+/// here (they were near copies).
 struct CountingStep {
     runs: Arc<Mutex<BTreeMap<String, u32>>>,
+    drop_first: bool,
 }
 
 impl Step for CountingStep {
     async fn run(&self, claimed: Claimed) -> Result<(), EngineError> {
-        *self
-            .runs
-            .lock()
-            .unwrap()
-            .entry(claimed.job.id.clone())
-            .or_default() += 1;
+        let first = {
+            let mut runs = self.runs.lock().unwrap();
+            let n = runs.entry(claimed.job.id.clone()).or_default();
+            *n += 1;
+            *n == 1
+        };
+        if first && self.drop_first {
+            return Err(EngineError::zk(
+                "multi",
+                "/jobs",
+                archivist_engine::zk::Error::ConnectionLoss,
+            ));
+        }
         Transition::new(
             archivist_engine::transition::Role::Researcher,
             &claimed.job,
@@ -68,7 +79,10 @@ async fn concurrent_consumer_tasks_process_each_job_exactly_once() {
     let mut handles = Vec::new();
     for i in 0..6 {
         let s = archivist_testkit::another_session(&config).await;
-        let step = Arc::new(CountingStep { runs: runs.clone() });
+        let step = Arc::new(CountingStep {
+            runs: runs.clone(),
+            drop_first: false,
+        });
         let options = ConsumerOptions::new(JobState::Pending, format!("consumer-{i}"))
             .with_concurrency(4)
             .with_poll_interval(Duration::from_millis(100));
@@ -97,11 +111,10 @@ async fn concurrent_consumer_tasks_process_each_job_exactly_once() {
 async fn concurrent_consumer_processes_process_each_job_exactly_once() {
     let (config, session) = archivist_testkit::fresh_tree("procs-once").await;
     let ids = create_jobs(&session, 600).await;
-    let (hosts, chroot) = config.hosts_and_chroot();
     let children: Vec<_> = (0..3)
         .map(|_| {
-            archivist_testkit::child_process("child::engine_test_consumer")
-                .args([&hosts, &chroot, "pending", "0", "4", "4000"])
+            archivist_testkit::child_on("child::engine_test_consumer", &config)
+                .args(["pending", "0", "4", "4000"])
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("spawn consumer")
@@ -142,40 +155,6 @@ async fn concurrent_consumer_processes_process_each_job_exactly_once() {
     );
 }
 
-/// Fails its first run of each job with a dropped connection, as a ZooKeeper leader
-/// change does mid-step, then moves the job on.
-struct DroppedOnceStep {
-    runs: Arc<Mutex<BTreeMap<String, u32>>>,
-}
-
-impl Step for DroppedOnceStep {
-    async fn run(&self, claimed: Claimed) -> Result<(), EngineError> {
-        let first = {
-            let mut runs = self.runs.lock().unwrap();
-            let n = runs.entry(claimed.job.id.clone()).or_default();
-            *n += 1;
-            *n == 1
-        };
-        if first {
-            return Err(EngineError::zk(
-                "multi",
-                "/jobs",
-                archivist_engine::zk::Error::ConnectionLoss,
-            ));
-        }
-        Transition::new(
-            archivist_engine::transition::Role::Researcher,
-            &claimed.job,
-            claimed.version,
-            JobState::Leased,
-        )
-        .lock(LockAction::Release(claimed.lock.clone()))
-        .commit(&claimed.session)
-        .await?;
-        Ok(())
-    }
-}
-
 /// A step cut off by a dropped connection is not the job's fault: the job is claimed
 /// again and finishes, and none is marked failed (CI saw two jobs failed by a leader kill).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,7 +163,10 @@ async fn a_step_cut_off_by_a_dropped_connection_runs_again_instead_of_failing_th
     let ids = create_jobs(&session, 3).await;
     let runs = Arc::new(Mutex::new(BTreeMap::new()));
     let shutdown = CancellationToken::new();
-    let step = Arc::new(DroppedOnceStep { runs: runs.clone() });
+    let step = Arc::new(CountingStep {
+        runs: runs.clone(),
+        drop_first: true,
+    });
     let options = ConsumerOptions::new(JobState::Pending, "consumer-dropped")
         .with_concurrency(2)
         .with_poll_interval(Duration::from_millis(100));

@@ -16,9 +16,8 @@ use crate::support::{create, queues_holding};
 async fn a_killed_consumer_loses_its_lock_after_the_session_timeout_and_another_finishes() {
     let (config, session) = archivist_testkit::fresh_tree("sigkill").await;
     let job = create(&session, 0, 1_700_000_000_000).await;
-    let (hosts, chroot) = config.hosts_and_chroot();
-    let mut child = archivist_testkit::child_process("child::engine_test_consumer")
-        .args([&hosts, &chroot, "pending", "600000", "1", "2000"])
+    let mut child = archivist_testkit::child_on("child::engine_test_consumer", &config)
+        .args(["pending", "600000", "1", "2000"])
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn consumer");
@@ -73,10 +72,9 @@ async fn a_killed_consumer_loses_its_lock_after_the_session_timeout_and_another_
 async fn a_consumer_whose_session_expires_stops_and_commits_nothing() {
     let (config, observer) = archivist_testkit::fresh_tree("expiry").await;
     let job = create(&observer, 0, 1_700_000_000_000).await;
-    let (hosts, chroot) = config.hosts_and_chroot();
     // Work takes 3 s; the session times out after 2 s of silence.
-    let child = archivist_testkit::child_process("child::engine_test_consumer")
-        .args([&hosts, &chroot, "pending", "3000", "1", "2000"])
+    let child = archivist_testkit::child_on("child::engine_test_consumer", &config)
+        .args(["pending", "3000", "1", "2000"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

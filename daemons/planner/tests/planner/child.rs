@@ -1,14 +1,12 @@
 //! A planner process for the planner's multi-process tests (SIGKILL mid-run).
 //!
-//! Run by `archivist_testkit::child_process("child::planner_test_daemon")` (a test, not a shipped
+//! Run by `archivist_testkit::child_on("child::planner_test_daemon", &config)` (a test, not a shipped
 //! binary); arguments: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>
 
 use std::time::Duration;
 
 use archivist_engine::member::Identity;
-use archivist_engine::ZkConfig;
 use archivist_planner::PlannerSettings;
-use tokio_util::sync::CancellationToken;
 
 /// The child process: a no-op in a normal test run (see `archivist_testkit::child`).
 #[test]
@@ -24,18 +22,11 @@ async fn run(args: Vec<String>) {
         "planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>",
     );
     let number = |i: usize| archivist_testkit::number_arg(&args, i);
-    let config = ZkConfig::new(&args[1])
-        .with_chroot(&args[2])
-        .with_session_timeout(Duration::from_millis(number(3)));
+    let config = archivist_testkit::child_config(&args, Duration::from_millis(number(3)));
     let settings = PlannerSettings::default()
         .with_max_clips(number(4) as usize)
         .with_tick(Duration::from_millis(number(5)));
-    let shutdown = CancellationToken::new();
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
-        stop.cancel();
-    });
+    let shutdown = archivist_testkit::shutdown_on_signal();
     println!("started");
     if let Err(e) = archivist_planner::run(
         &config,

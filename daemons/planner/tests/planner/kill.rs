@@ -21,9 +21,8 @@ async fn a_planner_killed_mid_run_leaves_a_consistent_tree() {
     }
     // 150 slots: the planner wants 151 waiting items, one multi each.
     register_researcher(&session, "r1", 150).await;
-    let (hosts, chroot) = config.hosts_and_chroot();
-    let mut child = archivist_testkit::child_process("child::planner_test_daemon")
-        .args([&hosts, &chroot, "2000", "3", "100", "doomed"])
+    let mut child = archivist_testkit::child_on("child::planner_test_daemon", &config)
+        .args(["2000", "3", "100", "doomed"])
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn planner");

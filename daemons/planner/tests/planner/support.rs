@@ -5,11 +5,10 @@ use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::queue_key::QueueEntry;
 use archivist_engine::schema::records::{
-    CatalogFields, ClipRecord, EpisodeRecord, JobRecord, LeaseRecord, MemberRecord, ResearchRecord,
-    ResearchRun,
+    CatalogFields, JobRecord, LeaseRecord, MemberRecord, ResearchRecord, ResearchRun,
 };
 use archivist_engine::schema::{JobState, SCHEMA_VERSION};
-use archivist_engine::{store, zk, Session};
+use archivist_engine::{store, Session};
 use archivist_planner::PlannerSettings;
 use time::OffsetDateTime;
 
@@ -22,19 +21,15 @@ pub fn at(ms: i64) -> OffsetDateTime {
 
 pub fn fields(title: &str, priority: i64, curated_ms: i64, held: bool) -> CatalogFields {
     CatalogFields {
-        title: title.to_string(),
-        description: None,
-        media_url: format!("http://127.0.0.1:1/{title}.mp3"),
-        media_type: None,
-        curator: "test".into(),
         priority,
-        initial_curated: at(curated_ms),
         // Re-curation moves this; the planner must not use it.
         last_curated: at(BASE_MS + 1000 * DAY_MS - curated_ms),
-        content_hash: None,
-        duration_s: None,
-        guid: None,
         held,
+        ..archivist_testkit::catalog::fields(
+            title,
+            &format!("http://127.0.0.1:1/{title}.mp3"),
+            at(curated_ms),
+        )
     }
 }
 
@@ -50,18 +45,8 @@ pub async fn put_episode(
     held: bool,
 ) -> String {
     let id = episode_id(n);
-    let record = EpisodeRecord {
-        schema: SCHEMA_VERSION,
-        id: id.clone(),
-        air_date: None,
-        fields: fields(&id, priority, curated_ms, held),
-    };
-    write(
-        session,
-        &paths::episode(&id),
-        &store::encode(&paths::episode(&id), &record).unwrap(),
-    )
-    .await;
+    archivist_testkit::catalog::put_episode(session, &id, fields(&id, priority, curated_ms, held))
+        .await;
     id
 }
 
@@ -73,17 +58,8 @@ pub async fn put_clip(
     held: bool,
 ) -> String {
     let id = paths::clip_id(n);
-    let record = ClipRecord {
-        schema: SCHEMA_VERSION,
-        id: id.clone(),
-        fields: fields(&id, priority, curated_ms, held),
-    };
-    write(
-        session,
-        &paths::clip(&id),
-        &store::encode(&paths::clip(&id), &record).unwrap(),
-    )
-    .await;
+    archivist_testkit::catalog::put_clip(session, &id, fields(&id, priority, curated_ms, held))
+        .await;
     id
 }
 
@@ -119,17 +95,7 @@ pub async fn put_lease(
     write(session, &path, &store::encode(&path, &record).unwrap()).await;
 }
 
-/// Creates or overwrites a persistent node.
-pub async fn write(session: &Session, path: &str, data: &[u8]) {
-    let options = session.create_options(zk::CreateMode::Persistent);
-    match session.client().create(path, data, &options).await {
-        Ok(_) => {}
-        Err(zk::Error::NodeExists) => {
-            session.client().set_data(path, data, None).await.unwrap();
-        }
-        Err(e) => panic!("create {path}: {e}"),
-    }
-}
+pub use archivist_testkit::catalog::write;
 
 /// Registers a fake researcher (an ephemeral member node with `slots`) on `session`.
 pub async fn register_researcher(session: &Session, name: &str, slots: u32) {

@@ -2,13 +2,13 @@
 //! multi, prints `prepared <report>`, waits `<delay-ms>`, commits and prints
 //! `stored <report>`. Killing it during the wait leaves a prepared, uncommitted store.
 //!
-//! Run by `archivist_testkit::child_process("child::recorder_test_slow")` (a test, not a shipped
+//! Run by `archivist_testkit::child_on("child::recorder_test_slow", &config)` (a test, not a shipped
 //! binary); arguments: recorder-test-slow <connect> <chroot> <delay-ms>
 
 use std::time::Duration;
 
 use archivist_engine::schema::paths;
-use archivist_engine::{store as zkstore, Session, ZkConfig};
+use archivist_engine::store as zkstore;
 use archivist_recorder::store;
 
 /// The child process: a no-op in a normal test run (see `archivist_testkit::child`).
@@ -24,16 +24,8 @@ async fn run(args: Vec<String>) {
         eprintln!("delay must be a number of milliseconds");
         std::process::exit(2);
     };
-    let config = ZkConfig::new(&args[1])
-        .with_chroot(&args[2])
-        .with_session_timeout(Duration::from_secs(4));
-    let session = match Session::connect(&config).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(1)
-        }
-    };
+    let config = archivist_testkit::child_config(&args, Duration::from_secs(4));
+    let session = archivist_testkit::child_session(&config).await;
     loop {
         let names = match zkstore::children(&session, paths::REPORTS).await {
             Ok(n) => n,

@@ -3,46 +3,22 @@
 
 use std::time::Duration;
 
-use archivist_engine::member::Identity;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::JobState;
 use archivist_engine::{jobs, store, zk};
-use archivist_recorder::{reaper, ReaperSettings};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{self, job, lease, occurrences_for, read_lease, report, research};
+use crate::support::{
+    self, fast_reaper, job, lease, mark_reported, occurrences_for, read_lease, report, research,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
     let (config, session) = archivist_testkit::fresh_tree("close").await;
     // The reaper runs inside the same process, as `recorder --with-reaper` does.
     let shutdown = CancellationToken::new();
-    let recorder = {
-        let config = config.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            archivist_recorder::run(
-                &config,
-                support::settings(),
-                Identity::named("recorder", "recorder-test"),
-                shutdown,
-            )
-            .await
-        })
-    };
-    let reaper = {
-        let config = config.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            reaper::run(
-                &config,
-                ReaperSettings::default().with_interval(Duration::from_millis(100)),
-                Identity::named("reaper", "reaper-test"),
-                shutdown,
-            )
-            .await
-        })
-    };
+    let recorder = support::spawn_recorder(&config, "recorder-test", &shutdown);
+    let reaper = support::spawn_reaper(&config, fast_reaper(), "reaper-test", &shutdown);
     let clips: Vec<u32> = (1..=6).collect();
     let good = job(&session, "e0000030", &clips, JobState::Researching).await;
     lease(&session, &good, 60_000).await;
@@ -52,16 +28,7 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
     // The final report and `researching -> reported` land together (the researcher's
     // multi); stand in for it by writing both.
     report(&session, &good, 6, occurrences_for(6, 0.0), true).await;
-    let (current, version) = jobs::read(&session, &good.id).await.unwrap();
-    archivist_engine::transition::Transition::new(
-        archivist_engine::transition::Role::Researcher,
-        &current,
-        version,
-        JobState::Reported,
-    )
-    .commit(&session)
-    .await
-    .unwrap();
+    mark_reported(&session, &good).await;
 
     // A second reported job whose one report is garbage: it fails with the reason. The
     // report exists before the job reaches `reported` (as with a researcher, whose final
@@ -78,16 +45,7 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
         )
         .await
         .unwrap();
-    let (current, version) = jobs::read(&session, &broken.id).await.unwrap();
-    archivist_engine::transition::Transition::new(
-        archivist_engine::transition::Role::Researcher,
-        &current,
-        version,
-        JobState::Reported,
-    )
-    .commit(&session)
-    .await
-    .unwrap();
+    mark_reported(&session, &broken).await;
 
     let settled = archivist_testkit::eventually(Duration::from_secs(20), || async {
         let a = jobs::read(&session, &good.id).await.unwrap().0.status;
@@ -150,19 +108,7 @@ async fn reports_with_impossible_occurrences_fail_the_job_and_the_record_stays_r
     use archivist_engine::schema::records::{Occurrence, ResearchRecord};
     let (config, session) = archivist_testkit::fresh_tree("impossible-occurrences").await;
     let shutdown = CancellationToken::new();
-    let recorder = {
-        let config = config.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            archivist_recorder::run(
-                &config,
-                support::settings(),
-                Identity::named("recorder", "recorder-impossible"),
-                shutdown,
-            )
-            .await
-        })
-    };
+    let recorder = support::spawn_recorder(&config, "recorder-impossible", &shutdown);
     let occ = |at: f64, conf: f32, speed: Option<f32>| Occurrence {
         at,
         conf,
@@ -184,16 +130,7 @@ async fn reports_with_impossible_occurrences_fail_the_job_and_the_record_stays_r
         lease(&session, &j, 60_000).await;
         report(&session, &j, 1, vec![occ(12.0, 0.8, None)], false).await;
         report(&session, &j, 2, bad, true).await;
-        let (current, version) = jobs::read(&session, &j.id).await.unwrap();
-        archivist_engine::transition::Transition::new(
-            archivist_engine::transition::Role::Researcher,
-            &current,
-            version,
-            JobState::Reported,
-        )
-        .commit(&session)
-        .await
-        .unwrap();
+        mark_reported(&session, &j).await;
         jobs_made.push(j);
     }
     let settled = archivist_testkit::eventually(Duration::from_secs(20), || async {

@@ -3,20 +3,15 @@
 use std::time::Duration;
 
 use archivist_engine::lock::JobLock;
-use archivist_engine::member::Identity;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::JobRecord;
 use archivist_engine::schema::JobState;
 use archivist_engine::{jobs, store, Session};
-use archivist_recorder::reaper::{self, sweep, LEASE_EXPIRED, TTL_PASSED};
-use archivist_recorder::{watcher, ReaperSettings};
+use archivist_recorder::reaper::{sweep, LEASE_EXPIRED, TTL_PASSED};
+use archivist_recorder::watcher;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{self, job, lease, queues_holding, read_lease, report, research};
-
-fn fast_reaper() -> ReaperSettings {
-    ReaperSettings::default().with_interval(Duration::from_millis(100))
-}
+use crate::support::{self, fast_reaper, job, lease, queues_holding, read_lease, report, research};
 
 async fn status(session: &Session, job: &JobRecord) -> Option<(JobState, Option<String>)> {
     jobs::read_optional(session, &job.id)
@@ -43,19 +38,7 @@ async fn a_lease_expiring_mid_research_expires_the_job_and_keeps_what_was_record
         let shutdown = shutdown.clone();
         tokio::spawn(async move { watcher::run(&s, &support::settings(), shutdown).await })
     };
-    let reaper = {
-        let config = config.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            reaper::run(
-                &config,
-                fast_reaper(),
-                Identity::named("reaper", "reaper-test"),
-                shutdown,
-            )
-            .await
-        })
-    };
+    let reaper = support::spawn_reaper(&config, fast_reaper(), "reaper-test", &shutdown);
     // Three clips reported 400 ms apart: each store extends the 1.5 s lease.
     for n in 1..=3 {
         report(
@@ -266,17 +249,8 @@ async fn only_the_leading_reaper_acts_and_another_takes_over() {
     let (config, session) = archivist_testkit::fresh_tree("one-reaper").await;
     let first_stop = CancellationToken::new();
     let second_stop = CancellationToken::new();
-    let spawn = |name: &'static str, stop: CancellationToken| {
-        let config = config.clone();
-        tokio::spawn(async move {
-            reaper::run(
-                &config,
-                fast_reaper(),
-                Identity::named("reaper", name),
-                stop,
-            )
-            .await
-        })
+    let spawn = |name: &str, stop: CancellationToken| {
+        support::spawn_reaper(&config, fast_reaper(), name, &stop)
     };
     let first = spawn("reaper-one", first_stop.clone());
     let joined = archivist_testkit::eventually(Duration::from_secs(10), || async {

@@ -2,9 +2,7 @@
 //! half-done: a fresh recorder stores every report exactly once.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use archivist_engine::schema::paths;
@@ -23,21 +21,12 @@ async fn a_recorder_killed_mid_store_leaves_nothing_half_done() {
     for n in &clips {
         report(&session, &j, *n, occurrences_for(*n, 0.5), false).await;
     }
-    let (hosts, chroot) = config.hosts_and_chroot();
-    let mut child = archivist_testkit::child_process("child::recorder_test_slow")
-        .args([&hosts, &chroot, "300"])
+    let mut child = archivist_testkit::child_on("child::recorder_test_slow", &config)
+        .arg("300")
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn slow recorder");
-    let stdout = child.stdout.take().expect("child stdout");
-    let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = archivist_testkit::stdout_lines(&mut child);
     // Wait for 3 committed stores, then kill it right after it prepared the next one.
     let mut stored_by_child = BTreeSet::new();
     let mut in_flight = None;

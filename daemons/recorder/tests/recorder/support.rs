@@ -4,19 +4,71 @@
 use std::time::Duration;
 
 use archivist_engine::jobs::{self, NewJob};
+use archivist_engine::member::Identity;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{
     JobRecord, LeaseRecord, Occurrence, ReportRecord, ResearchRecord,
 };
 use archivist_engine::schema::{JobState, SCHEMA_VERSION};
-use archivist_engine::{store, zk, Session};
-use archivist_recorder::RecorderSettings;
+use archivist_engine::transition::{Role, Transition};
+use archivist_engine::{store, zk, Session, ZkConfig};
+use archivist_recorder::reaper;
+use archivist_recorder::{ReaperError, ReaperSettings, RecorderError, RecorderSettings};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Fast settings for tests.
 pub fn settings() -> RecorderSettings {
     RecorderSettings::default()
         .with_poll_interval(Duration::from_millis(100))
         .with_retry_backoff(Duration::from_millis(5))
+}
+
+/// Reaper settings that sweep every 100 ms.
+pub fn fast_reaper() -> ReaperSettings {
+    ReaperSettings::default().with_interval(Duration::from_millis(100))
+}
+
+/// The recorder daemon named `name` on `config`'s tree, with [`settings`], until
+/// `shutdown` (as `archivist recorder` runs it).
+pub fn spawn_recorder(
+    config: &ZkConfig,
+    name: &str,
+    shutdown: &CancellationToken,
+) -> JoinHandle<Result<(), RecorderError>> {
+    let (config, identity, shutdown) = (
+        config.clone(),
+        Identity::named("recorder", name),
+        shutdown.clone(),
+    );
+    tokio::spawn(
+        async move { archivist_recorder::run(&config, settings(), identity, shutdown).await },
+    )
+}
+
+/// The reaper daemon named `name` on `config`'s tree, with `settings`, until `shutdown`.
+pub fn spawn_reaper(
+    config: &ZkConfig,
+    settings: ReaperSettings,
+    name: &str,
+    shutdown: &CancellationToken,
+) -> JoinHandle<Result<(), ReaperError>> {
+    let (config, identity, shutdown) = (
+        config.clone(),
+        Identity::named("reaper", name),
+        shutdown.clone(),
+    );
+    tokio::spawn(async move { reaper::run(&config, settings, identity, shutdown).await })
+}
+
+/// Moves a `researching` job to `reported` by the table, standing in for the
+/// researcher's multi that writes its final report and this move together.
+pub async fn mark_reported(session: &Session, job: &JobRecord) {
+    let (current, version) = jobs::read(session, &job.id).await.expect("read job");
+    Transition::new(Role::Researcher, &current, version, JobState::Reported)
+        .commit(session)
+        .await
+        .expect("researching -> reported");
 }
 
 /// Creates a job for `clips` (numbers) of `episode` and puts it straight into `state`

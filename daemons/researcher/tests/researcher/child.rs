@@ -1,15 +1,13 @@
 //! A researcher process for the crate's multi-process tests (SIGKILL and SIGTERM mid-job):
 //! runs `archivist_researcher::run` with short timeouts until SIGTERM/SIGINT.
 //!
-//! Run by `archivist_testkit::child_process("child::researcher_test_daemon")` (a test, not a shipped
+//! Run by `archivist_testkit::child_on("child::researcher_test_daemon", &config)` (a test, not a shipped
 //! binary); arguments: researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms>
 
 use std::time::Duration;
 
 use archivist_engine::member::Identity;
-use archivist_engine::ZkConfig;
 use archivist_researcher::{DownloadSettings, ResearcherSettings};
-use tokio_util::sync::CancellationToken;
 
 /// The child process: a no-op in a normal test run (see `archivist_testkit::child`).
 #[test]
@@ -25,9 +23,7 @@ async fn run(args: Vec<String>) {
         "researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms>",
     );
     let number = |i: usize| archivist_testkit::number_arg(&args, i);
-    let config = ZkConfig::new(&args[1])
-        .with_chroot(&args[2])
-        .with_session_timeout(Duration::from_millis(number(5)));
+    let config = archivist_testkit::child_config(&args, Duration::from_millis(number(5)));
     let settings = ResearcherSettings::default()
         .with_work_dir(&args[3])
         .with_heartbeat(Duration::from_millis(300))
@@ -38,20 +34,7 @@ async fn run(args: Vec<String>) {
                 .with_read_timeout(Duration::from_millis(number(6)))
                 .with_backoff(Duration::from_millis(10), Duration::from_millis(50)),
         );
-    let shutdown = CancellationToken::new();
-    let fire = shutdown.clone();
-    tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        } else {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-        fire.cancel();
-    });
+    let shutdown = archivist_testkit::shutdown_on_signal();
     println!("started {}", std::process::id());
     let identity = Identity::named("researcher", &args[4]);
     if let Err(e) = archivist_researcher::run(&config, settings, identity, shutdown).await {

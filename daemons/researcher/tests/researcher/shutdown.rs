@@ -8,7 +8,7 @@ use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{LeaseRecord, ResearchRecord};
 use archivist_engine::schema::JobState;
 use archivist_engine::store;
-use archivist_testkit::{eventually, fresh_tree, zk_connect};
+use archivist_testkit::{eventually, fresh_tree};
 
 use crate::http::{Route, Server};
 use crate::support::*;
@@ -118,9 +118,7 @@ async fn a_killed_researcher_loses_the_job_and_another_redoes_only_the_unreporte
     let url = server.route("/e.wav", Route::audio(&audio().episode));
     let job1 = plan(&session, "e0000001", &url, &clips).await;
 
-    let mut child = archivist_testkit::child_process("child::researcher_test_daemon")
-        .arg(zk_connect())
-        .arg(&config.chroot)
+    let mut child = archivist_testkit::child_on("child::researcher_test_daemon", &config)
         .arg(work_dir("sigkill-a"))
         .arg("researcher-doomed")
         .arg("1500")

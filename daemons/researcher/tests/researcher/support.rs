@@ -12,7 +12,7 @@ use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::clipset::ClipSet;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{
-    CatalogFields, ClipRecord, JobRecord, LeaseRecord, ReportRecord, ResearchRecord, ResearchRun,
+    JobRecord, LeaseRecord, ReportRecord, ResearchRecord, ResearchRun,
 };
 use archivist_engine::schema::{JobState, SCHEMA_VERSION};
 use archivist_engine::transition::{machine, LockAction, Role, Transition};
@@ -139,27 +139,12 @@ impl Running {
 pub async fn add_clips(session: &Session, clips: &[(String, String)]) {
     for (id, url) in clips {
         let now = time::OffsetDateTime::now_utc();
-        let record = ClipRecord {
-            schema: SCHEMA_VERSION,
-            id: id.clone(),
-            fields: CatalogFields {
-                title: format!("clip {id}"),
-                description: None,
-                media_url: url.clone(),
-                media_type: None,
-                curator: "test".into(),
-                priority: 0,
-                initial_curated: now,
-                last_curated: now,
-                content_hash: None,
-                duration_s: None,
-                guid: None,
-                held: false,
-            },
-        };
-        store::create_if_absent(session, &paths::clip(id), &record)
-            .await
-            .expect("clip record");
+        archivist_testkit::catalog::put_clip(
+            session,
+            id,
+            archivist_testkit::catalog::fields(&format!("clip {id}"), url, now),
+        )
+        .await;
     }
 }
 

@@ -1,0 +1,80 @@
+//! Catalog records written straight into a test tree, standing in for the catalog
+//! daemon. One copy for every crate's tests (the planner's, the researcher's and the
+//! admin's each wrote their own record builders and writers).
+
+use archivist_engine::schema::paths;
+use archivist_engine::schema::records::{CatalogFields, ClipRecord, EpisodeRecord};
+use archivist_engine::schema::SCHEMA_VERSION;
+use archivist_engine::{store, zk, Session};
+use time::OffsetDateTime;
+
+/// The fields of a test record: `title`, its media at `media_url`, first and last
+/// curated at `curated`, priority 0, not held, nothing else known. Tests that need more
+/// set the fields they care about with struct update syntax
+/// (`CatalogFields { held: true, ..fields(..) }`).
+pub fn fields(title: &str, media_url: &str, curated: OffsetDateTime) -> CatalogFields {
+    CatalogFields {
+        title: title.to_string(),
+        description: None,
+        media_url: media_url.to_string(),
+        media_type: None,
+        curator: "test".into(),
+        priority: 0,
+        initial_curated: curated,
+        last_curated: curated,
+        content_hash: None,
+        duration_s: None,
+        guid: None,
+        held: false,
+    }
+}
+
+/// Writes (creates or overwrites) episode `id` with `fields`.
+///
+/// # Panics
+/// If the record cannot be encoded or written.
+pub async fn put_episode(session: &Session, id: &str, fields: CatalogFields) {
+    let record = EpisodeRecord {
+        schema: SCHEMA_VERSION,
+        id: id.to_string(),
+        air_date: None,
+        fields,
+    };
+    let path = paths::episode(id);
+    let data = store::encode(&path, &record).expect("encode episode");
+    write(session, &path, &data).await;
+}
+
+/// Writes (creates or overwrites) clip `id` with `fields`.
+///
+/// # Panics
+/// If the record cannot be encoded or written.
+pub async fn put_clip(session: &Session, id: &str, fields: CatalogFields) {
+    let record = ClipRecord {
+        schema: SCHEMA_VERSION,
+        id: id.to_string(),
+        fields,
+    };
+    let path = paths::clip(id);
+    let data = store::encode(&path, &record).expect("encode clip");
+    write(session, &path, &data).await;
+}
+
+/// Creates or overwrites a persistent node with `data` (with the session's ACLs).
+///
+/// # Panics
+/// If ZooKeeper refuses either.
+pub async fn write(session: &Session, path: &str, data: &[u8]) {
+    let options = session.create_options(zk::CreateMode::Persistent);
+    match session.client().create(path, data, &options).await {
+        Ok(_) => {}
+        Err(zk::Error::NodeExists) => {
+            session
+                .client()
+                .set_data(path, data, None)
+                .await
+                .unwrap_or_else(|e| panic!("set {path}: {e}"));
+        }
+        Err(e) => panic!("create {path}: {e}"),
+    }
+}
