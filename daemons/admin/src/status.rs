@@ -170,8 +170,9 @@ pub struct Waiting {
     pub unreadable: Option<String>,
 }
 
-/// A waiting job whose record does not decode: it never expires and no researcher can
-/// claim it; `archivist delete J --force` removes it.
+/// A waiting job whose record does not decode: no researcher can claim it; the
+/// work-item TTL expires it by its node's age (`archivist_engine::lease`), or
+/// `archivist delete J --force` removes it at once.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UnreadableWaiting {
     /// Job id.

@@ -13,9 +13,14 @@
 //! - a waiting (`pending`) work item has waited since the later of its job's and its
 //!   lease's creation ([`waiting_since`]): an operator's `retry` or `release` makes a
 //!   fresh lease and with it a fresh wait; it expires when that plus the work-item TTL
-//!   has passed ([`work_item_expired`], [`expire_waiting`]).
+//!   has passed ([`work_item_expired`], [`expire_waiting`]);
+//! - the wait is judged by the nodes' own `Stat` (`ctime`), never by the job's data, so
+//!   a waiting job whose record does not decode expires like any other: its move to
+//!   `expired` writes the record the tree still knows ([`stand_in`]) in place of the
+//!   undecodable bytes, with a message saying so ([`UNDECODABLE`]).
 
 use znode_schema::paths;
+use znode_schema::queue_key::QueueEntry;
 use znode_schema::records::{self, JobRecord, LeaseRecord};
 use znode_schema::{JobState, SCHEMA_VERSION};
 use zookeeper_client as zk;
@@ -29,6 +34,15 @@ use crate::transition::{LockAction, Role, Transition};
 
 /// The message on a job expired because it waited in `pending` past the work-item TTL.
 pub const TTL_PASSED: &str = "work-item TTL passed";
+
+/// Added to [`TTL_PASSED`] in the message of a waiting job expired whose record did not
+/// decode (the decode error follows): the record now in its place was rebuilt from its
+/// queue entry, its node and its lease ([`stand_in`]).
+pub const UNDECODABLE: &str =
+    "its record did not decode and was replaced by what the tree still knows";
+
+/// The episode of a [`stand_in`] record when the job's lease does not name one either.
+pub const UNKNOWN_EPISODE: &str = "unknown";
 
 /// The shortest lease or work-item TTL an operator may configure on a running daemon
 /// (`archivist planner --lease-duration-ms/--work-item-ttl-ms`): anything shorter makes
@@ -216,7 +230,7 @@ pub async fn expire_waiting(
             if !work_item_expired(job.ctime, lease.map(|s| s.ctime), ttl_ms, now_ms) {
                 continue;
             }
-            match expire_one(session, &entry.job, ttl_ms, now_ms, role, by, step).await {
+            match expire_one(session, entry, ttl_ms, now_ms, role, by, step).await {
                 Ok(true) => expired.push(entry.job.clone()),
                 Ok(false) => {}
                 Err(e) if e.is_session_lost() => return Err(e),
@@ -231,34 +245,45 @@ pub async fn expire_waiting(
 
 async fn expire_one(
     session: &Session,
-    job_id: &str,
+    entry: &QueueEntry,
     ttl_ms: i64,
     now_ms: i64,
     role: Role,
     by: &str,
     step: &str,
 ) -> Result<bool> {
+    let job_id = entry.job.as_str();
     let Some(lock) = JobLock::try_acquire(session, job_id, by).await? else {
         return Ok(false);
     };
     let lock = LockGuard::new(session, lock);
     let outcome: Result<bool> = async {
-        let Some((job, stat)) = store::read::<JobRecord>(session, &paths::job(job_id)).await?
-        else {
+        let path = paths::job(job_id);
+        let Some((bytes, stat)) = store::read_raw(session, &path).await? else {
             return Ok(false);
         };
-        let lease = store::exists(session, &paths::lease(job_id)).await?;
-        if job.status != JobState::Pending
-            || !work_item_expired(stat.ctime, lease.as_ref().map(|s| s.ctime), ttl_ms, now_ms)
-        {
+        let lease = read(session, job_id).await?;
+        if !work_item_expired(stat.ctime, lease.as_ref().map(|(_, s)| s.ctime), ttl_ms, now_ms) {
+            return Ok(false);
+        }
+        let (job, message) = match records::decode::<JobRecord>(&path, &bytes) {
+            Ok(job) => (job, TTL_PASSED.to_string()),
+            Err(error) => {
+                let known = lease.as_ref().and_then(|(record, _)| record.as_ref());
+                let job = stand_in(entry, stat.ctime, known);
+                tracing::warn!(job = %job.id, episode = %job.episode, state = %JobState::Pending, %error, "waiting work item whose record does not decode: expiring it by its node's age");
+                (job, format!("{TTL_PASSED}; {UNDECODABLE}: {error}"))
+            }
+        };
+        if job.status != JobState::Pending {
             return Ok(false);
         }
         Transition::new(role, &job, stat.version, JobState::Expired)
             .failed()
             .lock(LockAction::Release(lock.lock().clone()))
-            .edit(|j| j.message = Some(TTL_PASSED.to_string()))
+            .edit(|j| j.message = Some(message))
             .event(by, step, TTL_PASSED)
-            .with_ops(lease.map(|s| revoke_op(job_id, s.version)))
+            .with_ops(lease.map(|(_, s)| revoke_op(job_id, s.version)))
             .commit(session)
             .await?;
         tracing::info!(job = %job.id, episode = %job.episode, state = %JobState::Expired, reason = TTL_PASSED, "waiting work item expired; lease revoked");
@@ -270,6 +295,38 @@ async fn expire_one(
         other => other,
     };
     lock.settle(outcome, |expired| *expired).await
+}
+
+/// What the tree still knows of a waiting job whose record does not decode, as a
+/// `pending` record: its id, priority and curation from its queue `entry` (the name the
+/// move deletes), its creation from its node's `ctime_ms`, and its episode and clips from
+/// its `lease` when that decodes ([`UNKNOWN_EPISODE`] and none otherwise). No media URL,
+/// batch or history survive. Its move to `expired` writes this in place of the bytes no
+/// one could read, so the job can be shown, and reaped like every expired job (its pairs
+/// are then planned again).
+pub fn stand_in(entry: &QueueEntry, ctime_ms: i64, lease: Option<&LeaseRecord>) -> JobRecord {
+    let created = crate::clock::to_datetime(ctime_ms);
+    JobRecord {
+        schema: SCHEMA_VERSION,
+        id: entry.job.clone(),
+        status: JobState::Pending,
+        last_successful_status: None,
+        retry_count: 0,
+        message: None,
+        priority: entry.priority,
+        curated_ms: entry.curated_ms,
+        episode: lease.map_or_else(|| UNKNOWN_EPISODE.to_string(), |l| l.episode.clone()),
+        media_url: String::new(),
+        clips: lease.map(|l| l.clips.clone()).unwrap_or_default(),
+        batch: None,
+        holder: None,
+        request: None,
+        request_reason: None,
+        progress: Default::default(),
+        created,
+        updated: created,
+        events: Vec::new(),
+    }
 }
 
 #[cfg(test)]

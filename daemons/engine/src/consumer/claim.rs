@@ -31,9 +31,51 @@ pub(super) enum Attempt {
     Claimed(Box<Claimed>),
     /// Another worker holds the job's lock (or the job is gone).
     Busy,
-    /// The job is not where the entry says (it moved, or cannot be read); the lock we
-    /// took was released again.
+    /// The job is not where the entry says (it moved); the lock we took was released
+    /// again.
     Moved,
+    /// The job's record, at `version`, does not decode: no transition can move it (that
+    /// needs its data), so it waits for the work-item TTL ([`crate::lease`]) or an
+    /// operator. The lock we took was released again. The caller says so once per job
+    /// and version ([`Unreadable`]), not on every pass.
+    Unreadable {
+        /// The data version of the record that does not decode.
+        version: i32,
+        /// Why it does not decode.
+        error: records::RecordError,
+    },
+}
+
+/// The jobs whose undecodable record a long-running consumer has already reported, by
+/// version: each is logged once (as an error, with the way out), later passes over it
+/// only at debug level, until its record changes. It holds only such jobs (a handful on
+/// a damaged tree), so it is not pruned.
+#[derive(Debug, Default)]
+pub(super) struct Unreadable {
+    reported: HashMap<String, i32>,
+}
+
+impl Unreadable {
+    /// Logs `job` at `version` if not logged yet; later calls for the same version log at
+    /// debug level only.
+    pub(super) fn report(
+        &mut self,
+        state: JobState,
+        job: &str,
+        version: i32,
+        error: &records::RecordError,
+    ) {
+        if self.reported.insert(job.to_string(), version) == Some(version) {
+            tracing::debug!(job = %job, episode = "unknown", %state, %error, "unreadable job in queue; skipped again");
+        } else {
+            log_unreadable(state, job, error);
+        }
+    }
+}
+
+/// The one log line for a queued job whose record does not decode.
+fn log_unreadable(state: JobState, job: &str, error: &records::RecordError) {
+    tracing::error!(job = %job, episode = "unknown", %state, %error, "unreadable job in queue; skipping: no researcher can claim it, the work-item TTL expires it (docs/operations.md, \"Finding a stuck job\")");
 }
 
 /// Tries to claim the job of one queue entry: takes its lock and re-reads it (in one
@@ -52,30 +94,24 @@ pub(super) async fn try_claim(
         return Ok(Attempt::Busy);
     };
     let guard = LockGuard::new(session, lock);
-    let read = read.and_then(|found| match found {
-        Some((bytes, stat)) => Ok(Some((
-            records::decode::<JobRecord>(&job_path, &bytes)?,
-            stat.version,
-        ))),
-        None => Ok(None),
-    });
     let attempt = match read {
-        Ok(Some((job, version))) if job.status == state && job.queue_entry() == *entry => {
-            return Ok(Attempt::Claimed(Box::new(Claimed {
-                job,
-                version,
-                lock: guard.into_inner(),
-                session: session.clone(),
-                shutdown: shutdown.child_token(),
-            })));
-        }
-        Ok(_) => Ok(Attempt::Moved),
-        Err(EngineError::Record(err)) => {
-            // An unreadable job cannot be moved by a transition (that needs its
-            // data); leave it locked-free for fsck and say so.
-            tracing::error!(job = %entry.job, episode = "unknown", %state, %err, "unreadable job in queue; skipping (run `archivist fsck`)");
-            Ok(Attempt::Moved)
-        }
+        Ok(Some((bytes, stat))) => match records::decode::<JobRecord>(&job_path, &bytes) {
+            Ok(job) if job.status == state && job.queue_entry() == *entry => {
+                return Ok(Attempt::Claimed(Box::new(Claimed {
+                    job,
+                    version: stat.version,
+                    lock: guard.into_inner(),
+                    session: session.clone(),
+                    shutdown: shutdown.child_token(),
+                })));
+            }
+            Ok(_) => Ok(Attempt::Moved),
+            Err(error) => Ok(Attempt::Unreadable {
+                version: stat.version,
+                error,
+            }),
+        },
+        Ok(None) => Ok(Attempt::Moved),
         Err(e) => Err(e),
     };
     // Not ours after all: the lock goes again.
@@ -98,10 +134,10 @@ pub async fn claim_next(
         if skip.contains(&entry.job) {
             continue;
         }
-        if let Attempt::Claimed(claimed) =
-            try_claim(session, state, &entry, owner, shutdown).await?
-        {
-            return Ok(Some(*claimed));
+        match try_claim(session, state, &entry, owner, shutdown).await? {
+            Attempt::Claimed(claimed) => return Ok(Some(*claimed)),
+            Attempt::Unreadable { error, .. } => log_unreadable(state, &entry.job, &error),
+            Attempt::Busy | Attempt::Moved => {}
         }
     }
     Ok(None)

@@ -19,6 +19,7 @@ pub struct Claimer {
     contention: usize,
     group: Option<ConsumerGroup>,
     stats: Option<Arc<ClaimStats>>,
+    unreadable: Unreadable,
 }
 
 /// Counts of claim attempts by outcome, shared with whoever wants them (a benchmark, a
@@ -84,6 +85,7 @@ impl Claimer {
             contention: 0,
             group: None,
             stats: None,
+            unreadable: Unreadable::default(),
         }
     }
 
@@ -165,7 +167,7 @@ impl Claimer {
                 let outcome = match &attempt {
                     Ok(Attempt::Claimed(_)) => "claimed",
                     Ok(Attempt::Busy) => "busy",
-                    Ok(Attempt::Moved) => "moved",
+                    Ok(Attempt::Moved | Attempt::Unreadable { .. }) => "moved",
                     Err(_) => "error",
                 };
                 metrics::counter!("archivist_claim_attempts_total", "state" => self.state.as_str(), "outcome" => outcome)
@@ -180,6 +182,11 @@ impl Claimer {
                         self.busy.insert(entry.job.clone(), now + self.busy_for);
                     }
                     Ok(Attempt::Moved) => self.view.remove(entry),
+                    Ok(Attempt::Unreadable { version, error }) => {
+                        self.unreadable
+                            .report(self.state, &entry.job, version, &error);
+                        self.view.remove(entry);
+                    }
                     Err(e) => {
                         first_error.get_or_insert(e);
                     }

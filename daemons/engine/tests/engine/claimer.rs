@@ -176,3 +176,87 @@ async fn a_job_the_step_passes_over_is_not_claimed() {
         "the passed-over job was claimed"
     );
 }
+
+/// Log lines written while a test runs, for counting.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn lines_with(&self, needle: &str) -> usize {
+        let text = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
+        text.lines().filter(|l| l.contains(needle)).count()
+    }
+}
+
+/// A pending job whose record does not decode is passed over by the consumer, which
+/// says so once (an error naming the job and the way out), not on every pass: the
+/// researcher used to log it again at every poll, for as long as it waited. A job that
+/// decodes is claimed as usual meanwhile. (Single-threaded runtime: the consumer's
+/// claims run on this thread, where the capturing subscriber is the default.)
+#[tokio::test]
+async fn an_undecodable_job_in_the_queue_is_logged_once_not_every_pass() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let (config, session) = archivist_testkit::fresh_tree("view-undecodable").await;
+    let broken = create(&session, 5, 1_700_000_000_000).await;
+    session
+        .client()
+        .set_data(&paths::job(&broken.id), b"{{{{", None)
+        .await
+        .unwrap();
+    let fine = create(&session, 0, 1_700_000_000_000).await;
+    let consumer_session = archivist_testkit::another_session(&config).await;
+    let shutdown = CancellationToken::new();
+    let options = ConsumerOptions::new(JobState::Pending, "undecodable")
+        .with_concurrency(1)
+        .with_poll_interval(Duration::from_millis(100));
+    let stop = shutdown.clone();
+    let handle = tokio::spawn(async move {
+        consumer::run(&consumer_session, options, Arc::new(ToLeased), stop).await
+    });
+    let claimed = archivist_testkit::eventually(Duration::from_secs(20), || async {
+        queue::len(&session, JobState::Leased).await.unwrap() == 1
+    })
+    .await;
+    // Twenty polls or so: each lists the queue again and meets the broken job.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    shutdown.cancel();
+    handle.await.unwrap().unwrap();
+    assert!(claimed, "the job that decodes was not claimed");
+    assert_eq!(
+        archivist_testkit::queues_holding(&session, &fine.id).await,
+        vec![JobState::Leased]
+    );
+    let logged = captured.lines_with(&broken.id);
+    assert_eq!(
+        logged,
+        1,
+        "the broken job was logged {logged} times:\n{}",
+        String::from_utf8_lossy(&captured.0.lock().unwrap())
+    );
+    assert_eq!(captured.lines_with("unreadable job in queue"), 1);
+    assert_eq!(
+        archivist_testkit::queues_holding(&session, &broken.id).await,
+        vec![JobState::Pending],
+        "it waits for the work-item TTL or an operator"
+    );
+}

@@ -40,21 +40,30 @@ async fn work_and_lease_are_created_together_with_zookeeper_time() {
     );
 }
 
-#[tokio::test]
-async fn a_waiting_item_past_its_ttl_is_expired_and_its_lease_released() {
-    let (_config, session) = archivist_testkit::fresh_tree("expiry-ttl").await;
-    put_episode(&session, 1, 0, BASE_MS, false).await;
-    put_clip(&session, 1, 0, BASE_MS, false).await;
+/// One episode and one clip planned by a planner with a 400 ms work-item TTL (and a
+/// 60 s lease): the planner and the waiting job it created.
+async fn one_waiting_item(
+    session: &archivist_engine::Session,
+) -> (Planner, archivist_engine::schema::records::JobRecord) {
+    put_episode(session, 1, 0, BASE_MS, false).await;
+    put_clip(session, 1, 0, BASE_MS, false).await;
     let settings = settings()
         .with_lease_duration(Duration::from_secs(60))
         .with_work_item_ttl(Duration::from_millis(400));
-    let mut planner = Planner::start(&session, settings, "p").await.unwrap();
+    let mut planner = Planner::start(session, settings, "p").await.unwrap();
     let first = planner
         .round(&CancellationToken::new())
         .await
         .unwrap()
         .created
         .remove(0);
+    (planner, first)
+}
+
+#[tokio::test]
+async fn a_waiting_item_past_its_ttl_is_expired_and_its_lease_released() {
+    let (_config, session) = archivist_testkit::fresh_tree("expiry-ttl").await;
+    let (mut planner, first) = one_waiting_item(&session).await;
     // Before the TTL: nothing expires, and the leased clips are not planned again.
     let report = planner.round(&CancellationToken::new()).await.unwrap();
     assert!(report.expired.is_empty() && report.created.is_empty());
@@ -107,4 +116,49 @@ async fn a_waiting_item_being_claimed_is_left_alone() {
         .await
         .unwrap();
     assert_eq!(expired, [first.id]);
+}
+
+/// A waiting job whose record does not decode (`{{{{` written by hand) expires by its
+/// node's age like any other: the TTL step writes the record the tree still knows
+/// (episode and clips from its lease, priority and curation from its queue entry) with a
+/// message saying the record did not decode, revokes the lease, and the pairs are
+/// planned again. Before, the step failed to read it on every pass ("skipped; the next
+/// pass retries") and it waited for ever.
+#[tokio::test]
+async fn a_waiting_item_whose_record_does_not_decode_expires_by_its_node_age() {
+    let (_config, session) = archivist_testkit::fresh_tree("expiry-undecodable").await;
+    let (mut planner, first) = one_waiting_item(&session).await;
+    write(&session, &paths::job(&first.id), b"{{{{").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let report = planner.round(&CancellationToken::new()).await.unwrap();
+    assert_eq!(report.expired, std::slice::from_ref(&first.id));
+    let (job, _) = jobs::read(&session, &first.id).await.unwrap();
+    assert_eq!(job.status, JobState::Expired);
+    let message = job.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with(REASON) && message.contains(archivist_engine::lease::UNDECODABLE),
+        "{message}"
+    );
+    assert_eq!(
+        job.episode,
+        episode_id(1),
+        "the episode comes from the lease"
+    );
+    assert_eq!(job.clips, first.clips);
+    assert_eq!(
+        job.queue_entry(),
+        first.queue_entry(),
+        "priority and curation come from the queue entry"
+    );
+    assert_eq!(
+        archivist_testkit::queues_holding(&session, &first.id).await,
+        vec![JobState::Expired]
+    );
+    assert!(store::exists(&session, &paths::lease(&first.id))
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(report.created.len(), 1, "its pairs are planned again");
+    assert_eq!(report.created[0].clips, first.clips);
+    assert!(inconsistencies(&session).await.is_empty());
 }

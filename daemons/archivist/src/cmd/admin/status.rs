@@ -240,7 +240,7 @@ fn render(r: &StatusReport) -> String {
     if !r.unreadable_waiting.is_empty() {
         let _ = writeln!(
             out,
-            "  {} waiting job(s) whose record does not decode: no researcher can claim them and they never expire; remove each with `archivist delete J --force` (its pairs are planned again):",
+            "  {} waiting job(s) whose record does not decode: no researcher can claim them; the work-item TTL expires each by its node's age (its record replaced by what the tree still knows), or remove one now with `archivist delete J --force` (either way its pairs are planned again):",
             r.unreadable_waiting.len()
         );
         for u in &r.unreadable_waiting {
