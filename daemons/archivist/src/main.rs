@@ -56,40 +56,12 @@ fn describe(err: &anyhow::Error, global: &cli::GlobalOpts) -> String {
         }
         text.push_str(&part);
     }
-    let refused = err.chain().any(|cause| {
-        matches!(
-            cause.downcast_ref::<archivist_engine::EngineError>(),
-            Some(archivist_engine::EngineError::Zk {
-                source: archivist_engine::zk::Error::NoAuth,
-                ..
-            })
-        )
-    });
-    if refused {
-        text.push_str(&format!(
-            " (connected as {}: the tree's ACLs do not let it do this; check zookeeper.sasl \
-             and zookeeper.auth, or --zk-sasl-user and ARCHIVIST_ZK_AUTH)",
-            identity(global)
-        ));
+    if archivist_engine::error::refused_by_acl(err.as_ref()) {
+        let hint = match context::zk_config(global) {
+            Ok(config) => archivist_engine::error::refusal_hint(&config),
+            Err(_) => "connected as an identity its configuration does not give".to_string(),
+        };
+        text.push_str(&format!(" ({hint})"));
     }
     text
-}
-
-/// Who this process authenticates as, for an error message (never the password).
-fn identity(global: &cli::GlobalOpts) -> String {
-    let Ok(config) = context::zk_config(global) else {
-        return "an identity its configuration does not give".to_string();
-    };
-    let mut ids = Vec::new();
-    if let Some(sasl) = &config.sasl {
-        ids.push(format!("SASL user {:?}", sasl.credentials.user));
-    }
-    if let Some(digest) = &config.credentials {
-        ids.push(format!("digest user {:?}", digest.user));
-    }
-    if ids.is_empty() {
-        "anyone (no zookeeper.sasl or zookeeper.auth)".to_string()
-    } else {
-        ids.join(" and ")
-    }
 }

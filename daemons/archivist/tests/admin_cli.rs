@@ -719,6 +719,65 @@ async fn a_refused_read_says_not_authorized_once_and_names_the_identity() {
     );
 }
 
+/// Every write a read-only identity is refused names it and says what to do, as `init`
+/// did: `pause`, `resume`, `fsck --repair` and the job actions said a bare "not
+/// authorized" (their errors wrap the engine's transparently, which hid the refusal
+/// from the check that adds the identity).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_refused_to_the_reader_names_the_identity() {
+    let config = archivist_testkit::config("cli-reader-writes")
+        .with_credentials(archivist_engine::config::Credentials::parse(
+            "archivist:the-password",
+        ))
+        .with_reader(archivist_engine::config::Credentials::parse("ops:look"));
+    let s = archivist_engine::Session::connect(&config).await.unwrap();
+    archivist_engine::tree::init(&s, "test").await.unwrap();
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let job = fixtures::job(&s, &e1, &["c000001"]).await;
+    let (hosts, chroot) = config.hosts_and_chroot();
+    let as_reader = |args: &[&str]| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_archivist"))
+            .args(["--zk", &hosts, "--chroot", &chroot])
+            .args(["--session-timeout-ms", "4000"])
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .env("ARCHIVIST_ADMIN_ACTOR", "cli-test")
+            .env("ARCHIVIST_ZK_AUTH", "ops:look")
+            .stdin(Stdio::null())
+            .output()
+    };
+    // The reader reads.
+    let out = as_reader(&["jobs", "show", &job.id]).await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    for args in [
+        vec!["init"],
+        vec!["pause", "pending"],
+        vec!["resume", "pending"],
+        vec!["fsck", "--repair"],
+        vec!["hold", "--job", &job.id],
+        vec!["cancel", &job.id],
+        vec!["hold", "--episode", &e1],
+    ] {
+        let out = as_reader(&args).await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
+        assert_eq!(
+            stderr.matches("not authorized").count(),
+            1,
+            "{args:?}: {}",
+            text(&out)
+        );
+        assert!(
+            stderr.contains(r#"connected as digest user "ops""#)
+                && stderr.contains("ARCHIVIST_ZK_AUTH"),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
+    assert_eq!(read(&s, &job.id).await.0.status, JobState::Pending);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_timeout_below_the_minimum_warns_with_the_rule() {
     let (config, _s) = archivist_testkit::fresh_tree("cli-short-timeout").await;

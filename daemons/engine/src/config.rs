@@ -129,6 +129,23 @@ impl Default for ZkConfig {
 }
 
 impl ZkConfig {
+    /// Who a session of this config authenticates as, for an error message (never a
+    /// password): the SASL and digest users, or anyone.
+    pub fn identity(&self) -> String {
+        let mut ids = Vec::new();
+        if let Some(sasl) = &self.sasl {
+            ids.push(format!("SASL user {:?}", sasl.credentials.user));
+        }
+        if let Some(digest) = &self.credentials {
+            ids.push(format!("digest user {:?}", digest.user));
+        }
+        if ids.is_empty() {
+            "anyone (no zookeeper.sasl or zookeeper.auth)".to_string()
+        } else {
+            ids.join(" and ")
+        }
+    }
+
     /// A config for a connect string, with defaults for the rest.
     pub fn new(connect: impl Into<String>) -> ZkConfig {
         ZkConfig {

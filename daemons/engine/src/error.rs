@@ -20,6 +20,35 @@ pub fn reply_may_be_lost(source: &zookeeper_client::Error) -> bool {
     )
 }
 
+/// Was `err`, or any error in its chain of causes, refused by the tree's ACLs
+/// (ZooKeeper's `NoAuth`)? The one rule every command uses to say who it connected as
+/// ([`refusal_hint`]): `init`, `pause`, `fsck --repair` and every admin action alike. It
+/// looks for the client error itself, because daemon and admin errors wrap
+/// [`EngineError`] transparently, which hides it from a walk of the chain (a read-only
+/// identity's refused `pause` said a bare "not authorized" while `init` named it).
+pub fn refused_by_acl(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if matches!(
+            e.downcast_ref::<zookeeper_client::Error>(),
+            Some(zookeeper_client::Error::NoAuth)
+        ) {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// What to add to an error [`refused_by_acl`]: who `config` connects as and what to
+/// check. One sentence for every refused read or write.
+pub fn refusal_hint(config: &crate::ZkConfig) -> String {
+    format!(
+        "connected as {}: the tree's ACLs do not let it do this (a read-only identity, such as the reader of zookeeper.reader or zookeeper.sasl.reader, can only read); run it as the daemons' identity: check zookeeper.sasl and zookeeper.auth, or --zk-sasl-user and ARCHIVIST_ZK_AUTH",
+        config.identity()
+    )
+}
+
 /// What went wrong talking to ZooKeeper or handling the tree.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
