@@ -122,23 +122,28 @@ fn fold_oldest_runs(record: &mut ResearchRecord) {
     }
 }
 
+/// One occurrence as the archive stores it: offsets to the millisecond, confidence and
+/// speed to 3 decimals, a non-finite speed or part dropped; `None` when its offset or
+/// confidence is not finite (the archive drops it). The rounding rule of [`compact`],
+/// alone, for a check of one occurrence that needs no list (the recorder's
+/// `usable_occurrences`).
+pub fn rounded(o: &Occurrence) -> Option<Occurrence> {
+    (o.at.is_finite() && o.conf.is_finite()).then(|| Occurrence {
+        at: round_ms(o.at),
+        conf: round_3(o.conf),
+        speed: o.speed.filter(|s| s.is_finite()).map(round_3),
+        part: o
+            .part
+            .filter(|[s, e]| s.is_finite() && e.is_finite())
+            .map(|[s, e]| [round_ms(s), round_ms(e)]),
+    })
+}
+
 /// The occurrences as the archive keeps them: in episode order, at most
-/// [`MAX_OCCURRENCES_PER_CLIP`] (the most confident, ties: the earlier), offsets to the
-/// millisecond, confidence and speed to 3 decimals, non-finite values dropped.
+/// [`MAX_OCCURRENCES_PER_CLIP`] (the most confident, ties: the earlier), each
+/// [`rounded`] (non-finite values dropped).
 pub fn compact(occurrences: &[Occurrence]) -> Vec<Occurrence> {
-    let mut out: Vec<Occurrence> = occurrences
-        .iter()
-        .filter(|o| o.at.is_finite() && o.conf.is_finite())
-        .map(|o| Occurrence {
-            at: round_ms(o.at),
-            conf: round_3(o.conf),
-            speed: o.speed.filter(|s| s.is_finite()).map(round_3),
-            part: o
-                .part
-                .filter(|[s, e]| s.is_finite() && e.is_finite())
-                .map(|[s, e]| [round_ms(s), round_ms(e)]),
-        })
-        .collect();
+    let mut out: Vec<Occurrence> = occurrences.iter().filter_map(rounded).collect();
     if out.len() > MAX_OCCURRENCES_PER_CLIP {
         out.sort_by(|a, b| b.conf.total_cmp(&a.conf).then(a.at.total_cmp(&b.at)));
         out.truncate(MAX_OCCURRENCES_PER_CLIP);
@@ -172,6 +177,42 @@ mod tests {
             researched_at: OffsetDateTime::UNIX_EPOCH,
             is_final: false,
         }
+    }
+
+    /// `rounded` is the rounding `compact` applies, one occurrence at a time: the same
+    /// values, the same drops, no list needed.
+    #[test]
+    fn one_occurrence_rounds_as_the_archive_stores_it() {
+        let o = |at: f64, conf: f32, speed: Option<f32>, part: Option<[f64; 2]>| Occurrence {
+            at,
+            conf,
+            speed,
+            part,
+        };
+        assert_eq!(
+            rounded(&o(
+                12.345_678,
+                0.876_54,
+                Some(1.000_49),
+                Some([1.000_4, 2.999_9])
+            )),
+            Some(o(12.346, 0.877, Some(1.0), Some([1.0, 3.0])))
+        );
+        assert_eq!(
+            rounded(&o(1.0, 0.9, Some(f32::NAN), Some([f64::INFINITY, 2.0]))),
+            Some(o(1.0, 0.9, None, None))
+        );
+        assert_eq!(rounded(&o(f64::NAN, 0.9, None, None)), None);
+        assert_eq!(rounded(&o(1.0, f32::INFINITY, None, None)), None);
+        let many = vec![
+            o(3.000_4, 0.5, None, None),
+            o(f64::INFINITY, 0.9, None, None),
+            o(1.234_56, 0.999_9, Some(1.5), None),
+        ];
+        let one_by_one: Vec<Occurrence> = many.iter().filter_map(rounded).collect();
+        let mut sorted = one_by_one.clone();
+        sorted.sort_by(|a, b| a.at.total_cmp(&b.at));
+        assert_eq!(compact(&many), sorted);
     }
 
     /// Issue 18: an error made with an older version of a clip gives way to the result

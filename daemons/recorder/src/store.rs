@@ -312,8 +312,7 @@ fn observe(prepared: &Prepared) {
 /// it would store a record nothing can read back, or an answer that cannot be true.
 fn usable_occurrences(report: &ReportRecord) -> Result<(), String> {
     for o in &report.occurrences {
-        let rounded = archive::compact(std::slice::from_ref(o));
-        for r in rounded.iter().chain(std::iter::once(o)) {
+        for r in archive::rounded(o).iter().chain(std::iter::once(o)) {
             occurrences::check(r)
                 .map_err(|why| format!("occurrence of clip {}: {why}", report.clip))?;
         }
