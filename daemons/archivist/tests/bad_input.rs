@@ -12,7 +12,7 @@ mod support;
 #[path = "../../admin/tests/fixtures/mod.rs"]
 mod fixtures;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use archivist_engine::schema::queue_key::QueueEntry;
 use archivist_engine::schema::{paths, JobState};
@@ -120,12 +120,12 @@ fn a_poisoned_tree_and_bad_media_fail_alone_while_good_work_is_recorded() {
     assert_eq!(rows.len(), 2 * 4);
 
     // The three bad episodes fail, each with its reason.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut failed = failed_jobs(&env);
-    while failed.len() < 3 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(500));
-        failed = failed_jobs(&env);
-    }
+    let (failed, _) = archivist_testkit::poll_until(
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || failed_jobs(&env),
+        |failed| failed.len() >= 3,
+    );
     let mut messages: Vec<String> = failed
         .iter()
         .map(|j| j["message"].as_str().unwrap_or_default().to_string())
@@ -270,15 +270,19 @@ fn a_feed_that_crashed_the_parser_is_read_and_run_all_keeps_every_daemon() {
         &log,
     );
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut episodes = 0;
-    while episodes < 3 && Instant::now() < deadline && daemons.is_running() {
-        std::thread::sleep(Duration::from_millis(500));
-        let out = env.run(&["-o", "json", "status"]);
-        if let Ok(status) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
-            episodes = status["catalog"]["episodes"].as_u64().unwrap_or(0);
-        }
-    }
+    let ((episodes, _), _) = archivist_testkit::poll_until(
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || {
+            let out = env.run(&["-o", "json", "status"]);
+            let episodes = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .ok()
+                .and_then(|status| status["catalog"]["episodes"].as_u64())
+                .unwrap_or(0);
+            (episodes, daemons.is_running())
+        },
+        |(episodes, running)| *episodes >= 3 || !running,
+    );
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(
         episodes,

@@ -87,17 +87,13 @@ fn every_expected_occurrence_is_recorded_at_the_right_offset_and_nothing_else() 
     );
     let (rows, out) = sample_check(&env, &media, &dir.join("daemons.log"));
     // Catalog progress as the leading planner reports it after its last round.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let progress = loop {
-        let samples = scrape(port);
-        if value(&samples, "archivist_catalog_progress") == Some(1.0) {
-            break Some(samples);
-        }
-        if std::time::Instant::now() > deadline {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    };
+    let (samples, done) = archivist_testkit::poll_until(
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+        || scrape(port),
+        |samples| value(samples, "archivist_catalog_progress") == Some(1.0),
+    );
+    let progress = done.then_some(samples);
     assert!(
         daemons.stop(Duration::from_secs(30)),
         "daemons did not stop on SIGTERM"
@@ -187,11 +183,13 @@ fn a_planner_that_loses_the_lead_stops_exporting_catalog_progress() {
         )
     };
     let until = |what: &str, check: &dyn Fn() -> bool| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while !check() {
-            assert!(std::time::Instant::now() < deadline, "timed out: {what}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let (_, done) = archivist_testkit::poll_until(
+            Duration::from_secs(20),
+            Duration::from_millis(200),
+            check,
+            |ok| *ok,
+        );
+        assert!(done, "timed out: {what}");
     };
     let p1 = planner("p1", p1_port);
     // An empty catalog is all researched: progress 1.

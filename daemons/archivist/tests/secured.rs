@@ -416,22 +416,23 @@ fn secrets_stay_with_the_daemons_and_out_of_the_readers_reach_and_the_logs() {
         var("ARCHIVIST_ZK_SASL_PASSWORD", &reader_password),
     ];
     let mut shown = String::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let show = reader.ok(&["batch", "show", &batch, "-o", "json"]);
-        let detail: serde_json::Value = serde_json::from_str(&show).unwrap();
-        if detail["batch"]["delivery"]["status"] == "delivered" {
-            assert_eq!(
-                detail["batch"]["webhook"],
-                format!("http://127.0.0.1:{port}/…"),
-                "{show}"
-            );
-            shown.push_str(&show);
-            break;
-        }
-        assert!(Instant::now() < deadline, "delivery not recorded: {show}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    let ((show, detail), delivered) = archivist_testkit::poll_until(
+        Duration::from_secs(30),
+        Duration::from_millis(300),
+        || {
+            let show = reader.ok(&["batch", "show", &batch, "-o", "json"]);
+            let detail: serde_json::Value = serde_json::from_str(&show).unwrap();
+            (show, detail)
+        },
+        |(_, detail)| detail["batch"]["delivery"]["status"] == "delivered",
+    );
+    assert!(delivered, "delivery not recorded: {show}");
+    assert_eq!(
+        detail["batch"]["webhook"],
+        format!("http://127.0.0.1:{port}/…"),
+        "{show}"
+    );
+    shown.push_str(&show);
     for args in [
         &["status", "-o", "json"][..],
         &["jobs", "list", "-o", "json"],

@@ -7,7 +7,7 @@ mod support;
 use support::{http_get as get, parse_metrics};
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const METRICS_BASE: u16 = 19560;
 
@@ -37,12 +37,12 @@ fn every_daemon_of_the_loopback_topology_becomes_ready_and_serves_metrics() {
         String::from_utf8_lossy(&started.stdout),
         String::from_utf8_lossy(&started.stderr)
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut status = topology(&["status"], &local);
-    while !status.status.success() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(500));
-        status = topology(&["status"], &local);
-    }
+    let (status, _) = archivist_testkit::poll_until(
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || topology(&["status"], &local),
+        |status| status.status.success(),
+    );
     let report = String::from_utf8_lossy(&status.stdout).into_owned();
     let mut scraped = Vec::new();
     // Ports: feed-server is slot 0; the five daemons are slots 1..=5.

@@ -269,6 +269,29 @@ where
     }
 }
 
+/// Runs `probe` every `every` until `done` accepts its value or `timeout` passes;
+/// returns the last value and whether `done` accepted it. The blocking twin of
+/// [`eventually`], for tests that drive the `archivist` binary and wait for what it
+/// reports (they each wrote the deadline loop out).
+pub fn poll_until<T>(
+    timeout: Duration,
+    every: Duration,
+    mut probe: impl FnMut() -> T,
+    done: impl Fn(&T) -> bool,
+) -> (T, bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let value = probe();
+        if done(&value) {
+            return (value, true);
+        }
+        if std::time::Instant::now() >= deadline {
+            return (value, false);
+        }
+        std::thread::sleep(every);
+    }
+}
+
 /// Every state queue holding an entry for `job`, in the state table's order: a sound tree
 /// has exactly one, the queue of the job's status. One copy for every crate's tests (it
 /// was written out in the engine's, the recorder's and the admin's).
