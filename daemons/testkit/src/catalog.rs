@@ -5,7 +5,7 @@
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{CatalogFields, ClipRecord, EpisodeRecord};
 use archivist_engine::schema::SCHEMA_VERSION;
-use archivist_engine::{store, zk, Session};
+use archivist_engine::{store, Session};
 use time::OffsetDateTime;
 
 /// The fields of a test record: `title`, its media at `media_url`, first and last
@@ -42,7 +42,7 @@ pub async fn put_episode(session: &Session, id: &str, fields: CatalogFields) {
     };
     let path = paths::episode(id);
     let data = store::encode(&path, &record).expect("encode episode");
-    write(session, &path, &data).await;
+    crate::write_node(session, &path, &data).await;
 }
 
 /// Writes (creates or overwrites) clip `id` with `fields`.
@@ -57,24 +57,5 @@ pub async fn put_clip(session: &Session, id: &str, fields: CatalogFields) {
     };
     let path = paths::clip(id);
     let data = store::encode(&path, &record).expect("encode clip");
-    write(session, &path, &data).await;
-}
-
-/// Creates or overwrites a persistent node with `data` (with the session's ACLs).
-///
-/// # Panics
-/// If ZooKeeper refuses either.
-pub async fn write(session: &Session, path: &str, data: &[u8]) {
-    let options = session.create_options(zk::CreateMode::Persistent);
-    match session.client().create(path, data, &options).await {
-        Ok(_) => {}
-        Err(zk::Error::NodeExists) => {
-            session
-                .client()
-                .set_data(path, data, None)
-                .await
-                .unwrap_or_else(|e| panic!("set {path}: {e}"));
-        }
-        Err(e) => panic!("create {path}: {e}"),
-    }
+    crate::write_node(session, &path, &data).await;
 }

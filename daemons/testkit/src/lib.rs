@@ -269,6 +269,27 @@ where
     }
 }
 
+/// Creates or overwrites a persistent node with `data` (with the session's ACLs): test
+/// setup that writes a record the daemons would have written (a lease, a catalog record).
+///
+/// # Panics
+/// If ZooKeeper refuses either.
+pub async fn write_node(session: &Session, path: &str, data: &[u8]) {
+    use archivist_engine::zk;
+    let options = session.create_options(zk::CreateMode::Persistent);
+    match session.client().create(path, data, &options).await {
+        Ok(_) => {}
+        Err(zk::Error::NodeExists) => {
+            session
+                .client()
+                .set_data(path, data, None)
+                .await
+                .unwrap_or_else(|e| panic!("set {path}: {e}"));
+        }
+        Err(e) => panic!("create {path}: {e}"),
+    }
+}
+
 /// Runs `probe` every `every` until `done` accepts its value or `timeout` passes;
 /// returns the last value and whether `done` accepted it. The blocking twin of
 /// [`eventually`], for tests that drive the `archivist` binary and wait for what it

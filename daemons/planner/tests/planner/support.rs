@@ -95,7 +95,7 @@ pub async fn put_lease(
     write(session, &path, &store::encode(&path, &record).unwrap()).await;
 }
 
-pub use archivist_testkit::catalog::write;
+pub use archivist_testkit::write_node as write;
 
 /// Registers a fake researcher (an ephemeral member node with `slots`) on `session`.
 pub async fn register_researcher(session: &Session, name: &str, slots: u32) {

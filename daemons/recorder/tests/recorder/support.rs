@@ -101,21 +101,7 @@ pub async fn lease(session: &Session, job: &JobRecord, duration_ms: i64) {
         extensions: 0,
     };
     let data = store::encode(&path, &record).unwrap();
-    match session
-        .client()
-        .create(
-            &path,
-            &data,
-            &session.create_options(zk::CreateMode::Persistent),
-        )
-        .await
-    {
-        Ok(_) => {}
-        Err(zk::Error::NodeExists) => {
-            session.client().set_data(&path, &data, None).await.unwrap();
-        }
-        Err(e) => panic!("lease: {e}"),
-    }
+    archivist_testkit::write_node(session, &path, &data).await;
 }
 
 /// Reads a lease and its stat.
