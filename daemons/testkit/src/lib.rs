@@ -290,6 +290,19 @@ pub async fn write_node(session: &Session, path: &str, data: &[u8]) {
     }
 }
 
+/// Whether `job`'s lock node exists (someone holds the job). One copy for every crate's
+/// tests ("lock released" was written out in sixteen places).
+///
+/// # Panics
+/// If ZooKeeper cannot be asked.
+pub async fn locked(session: &Session, job: &str) -> bool {
+    let path = archivist_engine::schema::paths::job_lock(job);
+    archivist_engine::store::exists(session, &path)
+        .await
+        .unwrap_or_else(|e| panic!("stat {path}: {e}"))
+        .is_some()
+}
+
 /// Runs `probe` every `every` until `done` accepts its value or `timeout` passes;
 /// returns the last value and whether `done` accepted it. The blocking twin of
 /// [`eventually`], for tests that drive the `archivist` binary and wait for what it

@@ -59,10 +59,7 @@ async fn retry_resumes_a_failed_job_with_a_fresh_lease() {
     );
     assert_eq!(lease.clips, job.clips);
     assert!(
-        store::exists(&s, &paths::job_lock(&job.id))
-            .await
-            .unwrap()
-            .is_none(),
+        !archivist_testkit::locked(&s, &job.id).await,
         "lock released"
     );
 }
@@ -154,10 +151,7 @@ async fn an_action_on_a_job_that_changed_after_it_was_read_is_refused() {
         (JobState::Failed, Some("edited meanwhile"), seen.version + 1)
     );
     assert!(
-        store::exists(&s, &paths::job_lock(&job.id))
-            .await
-            .unwrap()
-            .is_none(),
+        !archivist_testkit::locked(&s, &job.id).await,
         "the admin's lock was released"
     );
     // Looking again and retrying works.

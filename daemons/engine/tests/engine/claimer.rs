@@ -111,10 +111,7 @@ async fn a_claimer_re_checks_the_job_and_passes_over_an_entry_that_lies() {
         .expect("the real pending job is claimed");
     assert_eq!(claimed.job.id, real.id);
     assert!(
-        store::exists(&session, &paths::job_lock(&job.id))
-            .await
-            .unwrap()
-            .is_none(),
+        !archivist_testkit::locked(&session, &job.id).await,
         "the lock taken on the lying entry's job was not released"
     );
     assert!(claimer

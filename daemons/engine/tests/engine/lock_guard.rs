@@ -6,16 +6,9 @@ use std::time::Duration;
 use archivist_engine::lock::{JobLock, LockGuard};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::JobState;
-use archivist_engine::{store, EngineError, Session};
+use archivist_engine::{store, EngineError};
 
 use crate::support::job_in_state;
-
-async fn lock_exists(session: &Session, job: &str) -> bool {
-    store::exists(session, &paths::job_lock(job))
-        .await
-        .expect("read the lock")
-        .is_some()
-}
 
 #[tokio::test]
 async fn a_guard_dropped_without_release_frees_the_lock() {
@@ -30,7 +23,7 @@ async fn a_guard_dropped_without_release_frees_the_lock() {
     drop(guard);
     assert!(
         archivist_testkit::eventually(Duration::from_secs(5), || async {
-            !lock_exists(&session, &job.id).await
+            !archivist_testkit::locked(&session, &job.id).await
         })
         .await,
         "the dropped guard's lock is still there"
@@ -49,7 +42,7 @@ async fn settling_an_error_releases_the_lock_and_keeps_the_error() {
     let outcome: Result<(), EngineError> = Err(EngineError::SessionLost("test".into()));
     let err = guard.settle(outcome, |_| true).await.unwrap_err();
     assert!(err.is_session_lost(), "{err}");
-    assert!(!lock_exists(&session, &job.id).await);
+    assert!(!archivist_testkit::locked(&session, &job.id).await);
 }
 
 #[tokio::test]
@@ -90,7 +83,7 @@ async fn a_committed_guard_does_nothing() {
     LockGuard::new(&session, lock).committed();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
-        lock_exists(&session, &job.id).await,
+        archivist_testkit::locked(&session, &job.id).await,
         "a guard told the lock is taken care of must not release it"
     );
 }

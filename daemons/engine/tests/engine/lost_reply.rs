@@ -110,10 +110,7 @@ async fn a_lock_created_but_unconfirmed_is_found_and_kept_by_its_session() {
         !cut.load(Ordering::SeqCst),
         "the proxy never cut the release's reply"
     );
-    assert!(store::exists(&setup, &paths::job_lock(&job.id))
-        .await
-        .unwrap()
-        .is_none());
+    assert!(!archivist_testkit::locked(&setup, &job.id).await);
     // And the job is claimable by anyone.
     let other = JobLock::try_acquire(&setup, &job.id, "other")
         .await

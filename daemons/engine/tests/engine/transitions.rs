@@ -35,10 +35,7 @@ async fn every_allowed_transition_moves_data_queue_and_lock_together() {
         assert_eq!(stored_version, new_version);
         assert_eq!(stored.last_successful_status, Some(t.from));
         assert_eq!(queues_holding(&session, &job.id).await, vec![t.to]);
-        assert!(store::exists(&session, &paths::job_lock(&job.id))
-            .await
-            .unwrap()
-            .is_none());
+        assert!(!archivist_testkit::locked(&session, &job.id).await);
     }
 }
 

@@ -73,10 +73,7 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
         read_lease(&session, &good.id).await.is_none(),
         "lease not revoked"
     );
-    assert!(store::exists(&session, &paths::job_lock(&good.id))
-        .await
-        .unwrap()
-        .is_none());
+    assert!(!archivist_testkit::locked(&session, &good.id).await);
     let (record, _) = research(&session, "e0000030").await.unwrap();
     assert_eq!(record.researched().to_string(), "1-6");
     assert!(support::run_clip_counts(&record).values().all(|c| *c == 1));
@@ -92,10 +89,7 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
         read_lease(&session, &broken.id).await.is_none(),
         "failed job kept its lease"
     );
-    assert!(store::exists(&session, &paths::job_lock(&broken.id))
-        .await
-        .unwrap()
-        .is_none());
+    assert!(!archivist_testkit::locked(&session, &broken.id).await);
 }
 
 /// Reports whose occurrences break the archive's rule (non-finite or out-of-range offset,

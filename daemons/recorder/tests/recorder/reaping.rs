@@ -64,10 +64,7 @@ async fn a_lease_expiring_mid_research_expires_the_job_and_keeps_what_was_record
     // The researcher dies: its lock goes with its session; the lease runs out.
     drop(researcher);
     let unlocked = archivist_testkit::eventually(Duration::from_secs(15), || async {
-        store::exists(&session, &paths::job_lock(&j.id))
-            .await
-            .unwrap()
-            .is_none()
+        !archivist_testkit::locked(&session, &j.id).await
     })
     .await;
     assert!(unlocked, "the dead researcher's lock never went away");
@@ -332,10 +329,7 @@ async fn a_job_whose_researcher_died_is_expired_at_once_without_waiting_for_its_
     // The researcher dies: its session closes and its lock goes with it.
     drop(doomed);
     let gone = archivist_testkit::eventually(Duration::from_secs(20), || async {
-        store::exists(&session, &paths::job_lock(&dead.id))
-            .await
-            .unwrap()
-            .is_none()
+        !archivist_testkit::locked(&session, &dead.id).await
     })
     .await;
     assert!(
@@ -401,10 +395,7 @@ async fn a_dead_holders_pending_cancel_or_hold_is_honoured_not_expired() {
     }
     drop(doomed);
     let gone = archivist_testkit::eventually(Duration::from_secs(20), || async {
-        store::exists(&session, &paths::job_lock(&cancel.id))
-            .await
-            .unwrap()
-            .is_none()
+        !archivist_testkit::locked(&session, &cancel.id).await
     })
     .await;
     assert!(gone, "the dead researcher's lock should vanish");

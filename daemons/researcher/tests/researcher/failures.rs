@@ -195,10 +195,7 @@ async fn each_bad_download_fails_with_its_reason_and_can_be_retried() {
                     case.path
                 );
                 assert!(
-                    store::exists(&session, &paths::job_lock(&job.id))
-                        .await
-                        .unwrap()
-                        .is_none(),
+                    !archivist_testkit::locked(&session, &job.id).await,
                     "{}: lock released",
                     case.path
                 );

@@ -74,10 +74,7 @@ async fn jobs_go_from_pending_to_recorded_with_the_right_offsets_and_clips_are_f
             "{steps:?}"
         );
         assert!(
-            store::exists(&session, &paths::job_lock(&job.id))
-                .await
-                .unwrap()
-                .is_none(),
+            !archivist_testkit::locked(&session, &job.id).await,
             "lock released"
         );
         let (lease, _) = store::read_required::<LeaseRecord>(&session, &paths::lease(&job.id))
@@ -250,10 +247,7 @@ async fn an_admin_cancel_is_obeyed_within_seconds() {
         "lease deleted"
     );
     assert!(
-        store::exists(&session, &paths::job_lock(&job.id))
-            .await
-            .unwrap()
-            .is_none(),
+        !archivist_testkit::locked(&session, &job.id).await,
         "lock released"
     );
     let left = reports(&session, &job.id).await;

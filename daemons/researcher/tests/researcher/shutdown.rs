@@ -75,10 +75,7 @@ async fn shutdown_mid_job_finishes_the_clip_flags_it_final_and_releases_the_job(
         "the last report is final"
     );
     assert!(
-        store::exists(&session, &paths::job_lock(&job.id))
-            .await
-            .unwrap()
-            .is_none(),
+        !archivist_testkit::locked(&session, &job.id).await,
         "lock released"
     );
     let (lease, _) = store::read_required::<LeaseRecord>(&session, &paths::lease(&job.id))
@@ -145,10 +142,7 @@ async fn a_killed_researcher_loses_the_job_and_another_redoes_only_the_unreporte
     // Its lock goes with its session; the job is stuck mid-way until the reaper acts.
     assert!(
         eventually(Duration::from_secs(10), || async {
-            store::exists(&session, &paths::job_lock(&job1.id))
-                .await
-                .unwrap()
-                .is_none()
+            !archivist_testkit::locked(&session, &job1.id).await
         })
         .await,
         "lock vanished with the session"
