@@ -799,3 +799,108 @@ fn stereo_in_opposite_phase_is_researched_not_heard_as_silence() {
         }
     }
 }
+
+/// The `elst` box of an MP4 file: (offset of its body, version, entries).
+fn elst(bytes: &[u8]) -> (usize, u8, u32) {
+    let at = bytes
+        .windows(4)
+        .position(|w| w == b"elst")
+        .expect("an edit list")
+        + 4;
+    let count = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+    (at, bytes[at], count)
+}
+
+/// Checks every occurrence lies `shift` s after its place in the master.
+fn check_shifted(label: &str, episode: &Path, shift: f64) {
+    let f = fixture();
+    let (_, found) = find_all(episode, &low_rate_clips(f));
+    let moved: Vec<_> = found
+        .into_iter()
+        .map(|(n, off, c)| (n, off - shift, c))
+        .collect();
+    let (worst, lowest) = check(label, &moved, f, 0.005);
+    eprintln!(
+        "{label}: worst {:.1} ms, lowest confidence {lowest:.2}",
+        worst * 1e3
+    );
+}
+
+/// An M4A whose edit list starts with an empty edit (media time -1: a pause before the
+/// audio, as `ffmpeg -itsoffset` writes) is played after that pause, as players do: every
+/// occurrence at its place plus the pause, within 5 ms. (Before, the empty edit was
+/// skipped and every offset came out early by the pause.) An edit list whose media time
+/// skips more than the priming (a cut file: one second more) plays from there; one
+/// with two stretches of media is refused with the reason, never decoded as one.
+#[test]
+fn mp4_edit_lists_with_a_pause_or_a_cut_are_played_as_players_do() {
+    let f = fixture();
+    // A pause under the priming (21 ms at 48 kHz) is written as a smaller media time.
+    for (rate, delay) in [
+        (44_100u32, 0.25f64),
+        (48_000, 0.021),
+        (48_000, 0.05),
+        (8000, 1.0),
+    ] {
+        let delayed = f.dir.join(format!("delayed-{rate}-{delay}.m4a"));
+        run(Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-y"])
+            .args(["-itsoffset", &delay.to_string(), "-i"])
+            .arg(&f.master)
+            .args(["-ar", &rate.to_string(), "-ac", "1", "-c:a", "aac"])
+            .arg(&delayed));
+        let bytes = std::fs::read(&delayed).unwrap();
+        let (at, version, count) = elst(&bytes);
+        if delay > 0.03 {
+            assert_eq!((version, count), (0, 2), "ffmpeg's edit list changed");
+            let first = i32::from_be_bytes(bytes[at + 12..at + 16].try_into().unwrap());
+            assert_eq!(first, -1, "the first edit must be empty");
+        }
+        let d = decode_file(&delayed).unwrap();
+        assert!(
+            (d.duration_s - (f.duration_s + delay)).abs() < 0.01,
+            "{rate} Hz, {delay} s pause: {} s",
+            d.duration_s
+        );
+        check_shifted(&format!("pause {delay} s at {rate} Hz"), &delayed, delay);
+    }
+
+    // One second more skipped than the priming: the first second is not played.
+    let plain = f.dir.join("plain-44100.m4a");
+    ffmpeg(&f.master, &plain, 44_100, 1, &["-c:a", "aac"]);
+    let mut bytes = std::fs::read(&plain).unwrap();
+    let (at, version, count) = elst(&bytes);
+    assert_eq!((version, count), (0, 1), "ffmpeg's edit list changed");
+    let field = |b: &[u8], i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap());
+    let (dur, media_time) = (field(&bytes, at + 8), field(&bytes, at + 12));
+    let movie_scale = 1000; // ffmpeg's mvhd timescale for audio-only files
+    bytes[at + 8..at + 12].copy_from_slice(&(dur - movie_scale).to_be_bytes());
+    bytes[at + 12..at + 16].copy_from_slice(&(media_time + 44_100).to_be_bytes());
+    let cut = f.dir.join("cut-edit-44100.m4a");
+    std::fs::write(&cut, &bytes).unwrap();
+    let d = decode_file(&cut).unwrap();
+    assert!(
+        (d.duration_s - (f.duration_s - 1.0)).abs() < 0.01,
+        "{}",
+        d.duration_s
+    );
+    check_shifted("edit skipping 1 s past the priming", &cut, -1.0);
+
+    // Two stretches of media (the pause of a delayed file turned into a second edit).
+    let mut bytes = std::fs::read(f.dir.join("delayed-44100-0.25.m4a")).unwrap();
+    let (at, ..) = elst(&bytes);
+    bytes[at + 12..at + 16].copy_from_slice(&44_100u32.to_be_bytes());
+    let two = f.dir.join("two-edits.m4a");
+    std::fs::write(&two, &bytes).unwrap();
+    match decode_file(&two) {
+        Err(e @ DecodeError::Unsupported { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("2 stretches of the media"), "{text}");
+            eprintln!("two edits: {text}");
+        }
+        other => panic!(
+            "two edits must be refused: {:?}",
+            other.map(|d| d.duration_s)
+        ),
+    }
+}

@@ -146,6 +146,15 @@ pub enum DecodeError {
         /// What went wrong.
         reason: String,
     },
+    /// The container lays the audio out in a way this decoder cannot play truly (an MP4
+    /// edit list with two stretches of media): refused, since offsets would be wrong.
+    #[error("{input}: not decoded: {reason}")]
+    Unsupported {
+        /// Offending input.
+        input: String,
+        /// What is laid out, and why it cannot be played truly.
+        reason: String,
+    },
     /// The stream decoded to zero samples.
     #[error("{input}: stream contains no audio samples")]
     Empty {
@@ -184,6 +193,7 @@ impl DecodeError {
                 expected_s,
                 reason,
             },
+            DecodeError::Unsupported { reason, .. } => DecodeError::Unsupported { input, reason },
             DecodeError::Empty { .. } => DecodeError::Empty { input },
             DecodeError::AbsurdSampleRate { rate, .. } => {
                 DecodeError::AbsurdSampleRate { input, rate }
@@ -424,7 +434,10 @@ pub fn decode_source(
         None
     };
     let mp4_gapless = if source.is_seekable() {
-        mp4::read_gapless(&mut source)
+        mp4::read_gapless(&mut source).map_err(|reason| DecodeError::Unsupported {
+            input: input.clone(),
+            reason,
+        })?
     } else {
         None
     };
@@ -500,6 +513,11 @@ pub fn decode_source(
         let (skip, keep) = g.frames(source_rate);
         Trim { skip, keep, pos: 0 }
     });
+    // The MP4 edit list's pause before the audio (empty edits): played as silence.
+    let mp4_delay = mp4_gapless
+        .filter(|_| is_mp4_track)
+        .map(|g| g.delay_frames(source_rate))
+        .unwrap_or(0);
     if is_mp3 && params.delay.is_none() {
         // No delay from symphonia: a tag it missed (CRC frames) or none at all.
         trim = mp3_start
@@ -527,7 +545,7 @@ pub fn decode_source(
     let expected_frames = match &trim {
         // ADTS's count is estimated from the average frame size: not a declaration.
         Some(_) if is_adts => None,
-        Some(t) => t.keep,
+        Some(t) => t.keep.map(|k| k + mp4_delay),
         None if is_mp3 && params.delay.is_none() => None,
         None => params.n_frames,
     };
@@ -617,6 +635,21 @@ pub fn decode_source(
         };
         let mut sample_buf: Option<SampleBuffer<f32>> = None;
         let mut chunk: Vec<f32> = Vec::with_capacity(SEND_CHUNK + 8192);
+        if mp4_delay > 0 {
+            state.warnings.push(format!(
+                "the MP4 edit list starts the audio after a pause of {:.3} s (empty edits): played as silence, as players do",
+                mp4_delay as f64 / source_rate as f64
+            ));
+            let mut left = mp4_delay;
+            while left > 0 {
+                let n = left.min(SEND_CHUNK as u64);
+                chunk.extend(std::iter::repeat_n(0.0, n as usize));
+                flush(&tx, &mut chunk);
+                left -= n;
+            }
+            // Not counted in `frames_in`: a file of nothing but a pause is still empty.
+            state.decoded_s = mp4_delay as f64 / source_rate as f64;
+        }
         let mut held: Option<Packet> = None;
         let mut past_declared_end = false;
         let mut mp3_packets: u64 = 0;
