@@ -904,3 +904,47 @@ fn mp4_edit_lists_with_a_pause_or_a_cut_are_played_as_players_do() {
         ),
     }
 }
+
+/// Whole media that was refused: a VBR MP3 without a Xing/LAME header (`lame -t`
+/// style, `ffmpeg -write_xing 0`), and an M4A with bytes appended after its last box (a
+/// tag or junk a server added). Each decodes whole, every occurrence within 5 ms.
+#[test]
+fn whole_media_without_a_header_or_with_bytes_after_it_decodes() {
+    let f = fixture();
+    for rate in [44_100u32, 22_050, 8000] {
+        let vbr = f.dir.join(format!("vbr-no-xing-{rate}.mp3"));
+        ffmpeg(
+            &f.master,
+            &vbr,
+            rate,
+            1,
+            &["-c:a", "libmp3lame", "-q:a", "4", "-write_xing", "0"],
+        );
+        check_shifted(&format!("VBR MP3 without Xing at {rate} Hz"), &vbr, 0.0);
+    }
+    for (label, args) in [
+        ("moov last", vec!["-c:a", "aac"]),
+        ("moov first", vec!["-c:a", "aac", "-movflags", "+faststart"]),
+    ] {
+        let m4a = f.dir.join("appended-source.m4a");
+        ffmpeg(&f.master, &m4a, 44_100, 1, &args);
+        let mut bytes = std::fs::read(&m4a).unwrap();
+        bytes.extend_from_slice(b"TAG junk a server appended after the last box");
+        bytes.extend(std::iter::repeat_n(0u8, 3000));
+        let appended = f.dir.join("appended.m4a");
+        std::fs::write(&appended, &bytes).unwrap();
+        let d = decode_file(&appended).unwrap();
+        assert!(
+            d.warnings
+                .iter()
+                .any(|w| w.contains("after the last MP4 box")),
+            "{:?}",
+            d.warnings
+        );
+        check_shifted(
+            &format!("M4A ({label}) with bytes appended"),
+            &appended,
+            0.0,
+        );
+    }
+}

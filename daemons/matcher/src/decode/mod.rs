@@ -441,6 +441,18 @@ pub fn decode_source(
     } else {
         None
     };
+    // Bytes appended after an MP4's last box: the reader sees only the boxes.
+    let mut notes = Vec::new();
+    if source.is_seekable() {
+        if let Some(end) = mp4::boxes_end(&mut source) {
+            let total = source.byte_len().unwrap_or(end);
+            notes.push(format!(
+                "{} bytes after the last MP4 box are not audio (ignored)",
+                total.saturating_sub(end)
+            ));
+            source = Box::new(Bounded::new(source, end));
+        }
+    }
     let mp3_start = if source.is_seekable() && mp4_gapless.is_none() {
         mp3::read_start(&mut source)
     } else {
@@ -507,6 +519,11 @@ pub fn decode_source(
     let source_rate = check_rate(params.sample_rate, &input)?;
     let mut decoder = make_decoder(&params, &input)?;
     let is_mp3 = params.codec == sc::CODEC_TYPE_MP3;
+    // Without a Xing/Info/VBRI frame symphonia's MP3 reader estimates the length from the
+    // first frame's bitrate and, in gapless mode, cuts every packet past it: a VBR file
+    // lost its end (or was refused as data inserted midway). Nothing declares such a
+    // stream's length: the whole of it is decoded, and its end checked by [`tail`].
+    let mp3_length_estimated = is_mp3 && mp3_start == Some(mp3::Start::NoTag);
     let is_mp4_track =
         mp4_gapless.is_some() && matches!(params.codec, sc::CODEC_TYPE_AAC | sc::CODEC_TYPE_ALAC);
     let mut trim = mp4_gapless.filter(|_| is_mp4_track).map(|g| {
@@ -631,7 +648,7 @@ pub fn decode_source(
             first_lost: None,
             segment_rates: vec![source_rate],
             channels: params.channels.map(|c| c.count() as u16).unwrap_or(0),
-            warnings: Vec::new(),
+            warnings: notes,
         };
         let mut sample_buf: Option<SampleBuffer<f32>> = None;
         let mut chunk: Vec<f32> = Vec::with_capacity(SEND_CHUNK + 8192);
@@ -734,6 +751,11 @@ pub fn decode_source(
                 held = None;
                 ended = true;
                 continue;
+            }
+            if mp3_length_estimated && packet.trim_end > 0 {
+                // The reader cut the stream at its bitrate estimate, not a declaration.
+                packet.dur += u64::from(packet.trim_end);
+                packet.trim_end = 0;
             }
             let mut in_later_segment = false;
             if let Some(plan) = mp3_plan.as_ref().filter(|p| p.segments.len() > 1) {
@@ -967,6 +989,59 @@ pub fn decode_source(
             warnings: state.warnings,
         })
     })
+}
+
+/// A media source cut to its first `len` bytes (the rest is not audio), so the reader
+/// sees only what it can read.
+struct Bounded {
+    inner: Box<dyn MediaSource>,
+    len: u64,
+    pos: u64,
+}
+
+impl Bounded {
+    fn new(mut inner: Box<dyn MediaSource>, len: u64) -> Bounded {
+        let pos = inner.stream_position().unwrap_or(0).min(len);
+        Bounded { inner, len, pos }
+    }
+}
+
+impl std::io::Read for Bounded {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = usize::try_from(self.len.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let want = buf.len().min(left);
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.inner.read(&mut buf[..want])?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for Bounded {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let target = match to {
+            std::io::SeekFrom::Start(p) => Some(p),
+            std::io::SeekFrom::End(d) => self.len.checked_add_signed(d),
+            std::io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        }
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before 0"))?;
+        self.pos = self
+            .inner
+            .seek(std::io::SeekFrom::Start(target.min(self.len)))?;
+        Ok(self.pos)
+    }
+}
+
+impl MediaSource for Bounded {
+    fn is_seekable(&self) -> bool {
+        self.inner.is_seekable()
+    }
+
+    fn byte_len(&self) -> Option<u64> {
+        Some(self.len)
+    }
 }
 
 /// What the decode loop has seen so far.

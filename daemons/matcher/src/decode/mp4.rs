@@ -158,6 +158,54 @@ fn find_moov<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Vec<u8>> {
     }
 }
 
+/// Where an MP4 file's top-level boxes end when bytes that are no box follow them (a
+/// tag or junk appended after the last box, which symphonia's reader takes for a box
+/// running past the end and refuses the whole file over). `None` when the boxes run to
+/// the end of the source (or past it: a file cut short stays refused), the source is not
+/// MP4, or no `moov` and `mdat` were seen before the junk.
+pub fn boxes_end<R: Read + Seek + ?Sized>(src: &mut R) -> Option<u64> {
+    let found = walk_top_level(src);
+    let _ = src.seek(SeekFrom::Start(0));
+    found
+}
+
+fn walk_top_level<R: Read + Seek + ?Sized>(src: &mut R) -> Option<u64> {
+    let len = src.seek(SeekFrom::End(0)).ok()?;
+    let mut pos = 0u64;
+    let (mut moov, mut mdat, mut fragmented) = (false, false, false);
+    while pos < len {
+        let mut head = [0u8; 16];
+        src.seek(SeekFrom::Start(pos)).ok()?;
+        let got = src.read(&mut head[..8]).ok()?;
+        let kind: [u8; 4] = head[4..8].try_into().ok()?;
+        let size = match be_u32(&head)? {
+            1 if got == 8 && src.read_exact(&mut head[8..16]).is_ok() => be_u64(&head[8..])?,
+            0 if got == 8 => len - pos, // "to the end of the file"
+            n => u64::from(n),
+        };
+        let is_box = got == 8
+            && kind.iter().all(|b| b.is_ascii_graphic() || *b == b' ')
+            && size >= 8
+            && pos.checked_add(size).is_some_and(|end| end <= len);
+        if pos == 0 && &kind != b"ftyp" {
+            return None;
+        }
+        if !is_box {
+            // Whole `moov` and `mdat` before it: every sample the tables name is there
+            // (the decoded length is checked against the declared one all the same). A
+            // media box cut short, or a fragmented file (more media in `moof`s), is left
+            // to the reader, which refuses it.
+            let media_cut = matches!(&kind, b"mdat" | b"moof" | b"moov");
+            return (moov && mdat && !fragmented && !media_cut).then_some(pos);
+        }
+        moov |= &kind == b"moov";
+        mdat |= &kind == b"mdat";
+        fragmented |= &kind == b"moof";
+        pos += size;
+    }
+    None
+}
+
 fn from_moov(moov: &[u8]) -> Result<Option<Gapless>, String> {
     let edits = edit_list(moov)?;
     let smpb = itunsmpb(moov);
@@ -371,6 +419,29 @@ mod tests {
             .expect("gapless");
         assert_eq!(g.frames(44100), (1024, Some(88200)));
         assert_eq!(g.delay_frames(44100), 0);
+    }
+
+    #[test]
+    fn junk_after_the_last_box_is_found_and_a_cut_box_is_not_junk() {
+        let whole = [
+            bx(b"ftyp", b"M4A \0\0\0\0"),
+            bx(b"mdat", &[1u8; 100]),
+            bx(b"moov", &[2u8; 50]),
+        ]
+        .concat();
+        let end = whole.len() as u64;
+        let with_junk = [whole.clone(), b"TAG junk".to_vec(), vec![0u8; 64]].concat();
+        assert_eq!(boxes_end(&mut std::io::Cursor::new(with_junk)), Some(end));
+        assert_eq!(boxes_end(&mut std::io::Cursor::new(whole.clone())), None);
+        // The mdat cut short: refused by the reader, never cut to the boxes before it.
+        let cut = [
+            bx(b"ftyp", b"M4A \0\0\0\0"),
+            bx(b"moov", &[2u8; 50]),
+            bx(b"mdat", &[1u8; 100]),
+        ]
+        .concat();
+        let cut = cut[..cut.len() - 30].to_vec();
+        assert_eq!(boxes_end(&mut std::io::Cursor::new(cut)), None);
     }
 
     #[test]
