@@ -833,7 +833,7 @@ fn check_shifted(label: &str, episode: &Path, shift: f64) {
 /// skips more than the priming (a cut file: one second more) plays from there; one
 /// with two stretches of media is refused with the reason, never decoded as one.
 #[test]
-fn mp4_edit_lists_with_a_pause_or_a_cut_are_played_as_players_do() {
+fn edit_lists_with_a_pause_or_a_cut_are_played_as_players_do() {
     let f = fixture();
     // A pause under the priming (21 ms at 48 kHz) is written as a smaller media time.
     for (rate, delay) in [
