@@ -39,6 +39,7 @@ mod band;
 mod continuity;
 mod mp3;
 mod mp4;
+mod opus;
 mod resample;
 mod tail;
 
@@ -227,7 +228,7 @@ const PCM_CODECS: &[CodecType] = &[
 ];
 
 /// Codecs this build decodes, for error messages.
-pub const SUPPORTED_CODECS: &str = "MP3, AAC-LC, ALAC, Vorbis, FLAC, PCM, ADPCM";
+pub const SUPPORTED_CODECS: &str = "MP3, AAC-LC, ALAC, Vorbis, Opus, FLAC, PCM, ADPCM";
 
 /// A codec's name for an operator ("Opus", "ALAC", ...), from symphonia's type.
 pub fn codec_name(codec: CodecType) -> String {
@@ -812,8 +813,15 @@ pub fn decode_source(
                 }
                 Err(SymError::DecodeError(msg)) => {
                     // A changed signal (sample rate, channels) needs a fresh decoder.
+                    // (Not Opus: its signal never changes, and a fresh decoder would drop
+                    // the pre-skip again midway.)
                     let mut fresh = make_decoder(&params, &input)?;
-                    let changed = match fresh.decode(&packet) {
+                    let retried = if opus::is_opus(&params) {
+                        Err(SymError::DecodeError("opus: invalid packet"))
+                    } else {
+                        fresh.decode(&packet)
+                    };
+                    let changed = match retried {
                         Ok(buf) => {
                             let spec = *buf.spec();
                             check_rate(Some(spec.rate), &input)?;
@@ -1130,12 +1138,24 @@ fn make_decoder(
     params: &sc::CodecParameters,
     input: &str,
 ) -> Result<Box<dyn Decoder>, DecodeError> {
+    make_codec_decoder(params).map_err(|reason| DecodeError::UnsupportedCodec {
+        input: input.to_string(),
+        reason,
+    })
+}
+
+/// The decoder this build uses for a track (symphonia's, or libopus for Opus:
+/// [`opus`]); `Err` with [`unsupported_reason`]'s text. One rule for the decoder and the
+/// researcher's probe, so what the probe accepts is what decodes.
+pub fn make_codec_decoder(params: &sc::CodecParameters) -> Result<Box<dyn Decoder>, String> {
+    if opus::is_opus(params) {
+        return opus::OpusDecoder::new(params)
+            .map(|d| Box::new(d) as Box<dyn Decoder>)
+            .map_err(|reason| reason.to_string());
+    }
     symphonia::default::get_codecs()
         .make(params, &DecoderOptions::default())
-        .map_err(|e| DecodeError::UnsupportedCodec {
-            input: input.to_string(),
-            reason: unsupported_reason(params, &e.to_string()),
-        })
+        .map_err(|e| unsupported_reason(params, &e.to_string()))
 }
 
 /// The frames a packet would have decoded to, at `rate` (for the silence replacing it).
@@ -1277,8 +1297,8 @@ mod tests {
     fn opus_and_alac_are_named() {
         assert_eq!(codec_name(sc::CODEC_TYPE_OPUS), "Opus");
         let mut p = sc::CodecParameters::new();
-        p.for_codec(sc::CODEC_TYPE_OPUS);
-        assert!(unsupported_reason(&p, "x").starts_with("Opus is not supported"));
+        p.for_codec(sc::CODEC_TYPE_SPEEX);
+        assert!(unsupported_reason(&p, "x").starts_with("Speex is not supported"));
         // A supported codec refused for its layout says so, not "AAC is not supported".
         p.for_codec(sc::CODEC_TYPE_AAC)
             .with_channel_layout(symphonia::core::audio::Layout::FivePointOne);
