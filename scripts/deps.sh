@@ -15,6 +15,11 @@ command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v gzip >/dev/null || need+=(gzip)
 command -v oggenc >/dev/null || need+=(vorbis-tools) # Ogg pages cut out midway (matcher media)
 command -v flac >/dev/null || need+=(flac) # FLAC with trailing bytes (matcher decode)
+# libopus for the matcher's Opus decoder (the opus crate links it, found by pkg-config);
+# opusenc for its test.
+[[ -f /usr/include/opus/opus.h ]] || need+=(libopus-dev)
+command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v opusenc >/dev/null || need+=(opus-tools)
 if [[ ${#need[@]} -gt 0 ]]; then
     echo "deps.sh: installing ${need[*]} from Debian's packages" >&2
     sudo=""

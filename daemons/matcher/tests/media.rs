@@ -152,15 +152,22 @@ fn find_all(episode: &Path, clips: &[(String, PathBuf)]) -> (f64, Vec<(String, f
 }
 
 /// Low-rate clips (8 kHz WAV, mono) from the masters.
+/// Made once per test process: tests run in parallel, and one rewriting the files while
+/// another decodes them failed that other test.
 fn low_rate_clips(f: &Fixture) -> Vec<(String, PathBuf)> {
-    f.clips
-        .iter()
-        .map(|(name, master, _)| {
-            let p = f.dir.join(format!("{name}-8k.wav"));
-            ffmpeg(master, &p, 8000, 1, &["-c:a", "pcm_s16le"]);
-            (name.clone(), p)
+    static CLIPS: OnceLock<Vec<(String, PathBuf)>> = OnceLock::new();
+    CLIPS
+        .get_or_init(|| {
+            f.clips
+                .iter()
+                .map(|(name, master, _)| {
+                    let p = f.dir.join(format!("{name}-8k.wav"));
+                    ffmpeg(master, &p, 8000, 1, &["-c:a", "pcm_s16le"]);
+                    (name.clone(), p)
+                })
+                .collect()
         })
-        .collect()
+        .clone()
 }
 
 /// Checks every true occurrence was found once within `tol` s; returns the worst error
@@ -584,19 +591,55 @@ fn cut_media_that_declares_no_length_is_incomplete() {
     }
 }
 
-/// Opus is named (not "not audio"), ALAC decodes.
+/// Ogg Opus (libopus through the `opus` crate, fed by symphonia's Ogg reader) decodes
+/// with its pre-skip and end trimming honoured: every occurrence within 5 ms, mono and
+/// stereo, from `opusenc` and ffmpeg; cut inside a page or at a page boundary it is
+/// incomplete, as Vorbis is. ALAC decodes. (Before: Opus was refused as unsupported.)
 #[test]
-fn opus_is_named_and_alac_decodes() {
+fn opus_decodes_at_true_offsets_and_alac_decodes() {
     let f = fixture();
-    let opus = encoded("ep.opus", 48_000, 2, &["-c:a", "libopus", "-b:a", "48k"]);
-    match decode_file(&opus) {
-        Err(DecodeError::UnsupportedCodec { reason, .. }) => {
-            assert!(reason.starts_with("Opus is not supported"), "{reason}")
+    for channels in [1u16, 2] {
+        let opus = f.dir.join(format!("ep-{channels}.opus"));
+        ffmpeg(
+            &f.master,
+            &opus,
+            48_000,
+            channels,
+            &["-c:a", "libopus", "-b:a", "48k"],
+        );
+        let d = decode_file(&opus).unwrap();
+        assert!(
+            (d.duration_s - f.duration_s).abs() < 0.01,
+            "ffmpeg Opus, {channels} ch: {} s",
+            d.duration_s
+        );
+        eprintln!("ffmpeg Opus, {channels} ch: {} s", d.duration_s);
+        check_shifted(&format!("ffmpeg Opus, {channels} ch"), &opus, 0.0);
+    }
+    let wav = f.dir.join("master-48k.wav");
+    ffmpeg(&f.master, &wav, 48_000, 1, &["-c:a", "pcm_s16le"]);
+    let opus = f.dir.join("ep-opusenc.opus");
+    run(Command::new("opusenc")
+        .args(["--quiet", "--bitrate", "32"])
+        .arg(&wav)
+        .arg(&opus));
+    check_shifted("opusenc", &opus, 0.0);
+    let whole = std::fs::read(&opus).unwrap();
+    let page = *ogg_pages(&whole)
+        .iter()
+        .rev()
+        .find(|p| **p <= whole.len() * 6 / 10)
+        .unwrap();
+    for (how, at) in [("mid-page", whole.len() * 6 / 10), ("page boundary", page)] {
+        let cut = f.dir.join("ep-opus-cut.opus");
+        std::fs::write(&cut, &whole[..at]).unwrap();
+        match decode_file(&cut) {
+            Err(e @ DecodeError::Incomplete { .. }) => eprintln!("Opus cut at {how}: {e}"),
+            other => panic!(
+                "Opus cut at {how} must be incomplete: {:?}",
+                other.map(|d| d.duration_s)
+            ),
         }
-        other => panic!(
-            "Opus must be named as unsupported: {:?}",
-            other.map(|d| d.duration_s)
-        ),
     }
     let alac = encoded("ep-alac.m4a", 44_100, 2, &["-c:a", "alac"]);
     let d = decode_file(&alac).unwrap();
@@ -735,5 +778,154 @@ fn stereo_in_opposite_phase_is_researched_not_heard_as_silence() {
             assert!((dur - f.duration_s).abs() < 0.01, "{label} {how}: {dur} s");
             eprintln!("{label} antiphase {how}: worst {:.1} ms", worst * 1e3);
         }
+    }
+}
+
+/// The `elst` box of an MP4 file: (offset of its body, version, entries).
+fn elst(bytes: &[u8]) -> (usize, u8, u32) {
+    let at = bytes
+        .windows(4)
+        .position(|w| w == b"elst")
+        .expect("an edit list")
+        + 4;
+    let count = u32::from_be_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+    (at, bytes[at], count)
+}
+
+/// Checks every occurrence lies `shift` s after its place in the master.
+fn check_shifted(label: &str, episode: &Path, shift: f64) {
+    let f = fixture();
+    let (_, found) = find_all(episode, &low_rate_clips(f));
+    let moved: Vec<_> = found
+        .into_iter()
+        .map(|(n, off, c)| (n, off - shift, c))
+        .collect();
+    let (worst, lowest) = check(label, &moved, f, 0.005);
+    eprintln!(
+        "{label}: worst {:.1} ms, lowest confidence {lowest:.2}",
+        worst * 1e3
+    );
+}
+
+/// An M4A whose edit list starts with an empty edit (media time -1: a pause before the
+/// audio, as `ffmpeg -itsoffset` writes) is played after that pause, as players do: every
+/// occurrence at its place plus the pause, within 5 ms. (Before, the empty edit was
+/// skipped and every offset came out early by the pause.) An edit list whose media time
+/// skips more than the priming (a cut file: one second more) plays from there; one
+/// with two stretches of media is refused with the reason, never decoded as one.
+#[test]
+fn edit_lists_with_a_pause_or_a_cut_are_played_as_players_do() {
+    let f = fixture();
+    // A pause under the priming (21 ms at 48 kHz) is written as a smaller media time.
+    for (rate, delay) in [
+        (44_100u32, 0.25f64),
+        (48_000, 0.021),
+        (48_000, 0.05),
+        (8000, 1.0),
+    ] {
+        let delayed = f.dir.join(format!("delayed-{rate}-{delay}.m4a"));
+        run(Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-y"])
+            .args(["-itsoffset", &delay.to_string(), "-i"])
+            .arg(&f.master)
+            .args(["-ar", &rate.to_string(), "-ac", "1", "-c:a", "aac"])
+            .arg(&delayed));
+        let bytes = std::fs::read(&delayed).unwrap();
+        let (at, version, count) = elst(&bytes);
+        if delay > 0.03 {
+            assert_eq!((version, count), (0, 2), "ffmpeg's edit list changed");
+            let first = i32::from_be_bytes(bytes[at + 12..at + 16].try_into().unwrap());
+            assert_eq!(first, -1, "the first edit must be empty");
+        }
+        let d = decode_file(&delayed).unwrap();
+        assert!(
+            (d.duration_s - (f.duration_s + delay)).abs() < 0.01,
+            "{rate} Hz, {delay} s pause: {} s",
+            d.duration_s
+        );
+        check_shifted(&format!("pause {delay} s at {rate} Hz"), &delayed, delay);
+    }
+
+    // One second more skipped than the priming: the first second is not played.
+    let plain = f.dir.join("plain-44100.m4a");
+    ffmpeg(&f.master, &plain, 44_100, 1, &["-c:a", "aac"]);
+    let mut bytes = std::fs::read(&plain).unwrap();
+    let (at, version, count) = elst(&bytes);
+    assert_eq!((version, count), (0, 1), "ffmpeg's edit list changed");
+    let field = |b: &[u8], i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap());
+    let (dur, media_time) = (field(&bytes, at + 8), field(&bytes, at + 12));
+    let movie_scale = 1000; // ffmpeg's mvhd timescale for audio-only files
+    bytes[at + 8..at + 12].copy_from_slice(&(dur - movie_scale).to_be_bytes());
+    bytes[at + 12..at + 16].copy_from_slice(&(media_time + 44_100).to_be_bytes());
+    let cut = f.dir.join("cut-edit-44100.m4a");
+    std::fs::write(&cut, &bytes).unwrap();
+    let d = decode_file(&cut).unwrap();
+    assert!(
+        (d.duration_s - (f.duration_s - 1.0)).abs() < 0.01,
+        "{}",
+        d.duration_s
+    );
+    check_shifted("edit skipping 1 s past the priming", &cut, -1.0);
+
+    // Two stretches of media (the pause of a delayed file turned into a second edit).
+    let mut bytes = std::fs::read(f.dir.join("delayed-44100-0.25.m4a")).unwrap();
+    let (at, ..) = elst(&bytes);
+    bytes[at + 12..at + 16].copy_from_slice(&44_100u32.to_be_bytes());
+    let two = f.dir.join("two-edits.m4a");
+    std::fs::write(&two, &bytes).unwrap();
+    match decode_file(&two) {
+        Err(e @ DecodeError::Unsupported { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("2 stretches of the media"), "{text}");
+            eprintln!("two edits: {text}");
+        }
+        other => panic!(
+            "two edits must be refused: {:?}",
+            other.map(|d| d.duration_s)
+        ),
+    }
+}
+
+/// Whole media that was refused: a VBR MP3 without a Xing/LAME header (`lame -t`
+/// style, `ffmpeg -write_xing 0`), and an M4A with bytes appended after its last box (a
+/// tag or junk a server added). Each decodes whole, every occurrence within 5 ms.
+#[test]
+fn whole_media_without_a_header_or_with_bytes_after_it_decodes() {
+    let f = fixture();
+    for rate in [44_100u32, 22_050, 8000] {
+        let vbr = f.dir.join(format!("vbr-no-xing-{rate}.mp3"));
+        ffmpeg(
+            &f.master,
+            &vbr,
+            rate,
+            1,
+            &["-c:a", "libmp3lame", "-q:a", "4", "-write_xing", "0"],
+        );
+        check_shifted(&format!("VBR MP3 without Xing at {rate} Hz"), &vbr, 0.0);
+    }
+    for (label, args) in [
+        ("moov last", vec!["-c:a", "aac"]),
+        ("moov first", vec!["-c:a", "aac", "-movflags", "+faststart"]),
+    ] {
+        let m4a = f.dir.join("appended-source.m4a");
+        ffmpeg(&f.master, &m4a, 44_100, 1, &args);
+        let mut bytes = std::fs::read(&m4a).unwrap();
+        bytes.extend_from_slice(b"TAG junk a server appended after the last box");
+        bytes.extend(std::iter::repeat_n(0u8, 3000));
+        let appended = f.dir.join("appended.m4a");
+        std::fs::write(&appended, &bytes).unwrap();
+        let d = decode_file(&appended).unwrap();
+        assert!(
+            d.warnings
+                .iter()
+                .any(|w| w.contains("after the last MP4 box")),
+            "{:?}",
+            d.warnings
+        );
+        check_shifted(
+            &format!("M4A ({label}) with bytes appended"),
+            &appended,
+            0.0,
+        );
     }
 }

@@ -39,6 +39,7 @@ mod band;
 mod continuity;
 mod mp3;
 mod mp4;
+mod opus;
 mod resample;
 mod tail;
 
@@ -146,6 +147,15 @@ pub enum DecodeError {
         /// What went wrong.
         reason: String,
     },
+    /// The container lays the audio out in a way this decoder cannot play truly (an MP4
+    /// edit list with two stretches of media): refused, since offsets would be wrong.
+    #[error("{input}: not decoded: {reason}")]
+    Unsupported {
+        /// Offending input.
+        input: String,
+        /// What is laid out, and why it cannot be played truly.
+        reason: String,
+    },
     /// The stream decoded to zero samples.
     #[error("{input}: stream contains no audio samples")]
     Empty {
@@ -184,6 +194,7 @@ impl DecodeError {
                 expected_s,
                 reason,
             },
+            DecodeError::Unsupported { reason, .. } => DecodeError::Unsupported { input, reason },
             DecodeError::Empty { .. } => DecodeError::Empty { input },
             DecodeError::AbsurdSampleRate { rate, .. } => {
                 DecodeError::AbsurdSampleRate { input, rate }
@@ -217,7 +228,7 @@ const PCM_CODECS: &[CodecType] = &[
 ];
 
 /// Codecs this build decodes, for error messages.
-pub const SUPPORTED_CODECS: &str = "MP3, AAC-LC, ALAC, Vorbis, FLAC, PCM, ADPCM";
+pub const SUPPORTED_CODECS: &str = "MP3, AAC-LC, ALAC, Vorbis, Opus, FLAC, PCM, ADPCM";
 
 /// A codec's name for an operator ("Opus", "ALAC", ...), from symphonia's type.
 pub fn codec_name(codec: CodecType) -> String {
@@ -424,10 +435,25 @@ pub fn decode_source(
         None
     };
     let mp4_gapless = if source.is_seekable() {
-        mp4::read_gapless(&mut source)
+        mp4::read_gapless(&mut source).map_err(|reason| DecodeError::Unsupported {
+            input: input.clone(),
+            reason,
+        })?
     } else {
         None
     };
+    // Bytes appended after an MP4's last box: the reader sees only the boxes.
+    let mut notes = Vec::new();
+    if source.is_seekable() {
+        if let Some(end) = mp4::boxes_end(&mut source) {
+            let total = source.byte_len().unwrap_or(end);
+            notes.push(format!(
+                "{} bytes after the last MP4 box are not audio (ignored)",
+                total.saturating_sub(end)
+            ));
+            source = Box::new(Bounded::new(source, end));
+        }
+    }
     let mp3_start = if source.is_seekable() && mp4_gapless.is_none() {
         mp3::read_start(&mut source)
     } else {
@@ -494,12 +520,22 @@ pub fn decode_source(
     let source_rate = check_rate(params.sample_rate, &input)?;
     let mut decoder = make_decoder(&params, &input)?;
     let is_mp3 = params.codec == sc::CODEC_TYPE_MP3;
+    // Without a Xing/Info/VBRI frame symphonia's MP3 reader estimates the length from the
+    // first frame's bitrate and, in gapless mode, cuts every packet past it: a VBR file
+    // lost its end (or was refused as data inserted midway). Nothing declares such a
+    // stream's length: the whole of it is decoded, and its end checked by [`tail`].
+    let mp3_length_estimated = is_mp3 && mp3_start == Some(mp3::Start::NoTag);
     let is_mp4_track =
         mp4_gapless.is_some() && matches!(params.codec, sc::CODEC_TYPE_AAC | sc::CODEC_TYPE_ALAC);
     let mut trim = mp4_gapless.filter(|_| is_mp4_track).map(|g| {
         let (skip, keep) = g.frames(source_rate);
         Trim { skip, keep, pos: 0 }
     });
+    // The MP4 edit list's pause before the audio (empty edits): played as silence.
+    let mp4_delay = mp4_gapless
+        .filter(|_| is_mp4_track)
+        .map(|g| g.delay_frames(source_rate))
+        .unwrap_or(0);
     if is_mp3 && params.delay.is_none() {
         // No delay from symphonia: a tag it missed (CRC frames) or none at all.
         trim = mp3_start
@@ -527,7 +563,7 @@ pub fn decode_source(
     let expected_frames = match &trim {
         // ADTS's count is estimated from the average frame size: not a declaration.
         Some(_) if is_adts => None,
-        Some(t) => t.keep,
+        Some(t) => t.keep.map(|k| k + mp4_delay),
         None if is_mp3 && params.delay.is_none() => None,
         None => params.n_frames,
     };
@@ -613,10 +649,25 @@ pub fn decode_source(
             first_lost: None,
             segment_rates: vec![source_rate],
             channels: params.channels.map(|c| c.count() as u16).unwrap_or(0),
-            warnings: Vec::new(),
+            warnings: notes,
         };
         let mut sample_buf: Option<SampleBuffer<f32>> = None;
         let mut chunk: Vec<f32> = Vec::with_capacity(SEND_CHUNK + 8192);
+        if mp4_delay > 0 {
+            state.warnings.push(format!(
+                "the MP4 edit list starts the audio after a pause of {:.3} s (empty edits): played as silence, as players do",
+                mp4_delay as f64 / source_rate as f64
+            ));
+            let mut left = mp4_delay;
+            while left > 0 {
+                let n = left.min(SEND_CHUNK as u64);
+                chunk.extend(std::iter::repeat_n(0.0, n as usize));
+                flush(&tx, &mut chunk);
+                left -= n;
+            }
+            // Not counted in `frames_in`: a file of nothing but a pause is still empty.
+            state.decoded_s = mp4_delay as f64 / source_rate as f64;
+        }
         let mut held: Option<Packet> = None;
         let mut past_declared_end = false;
         let mut mp3_packets: u64 = 0;
@@ -702,6 +753,11 @@ pub fn decode_source(
                 ended = true;
                 continue;
             }
+            if mp3_length_estimated && packet.trim_end > 0 {
+                // The reader cut the stream at its bitrate estimate, not a declaration.
+                packet.dur += u64::from(packet.trim_end);
+                packet.trim_end = 0;
+            }
             let mut in_later_segment = false;
             if let Some(plan) = mp3_plan.as_ref().filter(|p| p.segments.len() > 1) {
                 // A later joined file: its own delay and padding, not the first file's.
@@ -757,8 +813,15 @@ pub fn decode_source(
                 }
                 Err(SymError::DecodeError(msg)) => {
                     // A changed signal (sample rate, channels) needs a fresh decoder.
+                    // (Not Opus: its signal never changes, and a fresh decoder would drop
+                    // the pre-skip again midway.)
                     let mut fresh = make_decoder(&params, &input)?;
-                    let changed = match fresh.decode(&packet) {
+                    let retried = if opus::is_opus(&params) {
+                        Err(SymError::DecodeError("opus: invalid packet"))
+                    } else {
+                        fresh.decode(&packet)
+                    };
+                    let changed = match retried {
                         Ok(buf) => {
                             let spec = *buf.spec();
                             check_rate(Some(spec.rate), &input)?;
@@ -936,6 +999,59 @@ pub fn decode_source(
     })
 }
 
+/// A media source cut to its first `len` bytes (the rest is not audio), so the reader
+/// sees only what it can read.
+struct Bounded {
+    inner: Box<dyn MediaSource>,
+    len: u64,
+    pos: u64,
+}
+
+impl Bounded {
+    fn new(mut inner: Box<dyn MediaSource>, len: u64) -> Bounded {
+        let pos = inner.stream_position().unwrap_or(0).min(len);
+        Bounded { inner, len, pos }
+    }
+}
+
+impl std::io::Read for Bounded {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = usize::try_from(self.len.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let want = buf.len().min(left);
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.inner.read(&mut buf[..want])?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for Bounded {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let target = match to {
+            std::io::SeekFrom::Start(p) => Some(p),
+            std::io::SeekFrom::End(d) => self.len.checked_add_signed(d),
+            std::io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        }
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before 0"))?;
+        self.pos = self
+            .inner
+            .seek(std::io::SeekFrom::Start(target.min(self.len)))?;
+        Ok(self.pos)
+    }
+}
+
+impl MediaSource for Bounded {
+    fn is_seekable(&self) -> bool {
+        self.inner.is_seekable()
+    }
+
+    fn byte_len(&self) -> Option<u64> {
+        Some(self.len)
+    }
+}
+
 /// What the decode loop has seen so far.
 struct Progress {
     rate: u32,
@@ -1022,12 +1138,24 @@ fn make_decoder(
     params: &sc::CodecParameters,
     input: &str,
 ) -> Result<Box<dyn Decoder>, DecodeError> {
+    make_codec_decoder(params).map_err(|reason| DecodeError::UnsupportedCodec {
+        input: input.to_string(),
+        reason,
+    })
+}
+
+/// The decoder this build uses for a track (symphonia's, or libopus for Opus:
+/// [`opus`]); `Err` with [`unsupported_reason`]'s text. One rule for the decoder and the
+/// researcher's probe, so what the probe accepts is what decodes.
+pub fn make_codec_decoder(params: &sc::CodecParameters) -> Result<Box<dyn Decoder>, String> {
+    if opus::is_opus(params) {
+        return opus::OpusDecoder::new(params)
+            .map(|d| Box::new(d) as Box<dyn Decoder>)
+            .map_err(|reason| reason.to_string());
+    }
     symphonia::default::get_codecs()
         .make(params, &DecoderOptions::default())
-        .map_err(|e| DecodeError::UnsupportedCodec {
-            input: input.to_string(),
-            reason: unsupported_reason(params, &e.to_string()),
-        })
+        .map_err(|e| unsupported_reason(params, &e.to_string()))
 }
 
 /// The frames a packet would have decoded to, at `rate` (for the silence replacing it).
@@ -1169,8 +1297,8 @@ mod tests {
     fn opus_and_alac_are_named() {
         assert_eq!(codec_name(sc::CODEC_TYPE_OPUS), "Opus");
         let mut p = sc::CodecParameters::new();
-        p.for_codec(sc::CODEC_TYPE_OPUS);
-        assert!(unsupported_reason(&p, "x").starts_with("Opus is not supported"));
+        p.for_codec(sc::CODEC_TYPE_SPEEX);
+        assert!(unsupported_reason(&p, "x").starts_with("Speex is not supported"));
         // A supported codec refused for its layout says so, not "AAC is not supported".
         p.for_codec(sc::CODEC_TYPE_AAC)
             .with_channel_layout(symphonia::core::audio::Layout::FivePointOne);

@@ -23,9 +23,9 @@ pub(super) enum Start {
     /// A CRC-protected Xing/Info frame: it decodes to `frame` samples of silence, then
     /// `delay` samples of encoder delay (the LAME tag's, 0 without one) come before time 0.
     CrcTag { frame: u64, delay: u64 },
-    /// A Xing/Info tag where symphonia finds it (it handles it itself).
+    /// A Xing/Info (or VBRI) tag where symphonia finds it (it handles it itself).
     Tag,
-    /// No tag: nothing declares the encoder delay.
+    /// No tag: nothing declares the encoder delay or the length.
     NoTag,
 }
 
@@ -82,6 +82,11 @@ fn parse_start(buf: &[u8]) -> Option<Start> {
     // LAME writes the tag right after the side information even when a CRC follows the
     // header; other writers may move it past the CRC.
     let is_tag = |at: usize| matches!(buf.get(at..at + 4), Some(b"Xing") | Some(b"Info"));
+    // A VBRI frame (Fraunhofer's) is always 32 bytes after the header; symphonia reads
+    // its frame count (it declares no delay).
+    if buf.get(pos + 36..pos + 40) == Some(b"VBRI".as_slice()) {
+        return Some(Start::Tag);
+    }
     let Some(tag) = [pos + 4 + side, pos + 6 + side]
         .into_iter()
         .take(if crc { 2 } else { 1 })

@@ -6,8 +6,16 @@
 //! Two statements are read, as players do:
 //! 1. the `iTunSMPB` tag (`moov/udta/meta/ilst/----`), Apple's and many encoders'
 //!    "priming, padding, original length" in samples;
-//! 2. else the first audio track's edit list (`moov/trak/edts/elst`), whose first
-//!    non-empty edit starts at the priming (media time) and lasts the original length.
+//! 2. the first audio track's edit list (`moov/trak/edts/elst`), whose non-empty edit
+//!    starts at the priming (media time) and lasts the original length; it wins over
+//!    `iTunSMPB` when it skips anything (a media time over 0: a cut file skips more than
+//!    the priming), since it is what players play.
+//!
+//! Empty edits before it (media time -1, written by `ffmpeg -itsoffset` and muxers that
+//! delay a track) are a pause before the audio: kept as silence ([`Gapless::delay`]),
+//! or every offset would be early by the delay. An edit list this decoder cannot play
+//! truly (two stretches of media, a media rate other than 1) is refused with the reason
+//! ([`read_gapless`]'s error), never decoded as if it were not there.
 //!
 //! Only `moov` is read (bounded to [`MAX_MOOV`] bytes), by a walk over the few box
 //! types involved; no crate on crates.io exposes both statements without also
@@ -30,24 +38,40 @@ pub struct Gapless {
     pub valid: Option<u64>,
     /// Timescale of `valid`.
     pub valid_scale: u32,
+    /// Silence before the audio (the edit list's empty edits), in `delay_scale` units.
+    pub delay: u64,
+    /// Timescale of `delay` (the movie's).
+    pub delay_scale: u32,
     /// Where it came from, for the decode notes.
     pub source: &'static str,
 }
 
+/// Longest pause before the audio (empty edits) that is played as silence, in seconds.
+/// Beyond it the file is refused: a hostile edit list could ask for days of silence.
+pub const MAX_DELAY_S: u64 = 600;
+
 impl Gapless {
+    /// The pause before the audio in frames at `rate`.
+    pub fn delay_frames(&self, rate: u32) -> u64 {
+        scale(self.delay, self.delay_scale, rate)
+    }
+
     /// (priming, valid) in frames at `rate`.
     pub fn frames(&self, rate: u32) -> (u64, Option<u64>) {
-        let conv = |t: u64, scale: u32| -> u64 {
-            if scale == 0 {
-                t
-            } else {
-                ((t as u128 * rate as u128 + scale as u128 / 2) / scale as u128) as u64
-            }
-        };
         (
-            conv(self.priming, self.priming_scale),
-            self.valid.map(|v| conv(v, self.valid_scale)),
+            scale(self.priming, self.priming_scale, rate),
+            self.valid.map(|v| scale(v, self.valid_scale, rate)),
         )
+    }
+}
+
+/// `t` units of a `timescale` (0: already frames) in frames at `rate`, rounded.
+fn scale(t: u64, timescale: u32, rate: u32) -> u64 {
+    if timescale == 0 {
+        t
+    } else {
+        let f = (t as u128 * rate as u128 + timescale as u128 / 2) / timescale as u128;
+        u64::try_from(f).unwrap_or(u64::MAX)
     }
 }
 
@@ -84,10 +108,16 @@ fn child<'a>(data: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
 }
 
 /// Reads the gapless statement of an MP4 source, then seeks it back to the start.
-/// `None` when the source is not MP4, has neither statement, or cannot be read.
-pub fn read_gapless<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Gapless> {
-    let found = find_moov(src).and_then(|moov| from_moov(&moov));
-    src.seek(SeekFrom::Start(0)).ok()?;
+/// `Ok(None)` when the source is not MP4, has neither statement, or cannot be read;
+/// `Err` with the reason when its edit list asks for what this decoder cannot play
+/// truly (two stretches of media, a rate other than 1, a pause over [`MAX_DELAY_S`]).
+pub fn read_gapless<R: Read + Seek + ?Sized>(src: &mut R) -> Result<Option<Gapless>, String> {
+    let found = match find_moov(src) {
+        Some(moov) => from_moov(&moov),
+        None => Ok(None),
+    };
+    // A source that cannot seek back cannot be decoded either: the probe says so.
+    let _ = src.seek(SeekFrom::Start(0));
     found
 }
 
@@ -128,8 +158,70 @@ fn find_moov<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Vec<u8>> {
     }
 }
 
-fn from_moov(moov: &[u8]) -> Option<Gapless> {
-    itunsmpb(moov).or_else(|| edit_list(moov))
+/// Where an MP4 file's top-level boxes end when bytes that are no box follow them (a
+/// tag or junk appended after the last box, which symphonia's reader takes for a box
+/// running past the end and refuses the whole file over). `None` when the boxes run to
+/// the end of the source (or past it: a file cut short stays refused), the source is not
+/// MP4, or no `moov` and `mdat` were seen before the junk.
+pub fn boxes_end<R: Read + Seek + ?Sized>(src: &mut R) -> Option<u64> {
+    let found = walk_top_level(src);
+    let _ = src.seek(SeekFrom::Start(0));
+    found
+}
+
+fn walk_top_level<R: Read + Seek + ?Sized>(src: &mut R) -> Option<u64> {
+    let len = src.seek(SeekFrom::End(0)).ok()?;
+    let mut pos = 0u64;
+    let (mut moov, mut mdat, mut fragmented) = (false, false, false);
+    while pos < len {
+        let mut head = [0u8; 16];
+        src.seek(SeekFrom::Start(pos)).ok()?;
+        let got = src.read(&mut head[..8]).ok()?;
+        let kind: [u8; 4] = head[4..8].try_into().ok()?;
+        let size = match be_u32(&head)? {
+            1 if got == 8 && src.read_exact(&mut head[8..16]).is_ok() => be_u64(&head[8..])?,
+            0 if got == 8 => len - pos, // "to the end of the file"
+            n => u64::from(n),
+        };
+        let is_box = got == 8
+            && kind.iter().all(|b| b.is_ascii_graphic() || *b == b' ')
+            && size >= 8
+            && pos.checked_add(size).is_some_and(|end| end <= len);
+        if pos == 0 && &kind != b"ftyp" {
+            return None;
+        }
+        if !is_box {
+            // Whole `moov` and `mdat` before it: every sample the tables name is there
+            // (the decoded length is checked against the declared one all the same). A
+            // media box cut short, or a fragmented file (more media in `moof`s), is left
+            // to the reader, which refuses it.
+            let media_cut = matches!(&kind, b"mdat" | b"moof" | b"moov");
+            return (moov && mdat && !fragmented && !media_cut).then_some(pos);
+        }
+        moov |= &kind == b"moov";
+        mdat |= &kind == b"mdat";
+        fragmented |= &kind == b"moof";
+        pos += size;
+    }
+    None
+}
+
+fn from_moov(moov: &[u8]) -> Result<Option<Gapless>, String> {
+    let edits = edit_list(moov)?;
+    let smpb = itunsmpb(moov);
+    Ok(match (edits, smpb) {
+        // The edit list skips something: it is what is played (a cut file skips more
+        // than the priming iTunSMPB states).
+        (Some(e), _) if e.priming > 0 => Some(e),
+        // An edit list from media time 0 (older iTunes files) leaves the priming to
+        // iTunSMPB; its pause before the audio still holds.
+        (Some(e), Some(s)) => Some(Gapless {
+            delay: e.delay,
+            delay_scale: e.delay_scale,
+            ..s
+        }),
+        (e, s) => e.or(s),
+    })
 }
 
 /// `moov/udta/meta/ilst/----` with `name` iTunSMPB: hex words, the second is the
@@ -160,62 +252,138 @@ fn itunsmpb(moov: &[u8]) -> Option<Gapless> {
             priming_scale: 0,
             valid,
             valid_scale: 0,
+            delay: 0,
+            delay_scale: 0,
             source: "iTunSMPB",
         });
     }
     None
 }
 
-/// The first sound track's first non-empty edit: media time = priming (in the media
-/// timescale), duration = length to play (in the movie timescale).
-fn edit_list(moov: &[u8]) -> Option<Gapless> {
-    let mvhd = child(moov, b"mvhd")?;
-    let movie_scale = match mvhd.first()? {
-        1 => be_u32(mvhd.get(20..)?)?,
-        _ => be_u32(mvhd.get(12..)?)?,
+/// The first sound track's edit list: its empty edits before the audio (a pause, in
+/// the movie timescale) and its one edit of media: media time = priming (in the media
+/// timescale), duration = length to play (in the movie timescale). `Ok(None)` without
+/// an edit list; `Err` for one that cannot be played truly by dropping and padding.
+fn edit_list(moov: &[u8]) -> Result<Option<Gapless>, String> {
+    let Some(mvhd) = child(moov, b"mvhd") else {
+        return Ok(None);
+    };
+    let version = |b: &[u8]| -> Option<u32> {
+        match b.first()? {
+            1 => be_u32(b.get(20..)?),
+            _ => be_u32(b.get(12..)?),
+        }
+    };
+    let Some(movie_scale) = version(mvhd) else {
+        return Ok(None);
     };
     for (kind, trak) in boxes(moov) {
         if &kind != b"trak" {
             continue;
         }
-        let mdia = child(trak, b"mdia")?;
-        let hdlr = child(mdia, b"hdlr")?;
-        if hdlr.get(8..12) != Some(b"soun".as_slice()) {
+        let Some(mdia) = child(trak, b"mdia") else {
+            continue;
+        };
+        let is_sound = child(mdia, b"hdlr").and_then(|h| h.get(8..12)) == Some(b"soun".as_slice());
+        if !is_sound {
             continue;
         }
-        let mdhd = child(mdia, b"mdhd")?;
-        let media_scale = match mdhd.first()? {
-            1 => be_u32(mdhd.get(20..)?)?,
-            _ => be_u32(mdhd.get(12..)?)?,
+        let Some(media_scale) = child(mdia, b"mdhd").and_then(version) else {
+            return Ok(None);
         };
-        let elst = child(child(trak, b"edts")?, b"elst")?;
-        let version = *elst.first()?;
-        let count = be_u32(elst.get(4..)?)? as usize;
-        let entry_len = if version == 1 { 20 } else { 12 };
-        for i in 0..count.min(64) {
-            let e = elst.get(8 + i * entry_len..8 + (i + 1) * entry_len)?;
-            let (duration, media_time) = if version == 1 {
-                (be_u64(e)?, be_u64(&e[8..])? as i64)
-            } else {
-                (be_u32(e)? as u64, be_u32(&e[4..])? as i32 as i64)
-            };
-            if media_time < 0 {
-                continue; // an empty edit (a pause before the track)
-            }
-            if media_scale == 0 || movie_scale == 0 {
-                return None;
-            }
-            return Some(Gapless {
-                priming: media_time as u64,
-                priming_scale: media_scale,
-                valid: (duration > 0).then_some(duration),
-                valid_scale: movie_scale,
-                source: "edit list",
-            });
+        let Some(elst) = child(trak, b"edts").and_then(|e| child(e, b"elst")) else {
+            return Ok(None);
+        };
+        if media_scale == 0 || movie_scale == 0 {
+            return Ok(None);
         }
-        return None;
+        return edits(elst, movie_scale, media_scale);
     }
-    None
+    Ok(None)
+}
+
+/// Most edits read from one edit list.
+const MAX_EDITS: usize = 64;
+
+/// Reads an `elst` body (see [`edit_list`]).
+fn edits(elst: &[u8], movie_scale: u32, media_scale: u32) -> Result<Option<Gapless>, String> {
+    let Some((&version, count)) = elst.first().zip(be_u32(elst.get(4..).unwrap_or_default()))
+    else {
+        return Ok(None);
+    };
+    let count = count as usize;
+    if count > MAX_EDITS {
+        return Err(format!(
+            "its MP4 edit list has {count} edits (over {MAX_EDITS}): an edited presentation this decoder does not play"
+        ));
+    }
+    let entry_len = if version == 1 { 20 } else { 12 };
+    let mut delay = 0u64;
+    let mut media: Option<(u64, u64)> = None;
+    for i in 0..count {
+        let Some(e) = elst.get(8 + i * entry_len..8 + (i + 1) * entry_len) else {
+            return Ok(None);
+        };
+        let parsed = if version == 1 {
+            be_u64(e)
+                .zip(be_u64(&e[8..]))
+                .zip(be_u32(&e[16..]))
+                .map(|((d, t), r)| (d, t as i64, r))
+        } else {
+            be_u32(e)
+                .zip(be_u32(&e[4..]))
+                .zip(be_u32(&e[8..]))
+                .map(|((d, t), r)| (u64::from(d), i64::from(t as i32), r))
+        };
+        let Some((duration, media_time, rate)) = parsed else {
+            return Ok(None);
+        };
+        if media_time == -1 {
+            // An empty edit: silence. Before the media it delays the audio; after it, it
+            // only lengthens the presentation past the audio.
+            if media.is_none() {
+                delay = delay.saturating_add(duration);
+            }
+            continue;
+        }
+        if media_time < 0 {
+            return Err(format!(
+                "its MP4 edit list has an edit at media time {media_time} (only -1, a pause, is defined): a damaged or unknown presentation"
+            ));
+        }
+        if media.is_some() {
+            return Err(format!(
+                "its MP4 edit list plays {} stretches of the media (edit {} starts at media time {media_time}): an edited presentation this decoder does not play, so offsets would be wrong",
+                count,
+                i + 1
+            ));
+        }
+        if rate != 0x0001_0000 {
+            return Err(format!(
+                "its MP4 edit list plays the media at rate {:.3} (0 holds a frame): a presentation this decoder does not play, so offsets would be wrong",
+                f64::from(rate as i32) / 65536.0
+            ));
+        }
+        media = Some((duration, media_time as u64));
+    }
+    let Some((duration, media_time)) = media else {
+        return Ok(None);
+    };
+    if delay / u64::from(movie_scale) > MAX_DELAY_S {
+        return Err(format!(
+            "its MP4 edit list starts the audio after a pause of {} s (empty edits), over the {MAX_DELAY_S} s played as silence",
+            delay / u64::from(movie_scale)
+        ));
+    }
+    Ok(Some(Gapless {
+        priming: media_time,
+        priming_scale: media_scale,
+        valid: (duration > 0).then_some(duration),
+        valid_scale: movie_scale,
+        delay,
+        delay_scale: movie_scale,
+        source: "edit list",
+    }))
 }
 
 #[cfg(test)]
@@ -246,13 +414,39 @@ mod tests {
         let trak = [bx(b"edts", &bx(b"elst", &elst)), bx(b"mdia", &mdia)].concat();
         let moov = [bx(b"mvhd", &mvhd), bx(b"trak", &trak)].concat();
         let file = [bx(b"ftyp", b"M4A \0\0\0\0"), bx(b"moov", &moov)].concat();
-        let g = read_gapless(&mut std::io::Cursor::new(file)).expect("gapless");
+        let g = read_gapless(&mut std::io::Cursor::new(file))
+            .expect("readable")
+            .expect("gapless");
         assert_eq!(g.frames(44100), (1024, Some(88200)));
+        assert_eq!(g.delay_frames(44100), 0);
+    }
+
+    #[test]
+    fn junk_after_the_last_box_is_found_and_a_cut_box_is_not_junk() {
+        let whole = [
+            bx(b"ftyp", b"M4A \0\0\0\0"),
+            bx(b"mdat", &[1u8; 100]),
+            bx(b"moov", &[2u8; 50]),
+        ]
+        .concat();
+        let end = whole.len() as u64;
+        let with_junk = [whole.clone(), b"TAG junk".to_vec(), vec![0u8; 64]].concat();
+        assert_eq!(boxes_end(&mut std::io::Cursor::new(with_junk)), Some(end));
+        assert_eq!(boxes_end(&mut std::io::Cursor::new(whole.clone())), None);
+        // The mdat cut short: refused by the reader, never cut to the boxes before it.
+        let cut = [
+            bx(b"ftyp", b"M4A \0\0\0\0"),
+            bx(b"moov", &[2u8; 50]),
+            bx(b"mdat", &[1u8; 100]),
+        ]
+        .concat();
+        let cut = cut[..cut.len() - 30].to_vec();
+        assert_eq!(boxes_end(&mut std::io::Cursor::new(cut)), None);
     }
 
     #[test]
     fn not_mp4_is_none() {
         let mut c = std::io::Cursor::new(b"RIFF\0\0\0\0WAVEfmt ".to_vec());
-        assert_eq!(read_gapless(&mut c), None);
+        assert_eq!(read_gapless(&mut c), Ok(None));
     }
 }

@@ -94,8 +94,8 @@ pub enum DownloadError {
         grace: Duration,
     },
     /// The body is compressed with a `Content-Encoding` this build does not undo
-    /// (gzip and deflate are undone).
-    #[error("GET {url}: body has Content-Encoding {encoding:?}, which is not supported (gzip and deflate are)")]
+    /// (gzip, x-gzip and deflate are undone).
+    #[error("GET {url}: body has Content-Encoding {encoding:?}, which is not supported (gzip, x-gzip and deflate are)")]
     ContentEncoding {
         /// The URL.
         url: String,
@@ -121,15 +121,18 @@ pub enum DownloadError {
         /// Content-Length or bytes seen.
         detail: String,
     },
-    /// The connection ended before the announced length arrived.
-    #[error("GET {url}: truncated body: got {got} bytes{expected}", expected = match .expected { Some(n) => format!(" of {n}"), None => String::new() })]
+    /// The transfer ended before its end: before the announced length arrived, or
+    /// without the terminating chunk of chunked encoding.
+    #[error("GET {url}: truncated body: got {got} bytes{expected} ({how})", expected = match .expected { Some(n) => format!(" of {n}"), None => String::new() })]
     Truncated {
         /// The URL.
         url: String,
-        /// Bytes received.
+        /// Bytes received (on the wire, before any Content-Encoding is undone).
         got: u64,
         /// Content-Length, if announced.
         expected: Option<u64>,
+        /// How the transfer was seen to end early.
+        how: String,
     },
     /// No bytes arrived within the read timeout, or no connection within the connect one.
     #[error("GET {url}: timed out {what} after {after:?}")]
@@ -253,11 +256,12 @@ mod tests {
                 url: "http://h/e".into(),
                 got: 10,
                 expected: Some(20),
+                how: "the connection closed".into(),
             }),
         };
         assert_eq!(
             gave_up.to_string(),
-            "GET http://h/e: truncated body: got 10 bytes of 20 (gave up after 3 attempts)"
+            "GET http://h/e: truncated body: got 10 bytes of 20 (the connection closed) (gave up after 3 attempts)"
         );
         assert_eq!(gave_up.kind(), "truncated");
     }

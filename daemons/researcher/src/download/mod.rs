@@ -5,6 +5,7 @@
 //! The caller chooses the destination file name (from a job id or a content hash), never
 //! the URL, so a hostile URL cannot pick where bytes land.
 
+mod encoding;
 mod error;
 mod hosts;
 mod probe;
@@ -12,6 +13,7 @@ mod probe;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use encoding::BodyDecoder;
 use futures_util::FutureExt;
 use reqwest::{redirect, Url};
 use sha2::{Digest, Sha256};
@@ -62,23 +64,20 @@ pub fn sha256_hex(text: &str) -> String {
     hex(&Sha256::digest(text.as_bytes()))
 }
 
-/// Is a body-decoding error about bytes that do not decode (the gzip/deflate/brotli
-/// decoder's invalid-data error) rather than the connection ending early (truncated,
-/// worth a retry)?
-fn bad_encoding(e: &reqwest::Error) -> bool {
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            if matches!(
-                io.kind(),
-                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
-            ) {
-                return true;
-            }
+/// Why a body stopped before its end, for the `truncated` message: the transfer was
+/// delimited (a Content-Length, chunked encoding) and the server broke it off. A body
+/// without either ends when the connection closes, and a close cannot be told from the
+/// end: that case never reaches here (see docs/researcher.md, "Bodies whose length
+/// nothing declares").
+fn ended_early(expected: Option<u64>, chunked: bool, e: &reqwest::Error) -> String {
+    let what = match (expected, chunked) {
+        (Some(_), _) => "the connection closed before the Content-Length arrived",
+        (None, true) => {
+            "the transfer ended without its last chunk (chunked encoding broken off by the server)"
         }
-        source = s.source();
-    }
-    false
+        (None, false) => "the connection failed while the body was read",
+    };
+    format!("{what}: {}", error_chain(e))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -119,8 +118,11 @@ impl Downloader {
             .read_timeout(settings.read_timeout)
             .redirect(policy)
             .user_agent(settings.user_agent.clone())
-            // Brotli is not decoded (gzip and deflate are): another crate of the workspace
-            // turning on reqwest's brotli feature must not change what an episode gets.
+            // Content-Encoding is undone by `encoding::BodyDecoder` (x-gzip and gzip of
+            // several members too), never by reqwest: another crate of the workspace turning
+            // on one of its decoders must not change what an episode gets.
+            .no_gzip()
+            .no_deflate()
             .no_brotli()
             .build()
             .map_err(|e| DownloadError::Network {
@@ -320,7 +322,11 @@ impl Downloader {
         progress: Progress<'_>,
     ) -> Result<Fetched, DownloadError> {
         let wait = self.settings.connect_timeout + self.settings.read_timeout;
-        let response = tokio::time::timeout(wait, self.client.get(parsed).send())
+        let request = self
+            .client
+            .get(parsed)
+            .header(reqwest::header::ACCEPT_ENCODING, "gzip, deflate");
+        let response = tokio::time::timeout(wait, request.send())
             .await
             .map_err(|_| DownloadError::Timeout {
                 url: url.to_string(),
@@ -362,18 +368,26 @@ impl Downloader {
                 content_range,
             });
         }
-        if let Some(encoding) = response.headers().get(reqwest::header::CONTENT_ENCODING) {
-            // gzip and deflate were undone by the client (and the header removed).
-            let encoding = String::from_utf8_lossy(encoding.as_bytes())
-                .trim()
-                .to_string();
-            if !encoding.eq_ignore_ascii_case("identity") {
-                return Err(DownloadError::ContentEncoding {
-                    url: url.to_string(),
-                    encoding,
-                });
+        let encoding = response
+            .headers()
+            .get(reqwest::header::CONTENT_ENCODING)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let mut decoder = BodyDecoder::for_header(encoding.as_deref()).map_err(|encoding| {
+            DownloadError::ContentEncoding {
+                url: url.to_string(),
+                encoding,
             }
-        }
+        })?;
+        // Whether the transfer is delimited (a length or chunked encoding), so a body that
+        // stops early says so; a body ended by the connection closing cannot.
+        let chunked = response
+            .headers()
+            .get(reqwest::header::TRANSFER_ENCODING)
+            .is_some_and(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .to_ascii_lowercase()
+                    .contains("chunked")
+            });
         let limit = self.settings.max_bytes;
         let expected = response.content_length();
         if let Some(n) = expected {
@@ -393,12 +407,18 @@ impl Downloader {
         let mut response = response;
         let mut file = create(dest).await?;
         let mut hasher = Sha256::new();
+        // Bytes on the wire (what Content-Length counts) and media bytes (decoded).
+        let mut wire = 0u64;
         let mut got = 0u64;
         let started = Instant::now();
+        let bad_encoding = |e: std::io::Error| DownloadError::BadEncoding {
+            url: url.to_string(),
+            reason: e.to_string(),
+        };
         loop {
             // Whichever comes first: the read timeout (nothing arrives) or the end of the
             // download budget (bytes arrive, but too slowly).
-            let budget = self.budget(expected.unwrap_or(0).max(got));
+            let budget = self.budget(expected.unwrap_or(0).max(wire));
             let left = budget.saturating_sub(started.elapsed());
             let wait = self.settings.read_timeout.min(left);
             let chunk = match tokio::time::timeout(wait, response.chunk()).await {
@@ -406,7 +426,7 @@ impl Downloader {
                 Err(_) if wait < self.settings.read_timeout => {
                     return Err(DownloadError::TooSlow {
                         url: url.to_string(),
-                        got,
+                        got: wire,
                         expected,
                         elapsed: started.elapsed(),
                         budget,
@@ -428,21 +448,18 @@ impl Downloader {
                 Err(e) if e.is_timeout() => {
                     return Err(self.map_reqwest(url, &e, "reading the body"))
                 }
-                Err(e) if e.is_decode() && bad_encoding(&e) => {
-                    return Err(DownloadError::BadEncoding {
-                        url: url.to_string(),
-                        reason: error_chain(&e),
-                    })
-                }
                 Err(e) => {
-                    tracing::debug!(%url, error = %error_chain(&e), got, "body ended early");
+                    tracing::debug!(%url, error = %error_chain(&e), wire, "body ended early");
                     return Err(DownloadError::Truncated {
                         url: url.to_string(),
-                        got,
+                        got: wire,
                         expected,
+                        how: ended_early(expected, chunked, &e),
                     });
                 }
             };
+            wire += chunk.len() as u64;
+            let chunk = decoder.feed(&chunk).map_err(bad_encoding)?;
             got += chunk.len() as u64;
             if got > limit {
                 return Err(DownloadError::TooLarge {
@@ -453,17 +470,47 @@ impl Downloader {
             }
             hasher.update(&chunk);
             write(&mut file, dest, &chunk).await?;
-            progress(got, expected);
+            progress(wire, expected);
         }
         if let Some(n) = expected {
-            if got < n {
+            if wire < n {
                 return Err(DownloadError::Truncated {
                     url: url.to_string(),
-                    got,
+                    got: wire,
                     expected,
+                    how: "the connection closed before the Content-Length arrived".into(),
                 });
             }
         }
+        // A compressed body must also end whole (its members' trailers, CRCs and
+        // lengths). Without a length or chunks the connection's close ended it, so an
+        // unfinished stream is a transfer cut short (worth a retry); after a delimited
+        // transfer that ended as declared, the bytes themselves are damaged.
+        let last = decoder.finish().map_err(|e| {
+            if expected.is_none() && !chunked {
+                DownloadError::Truncated {
+                    url: url.to_string(),
+                    got: wire,
+                    expected,
+                    how: format!("the connection closed before the compressed body's end: {e}"),
+                }
+            } else {
+                DownloadError::BadEncoding {
+                    url: url.to_string(),
+                    reason: format!("the compressed body does not end whole ({e}): damaged"),
+                }
+            }
+        })?;
+        got += last.len() as u64;
+        if got > limit {
+            return Err(DownloadError::TooLarge {
+                url: url.to_string(),
+                limit,
+                detail: format!("more than {limit} bytes arrived"),
+            });
+        }
+        hasher.update(&last);
+        write(&mut file, dest, &last).await?;
         finish(&mut file, dest).await?;
         Ok(Fetched {
             path: dest.to_path_buf(),

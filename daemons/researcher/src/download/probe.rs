@@ -12,7 +12,7 @@ use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
-use archivist_matcher::decode::{unsupported_reason, SUPPORTED_CODECS};
+use archivist_matcher::decode::{make_codec_decoder, SUPPORTED_CODECS};
 
 use super::DownloadError;
 
@@ -55,10 +55,9 @@ fn probe_container(path: &Path) -> Result<(), Refusal> {
         .iter()
         .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
         .ok_or_else(|| refuse("no audio track".to_string()))?;
-    symphonia::default::get_codecs()
-        .make(&track.codec_params, &Default::default())
+    make_codec_decoder(&track.codec_params)
         .map(|_| ())
-        .map_err(|e| Refusal::Codec(unsupported_reason(&track.codec_params, &e.to_string())))
+        .map_err(Refusal::Codec)
 }
 
 /// Audio formats symphonia has no reader for at all, named by their magic bytes (the

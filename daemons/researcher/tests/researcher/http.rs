@@ -44,6 +44,24 @@ pub enum Route {
         times: usize,
         then: Box<Route>,
     },
+    /// 200 with `Transfer-Encoding: chunked` (no Content-Length): the first `send`
+    /// bytes of `body` in chunks, then the terminating chunk if `end`, else the
+    /// connection is closed (a server that died mid-transfer). With `encoding`, a
+    /// `Content-Encoding` header (the body already encoded).
+    Chunked {
+        body: Arc<Vec<u8>>,
+        send: usize,
+        end: bool,
+        encoding: Option<&'static str>,
+    },
+    /// 200 with neither Content-Length nor chunked encoding (the body ends when the
+    /// connection closes): the first `send` bytes of `body`, with `Content-Encoding:
+    /// encoding`, then a clean close.
+    Unframed {
+        body: Arc<Vec<u8>>,
+        send: usize,
+        encoding: &'static str,
+    },
     /// 200 with this `Content-Encoding` and body (already encoded).
     Encoded {
         body: Arc<Vec<u8>>,
@@ -275,6 +293,41 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             );
             stream.write_all(header.as_bytes()).await?;
             stream.write_all(&body).await?;
+        }
+        Route::Chunked {
+            body,
+            send,
+            end,
+            encoding,
+        } => {
+            let encoding = encoding
+                .map(|e| format!("Content-Encoding: {e}\r\n"))
+                .unwrap_or_default();
+            let header = format!(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: audio/mpeg\r\n{encoding}Connection: close\r\n\r\n"
+            );
+            stream.write_all(header.as_bytes()).await?;
+            for piece in body[..send.min(body.len())].chunks(4096) {
+                stream
+                    .write_all(format!("{:x}\r\n", piece.len()).as_bytes())
+                    .await?;
+                stream.write_all(piece).await?;
+                stream.write_all(b"\r\n").await?;
+            }
+            if end {
+                stream.write_all(b"0\r\n\r\n").await?;
+            }
+        }
+        Route::Unframed {
+            body,
+            send,
+            encoding,
+        } => {
+            let header = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: audio/wav\r\nContent-Encoding: {encoding}\r\nConnection: close\r\n\r\n"
+            );
+            stream.write_all(header.as_bytes()).await?;
+            stream.write_all(&body[..send.min(body.len())]).await?;
         }
         Route::FailThen { .. } | Route::RetryAfter { .. } => unreachable!("resolved above"),
     }
