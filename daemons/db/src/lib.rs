@@ -146,7 +146,6 @@ impl Database {
     }
 
     /// The connection pool, for this crate's modules.
-    #[allow(dead_code)] // the catalog and research modules use it
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
     }
@@ -183,7 +182,6 @@ impl Database {
     /// write lock at once (waiting up to the busy timeout) instead of failing when a
     /// read transaction later tries to write; PostgreSQL: a plain transaction (rows are
     /// locked as they are written, or with `FOR UPDATE`).
-    #[allow(dead_code)] // the catalog and research modules use it
     pub(crate) async fn begin_write(
         &self,
         what: impl Fn() -> String,
@@ -252,7 +250,6 @@ impl Database {
 
 /// Takes the next value of `counter`, for the rows this transaction writes. The counter
 /// row stays locked until the transaction ends, so values are handed out in commit order.
-#[allow(dead_code)] // the catalog and research modules use it
 pub(crate) async fn next_seq(conn: &mut AnyConnection, counter: Counter) -> Result<i64, DbError> {
     let (value,): (i64,) =
         sqlx::query_as("UPDATE counters SET value = value + 1 WHERE name = $1 RETURNING value")
