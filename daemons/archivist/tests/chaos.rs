@@ -78,6 +78,7 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
     let env = Env {
         zk: connect.clone(),
         chroot: archivist_testkit::unique_chroot("chaos"),
+        database: archivist_testkit::db::fresh_binary_database_url("chaos"),
         extra: Vec::new(),
     };
 

@@ -53,22 +53,57 @@ fn sqlite_dir() -> PathBuf {
     dir
 }
 
+/// The URL of a new, empty SQLite file for the test `name`.
+pub fn fresh_sqlite_url(name: &str) -> String {
+    let dir = sqlite_dir().join(format!(
+        "{name}-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    format!("sqlite://{}", dir.join("archivist.db").display())
+}
+
+/// The variable choosing the backend of the database a test gives the `archivist`
+/// binary it runs (`postgres`: a fresh database on [`TEST_PG_VAR`]'s server; anything
+/// else: SQLite), so the end-to-end tests (chaos, pipeline) run on either.
+pub const BINARY_BACKEND_VAR: &str = "ARCHIVIST_TEST_DB_BACKEND";
+
+/// The backend [`BINARY_BACKEND_VAR`] chooses.
+pub fn binary_backend() -> Backend {
+    match std::env::var(BINARY_BACKEND_VAR).as_deref() {
+        Ok("postgres") => Backend::Postgres,
+        _ => Backend::Sqlite,
+    }
+}
+
+/// A fresh database URL on [`binary_backend`], from code that cannot await (made on a
+/// thread with a runtime of its own, so it works inside a test's runtime too).
+pub fn fresh_binary_database_url(name: &str) -> String {
+    match binary_backend() {
+        Backend::Sqlite => fresh_sqlite_url(name),
+        Backend::Postgres => {
+            let name = name.to_string();
+            std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime")
+                    .block_on(fresh_database_url(Backend::Postgres, &name))
+            })
+            .join()
+            .expect("making a test database")
+        }
+    }
+}
+
 /// The URL of a new, empty database on `backend` for the test `name`.
 ///
 /// # Panics
 /// If PostgreSQL is asked for without [`TEST_PG_VAR`], or the database cannot be made.
 pub async fn fresh_database_url(backend: Backend, name: &str) -> String {
     match backend {
-        Backend::Sqlite => {
-            let dir = sqlite_dir().join(format!(
-                "{name}-{}-{:08x}",
-                std::process::id(),
-                rand::random::<u32>()
-            ));
-            std::fs::create_dir_all(&dir)
-                .unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
-            format!("sqlite://{}", dir.join("archivist.db").display())
-        }
+        Backend::Sqlite => fresh_sqlite_url(name),
         Backend::Postgres => {
             let admin = pg_admin_url()
                 .unwrap_or_else(|| panic!("{TEST_PG_VAR} is not set: no PostgreSQL for tests"));
@@ -97,4 +132,34 @@ pub async fn fresh_databases(name: &str) -> Vec<Database> {
         all.push(fresh_database(backend, name).await);
     }
     all
+}
+
+/// The SQLite database belonging to the test tree `chroot` (made on first use, then the
+/// same one): tests that run the recorder in-process store through it, and two calls in
+/// one test see one archive.
+pub async fn tree_database(chroot: &str) -> Database {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static BY_TREE: std::sync::OnceLock<Mutex<HashMap<String, String>>> =
+        std::sync::OnceLock::new();
+    let known = BY_TREE
+        .get_or_init(Default::default)
+        .lock()
+        .ok()
+        .and_then(|m| m.get(chroot).cloned());
+    let url = match known {
+        Some(url) => url,
+        None => {
+            let name = chroot.rsplit('/').next().unwrap_or("tree").to_string();
+            let url = fresh_sqlite_url(&name);
+            if let Ok(mut m) = BY_TREE.get_or_init(Default::default).lock() {
+                m.entry(chroot.to_string()).or_insert(url).clone()
+            } else {
+                url
+            }
+        }
+    };
+    Database::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("opening the test tree's database: {e}"))
 }

@@ -23,6 +23,7 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
         tokio::spawn(async move {
             archivist_recorder::run(
                 &config,
+                support::db_for(&config).await,
                 support::settings(),
                 Identity::named("recorder", "recorder-test"),
                 shutdown,
@@ -156,6 +157,7 @@ async fn reports_with_impossible_occurrences_fail_the_job_and_the_record_stays_r
         tokio::spawn(async move {
             archivist_recorder::run(
                 &config,
+                support::db_for(&config).await,
                 support::settings(),
                 Identity::named("recorder", "recorder-impossible"),
                 shutdown,

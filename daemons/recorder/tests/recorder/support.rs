@@ -12,6 +12,16 @@ use archivist_engine::schema::{JobState, SCHEMA_VERSION};
 use archivist_engine::{store, zk, Session};
 use archivist_recorder::RecorderSettings;
 
+/// The test tree's database (one per tree: every call in a test sees one archive).
+pub async fn db(session: &Session) -> archivist_db::Database {
+    archivist_testkit::db::tree_database(session.chroot()).await
+}
+
+/// The database of the tree `config` names.
+pub async fn db_for(config: &archivist_engine::ZkConfig) -> archivist_db::Database {
+    archivist_testkit::db::tree_database(&config.hosts_and_chroot().1).await
+}
+
 /// Fast settings for tests.
 pub fn settings() -> RecorderSettings {
     RecorderSettings::default()
