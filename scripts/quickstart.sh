@@ -45,6 +45,8 @@ fi
 connect=$(bash scripts/zk.sh start | tail -n 1)
 export ARCHIVIST_ZK=$connect
 export ARCHIVIST_CHROOT=/archivist-quickstart
+# The quickstart's own database, reset with its tree below.
+export ARCHIVIST_DATABASE_URL=sqlite://$qs/archivist.db
 
 # Stop what a previous --keep run left, then start from a clean tree.
 for pidfile in "$qs"/*.pid; do

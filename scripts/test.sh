@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, and the whole workspace's tests against a real
-# local ZooKeeper (started here if none serves; see scripts/zk.sh).
+# local ZooKeeper (started here if none serves; see scripts/zk.sh) and both database
+# backends: SQLite, and a private PostgreSQL cluster (scripts/pg.sh, started here;
+# ARCHIVIST_TEST_PG names it, so the database tests run on both).
 #
 #   scripts/test.sh            everything
 #   scripts/test.sh -p NAME    one package (extra args go to `cargo test`)
@@ -11,6 +13,10 @@ cd "$repo"
 bash scripts/deps.sh
 export ARCHIVIST_TEST_ZK=${ARCHIVIST_TEST_ZK:-127.0.0.1:2181}
 ZK_PORT=${ARCHIVIST_TEST_ZK##*:} bash scripts/zk.sh start >/dev/null
+if [[ -z ${ARCHIVIST_TEST_PG:-} ]]; then
+    ARCHIVIST_TEST_PG=$(bash scripts/pg.sh start | tail -n 1)
+    export ARCHIVIST_TEST_PG
+fi
 
 if [[ $# -eq 0 ]]; then
     bash scripts/tests/wait_test.sh

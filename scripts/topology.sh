@@ -19,6 +19,9 @@ dir=$local_dir/topology
 bin=${ARCHIVIST_BIN:-${CARGO_TARGET_DIR:-$repo/target}/release/archivist}
 metrics_base=${TOPOLOGY_METRICS_BASE:-19460}
 export ARCHIVIST_CHROOT=${ARCHIVIST_CHROOT:-/archivist-topology}
+# Every daemon of the topology shares one database (ARCHIVIST_DATABASE_URL, default a
+# SQLite file beside the topology's other files).
+export ARCHIVIST_DATABASE_URL=${ARCHIVIST_DATABASE_URL:-sqlite://$dir/archivist.db}
 
 daemons=(feed-server planner recorder researcher-1 researcher-2 curator)
 feed_port=$((metrics_base + 9))

@@ -31,6 +31,7 @@ fn main() {
     let files_env = Env {
         zk: zk.clone(),
         chroot: "/unused".into(),
+        database: archivist_testkit::db::fresh_binary_database_url("bench"),
         extra: Vec::new(),
     };
     let (dir, media, _files, base) = served_media(&files_env, "bench-e2e");
@@ -56,6 +57,7 @@ fn main() {
         let env = Env {
             zk: zk.clone(),
             chroot: archivist_testkit::unique_chroot("bench-e2e"),
+            database: archivist_testkit::db::fresh_binary_database_url("bench"),
             extra: Vec::new(),
         };
         env.ok(&["init"]);

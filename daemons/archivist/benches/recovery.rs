@@ -80,6 +80,7 @@ async fn repetition(
     let env = Env {
         zk: zk.to_string(),
         chroot: archivist_testkit::unique_chroot("bench-recovery"),
+        database: archivist_testkit::db::fresh_binary_database_url("bench"),
         extra: Vec::new(),
     };
     env.ok(&["init"]);
@@ -237,6 +238,7 @@ async fn main() {
     let files_env = Env {
         zk: zk.clone(),
         chroot: "/unused".into(),
+        database: archivist_testkit::db::fresh_binary_database_url("bench"),
         extra: Vec::new(),
     };
     let (dir, media, _files, base) = served_media(&files_env, "bench-recovery");

@@ -70,6 +70,7 @@ fn a_poisoned_tree_and_bad_media_fail_alone_while_good_work_is_recorded() {
     let env = Env {
         zk,
         chroot,
+        database: archivist_testkit::db::fresh_binary_database_url("bad-input"),
         extra: Vec::new(),
     };
     let (dir, media, _files, base) = served_media(&env, "bad-input");

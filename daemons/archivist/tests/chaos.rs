@@ -2,8 +2,9 @@
 //! faults injected at random (seeded and printed, so a failure can be replayed):
 //! SIGKILL and restart of any daemon, SIGSTOP of a researcher past its session timeout,
 //! SIGKILL of the ZooKeeper leader, and downloads failing at the file server. At the end
-//! every (episode, clip) pair must be recorded exactly once at the right offsets, no job
-//! may be left in a working state, and `fsck` must be clean.
+//! every (episode, clip) pair must be recorded exactly once at the right offsets (in
+//! ZooKeeper and in the database: `ARCHIVIST_TEST_DB_BACKEND=postgres` for PostgreSQL),
+//! no job may be left in a working state, and `fsck` must be clean.
 //!
 //! The suite runs a short version; `scripts/chaos.sh` runs a long one
 //! (`CHAOS_SECONDS`, `CHAOS_EPISODES`, `CHAOS_SEED`).
@@ -78,6 +79,7 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
     let env = Env {
         zk: connect.clone(),
         chroot: archivist_testkit::unique_chroot("chaos"),
+        database: archivist_testkit::db::fresh_binary_database_url("chaos"),
         extra: Vec::new(),
     };
 
@@ -253,12 +255,43 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
         let session = Session::connect(&ZkConfig::new(&connect).with_chroot(&env.chroot))
             .await
             .unwrap();
-        // No research record stores a clip in two runs.
-        for name in store::children(&session, paths::RESEARCH).await.unwrap() {
+        // No research record stores a clip in two runs; the database's archive holds
+        // exactly the same pairs and occurrences (its commit precedes each multi, and a
+        // replay after a kill between them stores nothing twice).
+        let db = archivist_db::Database::connect(&env.database)
+            .await
+            .unwrap();
+        let names = store::children(&session, paths::RESEARCH).await.unwrap();
+        assert_eq!(
+            archivist_db::research::counts(&db).await.unwrap().episodes,
+            names.len() as i64,
+            "seed {seed}: the database's research episodes differ from /research"
+        );
+        for name in names {
             let (record, _) =
                 store::read_required::<ResearchRecord>(&session, &paths::research(&name))
                     .await
                     .unwrap();
+            let stored = archivist_db::research::read(&db, &name)
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("seed {seed}: {name} missing from the database"));
+            assert_eq!(
+                stored.researched(),
+                record.researched(),
+                "seed {seed}: {name}: the database researched other clips"
+            );
+            assert_eq!(
+                stored.found.keys().collect::<Vec<_>>(),
+                record.found.keys().collect::<Vec<_>>(),
+                "seed {seed}: {name}: the database found other clips"
+            );
+            let in_db_runs: usize = stored.runs.iter().map(|r| r.clips.len()).sum();
+            assert_eq!(
+                in_db_runs,
+                stored.researched().len(),
+                "seed {seed}: {name} stores clips twice in the database"
+            );
             let mut seen = BTreeMap::<u32, u32>::new();
             for run in &record.runs {
                 for n in run.clips.iter() {
@@ -286,6 +319,7 @@ fn chaos_every_pair_is_recorded_exactly_once_whatever_fails() {
         })
         .await;
         assert!(drained, "seed {seed}: jobs left in working states");
+        db.close().await;
     });
     let fsck = env.run(&["fsck"]);
     assert!(

@@ -76,6 +76,7 @@ fn the_pipeline_runs_over_tls_and_sasl_and_a_leader_kill_loses_no_job() {
     let mut env = Env {
         zk: ensemble.connect.clone(),
         chroot: archivist_testkit::unique_chroot("secured"),
+        database: archivist_testkit::db::fresh_binary_database_url("secured"),
         extra: Vec::new(),
     };
 
@@ -307,6 +308,7 @@ fn secrets_stay_with_the_daemons_and_out_of_the_readers_reach_and_the_logs() {
     let env = Env {
         zk: server.connect.clone(),
         chroot: archivist_testkit::unique_chroot("secrets"),
+        database: archivist_testkit::db::fresh_binary_database_url("secrets"),
         extra: vec![
             var("ARCHIVIST_ZK_SASL_USER", "archivist"),
             var("ARCHIVIST_ZK_SASL_PASSWORD", &password),

@@ -86,8 +86,20 @@ async fn research(session: &Session, id: &str, found_clip: Option<&str>) -> Resu
             .await?;
         names.push(name);
     }
-    archivist_recorder::store::store_reports(session, &RecorderSettings::default(), id, &names)
-        .await?;
+    // The demo's own research archive, beside its tree.
+    let url = format!(
+        "sqlite://{}/archivist-batch-demo.db",
+        std::env::temp_dir().display()
+    );
+    let db = archivist_db::Database::connect(&url).await?;
+    archivist_recorder::store::store_reports(
+        session,
+        &db,
+        &RecorderSettings::default(),
+        id,
+        &names,
+    )
+    .await?;
     step(session, id, JobState::Recorded).await
 }
 

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use archivist_db::Database;
 use archivist_engine::consumer::{self, ConsumerOptions};
 use archivist_engine::member::{self, Identity};
 use archivist_engine::schema::JobState;
@@ -14,13 +15,15 @@ use crate::finish::FinishStep;
 use crate::settings::RecorderSettings;
 use crate::watcher;
 
-/// Runs the recorder until `shutdown` fires, on a new session whenever one is lost.
-/// Several recorders may run at once, in one process or many.
+/// Runs the recorder until `shutdown` fires, on a new session whenever one is lost,
+/// storing research into `db`. Several recorders may run at once, in one process or
+/// many.
 ///
 /// # Errors
 /// [`RecorderError::Settings`] for unusable settings; otherwise it keeps retrying.
 pub async fn run(
     config: &ZkConfig,
+    db: Database,
     settings: RecorderSettings,
     identity: Identity,
     shutdown: CancellationToken,
@@ -31,7 +34,8 @@ pub async fn run(
         let settings = settings.clone();
         let identity = identity.clone();
         let shutdown = shutdown.clone();
-        async move { run_on_session(&session, &settings, &identity, &shutdown).await }
+        let db = db.clone();
+        async move { run_on_session(&session, &db, &settings, &identity, &shutdown).await }
     })
     .await?;
     Ok(())
@@ -41,6 +45,7 @@ pub async fn run(
 /// fires or the session is lost (either consumer failing stops the other).
 pub async fn run_on_session(
     session: &Session,
+    db: &Database,
     settings: &RecorderSettings,
     identity: &Identity,
     shutdown: &CancellationToken,
@@ -52,9 +57,13 @@ pub async fn run_on_session(
     let options = ConsumerOptions::new(JobState::Reported, identity.name.clone())
         .with_concurrency(settings.concurrency)
         .with_poll_interval(settings.poll_interval);
-    let step = Arc::new(FinishStep::new(settings.clone(), identity.name.clone()));
+    let step = Arc::new(FinishStep::new(
+        settings.clone(),
+        db.clone(),
+        identity.name.clone(),
+    ));
     let reports = async {
-        let result = watcher::run(session, settings, stop.clone()).await;
+        let result = watcher::run(session, db, settings, stop.clone()).await;
         stop.cancel();
         result.map(|_| ()).map_err(|e| match e {
             RecorderError::Engine(e) => e,

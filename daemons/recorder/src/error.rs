@@ -39,6 +39,9 @@ pub enum RecorderError {
     /// ZooKeeper or the tree failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The database failed (the reports stay in ZooKeeper for the next pass).
+    #[error(transparent)]
+    Database(#[from] archivist_db::DbError),
 }
 
 impl RecorderError {

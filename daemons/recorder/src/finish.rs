@@ -19,19 +19,22 @@ use archivist_engine::{jobs, store as zkstore, EngineError, Session};
 use crate::error::RecorderError;
 use crate::settings::RecorderSettings;
 use crate::store;
+use archivist_db::Database;
 
 /// Closes `reported` jobs; give it to `archivist_engine::consumer::run`.
 #[derive(Debug, Clone)]
 pub struct FinishStep {
     settings: RecorderSettings,
+    db: Database,
     by: String,
 }
 
 impl FinishStep {
-    /// A step that acts as `by` (the recorder's identity name).
-    pub fn new(settings: RecorderSettings, by: impl Into<String>) -> FinishStep {
+    /// A step that acts as `by` (the recorder's identity name), storing into `db`.
+    pub fn new(settings: RecorderSettings, db: Database, by: impl Into<String>) -> FinishStep {
         FinishStep {
             settings,
+            db,
             by: by.into(),
         }
     }
@@ -118,6 +121,7 @@ async fn lease_delete(session: &Session, job: &str) -> Result<Option<Op>, Engine
 /// ZooKeeper failure.
 pub async fn finish(
     claimed: &Claimed,
+    db: &Database,
     settings: &RecorderSettings,
     by: &str,
 ) -> Result<Finished, EngineError> {
@@ -132,7 +136,7 @@ pub async fn finish(
                 break;
             }
             for batch in names.chunks(settings.batch_size.max(1)) {
-                match store::store_reports(session, settings, job_id, batch).await {
+                match store::store_reports(session, db, settings, job_id, batch).await {
                     Ok(done) => {
                         stored += done.stored.len();
                         if let Some(err) = done.bad.into_iter().next() {
@@ -140,6 +144,12 @@ pub async fn finish(
                         }
                     }
                     Err(RecorderError::Contended { .. }) => {
+                        claimed.lock.clone().release(session).await?;
+                        return Ok(Finished::HandedBack);
+                    }
+                    Err(RecorderError::Database(e)) => {
+                        // Not the job's fault: its reports wait for the database.
+                        tracing::warn!(job = %job_id, episode = %claimed.job.episode, state = %claimed.job.status, error = %e, "storing reports in the database failed; job handed back");
                         claimed.lock.clone().release(session).await?;
                         return Ok(Finished::HandedBack);
                     }
@@ -185,6 +195,8 @@ pub async fn finish(
 
 impl Step for FinishStep {
     async fn run(&self, claimed: Claimed) -> Result<(), EngineError> {
-        finish(&claimed, &self.settings, &self.by).await.map(|_| ())
+        finish(&claimed, &self.db, &self.settings, &self.by)
+            .await
+            .map(|_| ())
     }
 }

@@ -1,5 +1,14 @@
-//! Storing reports: research record write + report deletes + lease extension, as one
-//! multi.
+//! Storing reports: the database first, then research record write + report deletes +
+//! lease extension, as one multi.
+//!
+//! The database holds the research archive (issue 22): [`store_reports`] merges a job's
+//! reports into the episode's research in ONE database transaction
+//! ([`archivist_db::research::update`]: the episode locked, a clip already researched
+//! never stored again), and only after that commit runs the ZooKeeper multi. A crash
+//! between the two leaves the reports in ZooKeeper; the next pass merges them again into
+//! a record that already holds them (the database write is a no-op) and runs the multi.
+//! During the move to the database the multi still writes `/research/{episode}` too, for
+//! the readers not yet moved (see docs/recorder.md).
 //!
 //! [`prepare`] reads the reports, the episode's research record and the job's lease and
 //! builds the multi; [`commit`] runs it. Because every op is version-checked, a multi
@@ -10,12 +19,14 @@
 
 use std::time::Duration;
 
+use archivist_db::Database;
 use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::records::{self, LeaseRecord, ReportRecord, ResearchRecord};
 use archivist_engine::schema::JobState;
 use archivist_engine::schema::{occurrences, paths};
 use archivist_engine::{clock, lease, store, zk, EngineError, Session};
 use rand::Rng;
+use time::OffsetDateTime;
 
 use crate::archive::{self, Merge};
 use crate::error::RecorderError;
@@ -48,6 +59,11 @@ pub struct Prepared {
     pub has_final: bool,
     /// Size of the research record written, in bytes (0 when not written).
     pub record_bytes: usize,
+    /// The usable reports with their clip numbers, merged into the database before the
+    /// multi runs.
+    reports: Vec<(ReportRecord, u32)>,
+    /// ZooKeeper's clock when prepared: the time of a new run.
+    now: Option<OffsetDateTime>,
     ops: Vec<Op>,
 }
 
@@ -162,6 +178,11 @@ pub async fn prepare(
         Some((record, stat)) => (record, Some(stat.version)),
         None => (ResearchRecord::new(&episode), None),
     };
+    prepared.now = Some(now);
+    prepared.reports = reports
+        .iter()
+        .map(|(_, report, number, _)| (report.clone(), *number))
+        .collect();
     let mut deletes = Vec::with_capacity(reports.len());
     for (name, report, number, version) in &reports {
         match archive::merge(&mut record, report, *number, now) {
@@ -238,8 +259,39 @@ pub async fn commit(session: &Session, prepared: &Prepared) -> Result<(), Engine
     ops::commit(session, &prepared.ops).await.map(|_| ())
 }
 
-/// Stores the named reports of `job` (one multi per call), re-reading and retrying with
-/// jitter while other writers move the research record or the lease.
+/// Merges the prepared reports into the episode's research in the database, in one
+/// transaction (nothing when every clip is stored already). Returns how many clips it
+/// stored. The first half of [`store_reports`]; public so a test can stop between it and
+/// the multi, as a crash would.
+pub async fn record_in_database(
+    db: &Database,
+    prepared: &Prepared,
+) -> Result<usize, RecorderError> {
+    let (Some(episode), Some(now)) = (&prepared.episode, prepared.now) else {
+        return Ok(0);
+    };
+    if prepared.reports.is_empty() {
+        return Ok(0);
+    }
+    let updated = archivist_db::research::update(db, episode, |record| {
+        prepared
+            .reports
+            .iter()
+            .filter(|(report, number)| {
+                matches!(
+                    archive::merge(record, report, *number, now),
+                    Merge::Stored { .. }
+                )
+            })
+            .count()
+    })
+    .await?;
+    Ok(updated.value)
+}
+
+/// Stores the named reports of `job` (the database transaction, then one multi per
+/// call), re-reading and retrying with jitter while other writers move the research
+/// record or the lease.
 ///
 /// # Errors
 /// [`RecorderError::Contended`] after `max_attempts` lost races (the reports stay for the
@@ -247,6 +299,7 @@ pub async fn commit(session: &Session, prepared: &Prepared) -> Result<(), Engine
 /// an error: they are listed in [`Prepared::bad`] and left in place.
 pub async fn store_reports(
     session: &Session,
+    db: &Database,
     settings: &RecorderSettings,
     job: &str,
     names: &[String],
@@ -256,6 +309,15 @@ pub async fn store_reports(
         let prepared = prepare(session, job, names).await?;
         if let Some(episode) = &prepared.episode {
             last_research = paths::research(episode);
+        }
+        let in_database = record_in_database(db, &prepared).await?;
+        if in_database > 0 {
+            tracing::debug!(
+                job,
+                episode = prepared.episode.as_deref().unwrap_or("unknown"),
+                stored = in_database,
+                "research committed to the database"
+            );
         }
         if prepared.ops.is_empty() {
             return Ok(prepared);

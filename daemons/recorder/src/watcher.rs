@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use archivist_db::Database;
 use archivist_engine::schema::paths;
 use archivist_engine::{store as zkstore, EngineError, Session};
 use rand::seq::SliceRandom;
@@ -51,6 +52,7 @@ pub fn group_by_job(names: &[String], skip: &HashSet<String>) -> BTreeMap<String
 /// every pass, until the job changes (e.g. an operator's `retry`).
 pub async fn pass(
     session: &Session,
+    db: &Database,
     settings: &RecorderSettings,
     bad: &mut HashSet<String>,
     parked: &mut HashMap<String, i32>,
@@ -80,7 +82,7 @@ pub async fn pass(
             if shutdown.is_cancelled() {
                 return Ok(totals);
             }
-            match store::store_reports(session, settings, &job, batch).await {
+            match store::store_reports(session, db, settings, &job, batch).await {
                 Ok(done) => {
                     totals.stored += done.stored.len();
                     totals.already += done.already.len();
@@ -128,6 +130,7 @@ pub async fn pass(
 /// Runs passes until `shutdown` fires (returns the totals) or the session is lost.
 pub async fn run(
     session: &Session,
+    db: &Database,
     settings: &RecorderSettings,
     shutdown: CancellationToken,
 ) -> Result<WatchTotals, RecorderError> {
@@ -143,7 +146,7 @@ pub async fn run(
             .client()
             .get_and_watch_children(paths::REPORTS)
             .await;
-        let done = pass(session, settings, &mut bad, &mut parked, &shutdown).await?;
+        let done = pass(session, db, settings, &mut bad, &mut parked, &shutdown).await?;
         totals.stored += done.stored;
         totals.already += done.already;
         totals.commits += done.commits;

@@ -17,6 +17,7 @@ use archivist_engine::{Session, ZkConfig};
 
 pub mod catalog;
 pub mod child;
+pub mod db;
 pub mod secured;
 
 pub use child::{

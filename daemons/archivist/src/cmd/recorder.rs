@@ -134,6 +134,7 @@ pub async fn run_recorder(global: &GlobalOpts, args: RecorderArgs) -> Result<Exi
     let file = crate::context::file_config(global)?;
     let settings = recorder_settings(file.recorder, &args)?;
     let reaper_settings = reaper_settings(file.reaper, &args.reaper)?;
+    let db = crate::context::database(global).await?;
     let shutdown = crate::shutdown::on_signal();
     let reaper = if args.with_reaper {
         Some(spawn_reaper(
@@ -147,6 +148,7 @@ pub async fn run_recorder(global: &GlobalOpts, args: RecorderArgs) -> Result<Exi
     };
     let recorded = archivist_recorder::run(
         &config,
+        db,
         settings,
         identity("recorder", &args.name),
         shutdown.clone(),

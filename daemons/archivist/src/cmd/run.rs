@@ -74,6 +74,8 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     for feed in &file.curator.feeds {
         archivist_catalog::feed::feed_urls(feed).context("curator.feeds")?;
     }
+    // The database: opened (and its schema brought up to date) once, before any role.
+    let db = crate::context::database(global).await?;
     let shutdown = crate::shutdown::on_signal();
     let mut roles = JoinSet::new();
     if want(args.planner) {
@@ -104,10 +106,12 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     }
     if want(args.recorder) {
         let (zk, settings, stop) = (zk.clone(), file.recorder.clone(), shutdown.clone());
+        let db = db.clone();
         roles.spawn(keep_running("recorder", shutdown.clone(), move || {
             let (zk, settings, stop) = (zk.clone(), settings.clone(), stop.clone());
+            let db = db.clone();
             async move {
-                archivist_recorder::run(&zk, settings, Identity::new("recorder"), stop)
+                archivist_recorder::run(&zk, db, settings, Identity::new("recorder"), stop)
                     .await
                     .context("recorder")
             }

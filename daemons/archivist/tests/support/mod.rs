@@ -37,6 +37,9 @@ pub struct Env {
     pub zk: String,
     /// Chroot.
     pub chroot: String,
+    /// The database (a fresh one per environment; `ARCHIVIST_TEST_DB_BACKEND=postgres`
+    /// for PostgreSQL).
+    pub database: String,
     /// More variables, after the defaults (`None` removes one: `ARCHIVIST_SESSION_TIMEOUT_MS`
     /// for the built-in default).
     pub extra: Vec<(String, Option<String>)>,
@@ -48,6 +51,7 @@ impl Env {
         Env {
             zk: archivist_testkit::zk_connect(),
             chroot: archivist_testkit::unique_chroot(name),
+            database: archivist_testkit::db::fresh_binary_database_url(name),
             extra: Vec::new(),
         }
     }
@@ -58,6 +62,7 @@ impl Env {
         c.args(args)
             .env("ARCHIVIST_ZK", &self.zk)
             .env("ARCHIVIST_CHROOT", &self.chroot)
+            .env("ARCHIVIST_DATABASE_URL", &self.database)
             .env("ARCHIVIST_SESSION_TIMEOUT_MS", "4000")
             .env("RUST_LOG", "info,zookeeper_client=warn");
         for (name, value) in &self.extra {

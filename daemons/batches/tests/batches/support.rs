@@ -139,9 +139,16 @@ pub async fn complete(session: &Session, id: &str, found: &[(&str, f64)]) {
             .expect("create report");
         names.push(name);
     }
-    archivist_recorder::store::store_reports(session, &RecorderSettings::default(), id, &names)
-        .await
-        .expect("store reports");
+    let db = archivist_testkit::db::tree_database(session.chroot()).await;
+    archivist_recorder::store::store_reports(
+        session,
+        &db,
+        &RecorderSettings::default(),
+        id,
+        &names,
+    )
+    .await
+    .expect("store reports");
     step(session, id, JobState::Recorded).await;
 }
 

@@ -25,7 +25,7 @@ async fn three_recorders_store_each_of_200_reports_exactly_once() {
         let settings = settings.clone();
         let shutdown = shutdown.clone();
         recorders.push(tokio::spawn(async move {
-            watcher::run(&s, &settings, shutdown).await
+            watcher::run(&s, &support::db(&s).await, &settings, shutdown).await
         }));
     }
     let started = Instant::now();

@@ -36,7 +36,9 @@ async fn a_lease_expiring_mid_research_expires_the_job_and_keeps_what_was_record
     let recorder = {
         let s = archivist_testkit::another_session(&config).await;
         let shutdown = shutdown.clone();
-        tokio::spawn(async move { watcher::run(&s, &support::settings(), shutdown).await })
+        tokio::spawn(async move {
+            watcher::run(&s, &support::db(&s).await, &support::settings(), shutdown).await
+        })
     };
     let reaper = support::spawn_reaper(&config, fast_reaper(), "reaper-test", &shutdown);
     // Three clips reported 400 ms apart: each store extends the 1.5 s lease.
@@ -120,10 +122,15 @@ async fn an_expired_lease_of_a_live_researcher_goes_alone_and_late_results_still
     );
     // A result the live researcher sends afterwards is stored (no lease to extend).
     let name = report(&researcher, &j, 2, vec![], false).await;
-    let done =
-        archivist_recorder::store::store_reports(&session, &support::settings(), &j.id, &[name])
-            .await
-            .unwrap();
+    let done = archivist_recorder::store::store_reports(
+        &session,
+        &support::db(&session).await,
+        &support::settings(),
+        &j.id,
+        &[name],
+    )
+    .await
+    .unwrap();
     assert_eq!(done.stored, vec!["c000002"]);
     assert!(!done.extends_lease);
     // A live lease is never touched.
@@ -144,9 +151,15 @@ async fn an_expired_job_whose_clips_were_all_recorded_says_so() {
         report(&session, &j, 1, vec![], false).await,
         report(&session, &j, 2, vec![], false).await,
     ];
-    archivist_recorder::store::store_reports(&session, &support::settings(), &j.id, &names)
-        .await
-        .unwrap();
+    archivist_recorder::store::store_reports(
+        &session,
+        &support::db(&session).await,
+        &support::settings(),
+        &j.id,
+        &names,
+    )
+    .await
+    .unwrap();
     lease(&session, &j, 1).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     let swept = sweep(&session, &fast_reaper(), "reaper-test")
@@ -204,9 +217,15 @@ async fn retention_removes_finished_jobs_keeps_failed_and_cancelled_ones_and_all
         false,
     )
     .await;
-    archivist_recorder::store::store_reports(&session, &support::settings(), &recorded.id, &[name])
-        .await
-        .unwrap();
+    archivist_recorder::store::store_reports(
+        &session,
+        &support::db(&session).await,
+        &support::settings(),
+        &recorded.id,
+        &[name],
+    )
+    .await
+    .unwrap();
     let (before, _) = research(&session, "e0000023").await.unwrap();
 
     let keep_all = fast_reaper().with_retention(Duration::from_secs(3600));

@@ -65,6 +65,7 @@ async fn a_recorder_killed_mid_store_leaves_nothing_half_done() {
     let mut bad = std::collections::HashSet::new();
     let totals = watcher::pass(
         &session,
+        &support::db(&session).await,
         &settings,
         &mut bad,
         &mut Default::default(),

@@ -19,9 +19,15 @@ async fn replayed_reports_and_duplicate_pairs_are_no_ops() {
     let second = job(&session, "e0000001", &[4, 8], JobState::Researching).await;
 
     let name = report(&session, &first, 4, occurrences_for(4, 0.25), false).await;
-    let done = store_reports(&session, &settings, &first.id, std::slice::from_ref(&name))
-        .await
-        .unwrap();
+    let done = store_reports(
+        &session,
+        &support::db(&session).await,
+        &settings,
+        &first.id,
+        std::slice::from_ref(&name),
+    )
+    .await
+    .unwrap();
     assert_eq!(done.stored, vec!["c000004"]);
     let (stored, version) = research(&session, "e0000001").await.unwrap();
     assert_eq!(
@@ -32,16 +38,28 @@ async fn replayed_reports_and_duplicate_pairs_are_no_ops() {
     // The researcher re-sends the same report (crash after creating it, say).
     let again = report(&session, &first, 4, occurrences_for(4, 0.25), false).await;
     assert_eq!(again, name);
-    let done = store_reports(&session, &settings, &first.id, &[again])
-        .await
-        .unwrap();
+    let done = store_reports(
+        &session,
+        &support::db(&session).await,
+        &settings,
+        &first.id,
+        &[again],
+    )
+    .await
+    .unwrap();
     assert!(done.stored.is_empty());
     assert_eq!(done.already, vec!["c000004"]);
     // Another job reports the same pair with other numbers: still the first result.
     let other = report(&session, &second, 4, occurrences_for(4, 99.0), false).await;
-    let done = store_reports(&session, &settings, &second.id, &[other])
-        .await
-        .unwrap();
+    let done = store_reports(
+        &session,
+        &support::db(&session).await,
+        &settings,
+        &second.id,
+        &[other],
+    )
+    .await
+    .unwrap();
     assert_eq!(done.already, vec!["c000004"]);
     let (after, after_version) = research(&session, "e0000001").await.unwrap();
     assert_eq!(after, stored, "a replay changed the research record");
@@ -57,6 +75,7 @@ async fn replayed_reports_and_duplicate_pairs_are_no_ops() {
     let mut bad = HashSet::new();
     let totals = watcher::pass(
         &session,
+        &support::db(&session).await,
         &settings,
         &mut bad,
         &mut Default::default(),
@@ -89,9 +108,15 @@ async fn results_on_live_expired_and_revoked_leases_are_stored_and_only_the_live
     let (_, before) = read_lease(&session, &live.id).await.unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     let name = report(&session, &live, 1, vec![], false).await;
-    let done = store_reports(&session, &settings, &live.id, &[name])
-        .await
-        .unwrap();
+    let done = store_reports(
+        &session,
+        &support::db(&session).await,
+        &settings,
+        &live.id,
+        &[name],
+    )
+    .await
+    .unwrap();
     assert!(done.extends_lease);
     let (extended, after) = read_lease(&session, &live.id).await.unwrap();
     assert_eq!(extended.extensions, 1);
@@ -100,9 +125,15 @@ async fn results_on_live_expired_and_revoked_leases_are_stored_and_only_the_live
 
     // Final report on a live lease: stored, not extended (the close revokes it).
     let name = report(&session, &live, 2, vec![], true).await;
-    let done = store_reports(&session, &settings, &live.id, &[name])
-        .await
-        .unwrap();
+    let done = store_reports(
+        &session,
+        &support::db(&session).await,
+        &settings,
+        &live.id,
+        &[name],
+    )
+    .await
+    .unwrap();
     assert_eq!(done.stored, vec!["c000002"]);
     assert!(!done.extends_lease);
     assert_eq!(
@@ -116,9 +147,15 @@ async fn results_on_live_expired_and_revoked_leases_are_stored_and_only_the_live
     let (_, before) = read_lease(&session, &late.id).await.unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     let name = report(&session, &late, 3, occurrences_for(4, 1.0), false).await;
-    let done = store_reports(&session, &settings, &late.id, &[name])
-        .await
-        .unwrap();
+    let done = store_reports(
+        &session,
+        &support::db(&session).await,
+        &settings,
+        &late.id,
+        &[name],
+    )
+    .await
+    .unwrap();
     assert_eq!(done.stored, vec!["c000003"]);
     assert!(!done.extends_lease);
     let (untouched, stat) = read_lease(&session, &late.id).await.unwrap();
@@ -127,9 +164,15 @@ async fn results_on_live_expired_and_revoked_leases_are_stored_and_only_the_live
     // Revoked lease (none): stored, no lease appears.
     let revoked = job(&session, "e0000002", &[5], JobState::Researching).await;
     let name = report(&session, &revoked, 5, vec![], false).await;
-    let done = store_reports(&session, &settings, &revoked.id, &[name])
-        .await
-        .unwrap();
+    let done = store_reports(
+        &session,
+        &support::db(&session).await,
+        &settings,
+        &revoked.id,
+        &[name],
+    )
+    .await
+    .unwrap();
     assert_eq!(done.stored, vec!["c000005"]);
     assert!(read_lease(&session, &revoked.id).await.is_none());
 
@@ -155,9 +198,15 @@ async fn an_unreadable_report_is_left_in_place_and_the_rest_are_stored() {
         )
         .await
         .unwrap();
-    let done = store_reports(&session, &settings, &j.id, &[good, bad_name.clone()])
-        .await
-        .unwrap();
+    let done = store_reports(
+        &session,
+        &support::db(&session).await,
+        &settings,
+        &j.id,
+        &[good, bad_name.clone()],
+    )
+    .await
+    .unwrap();
     assert_eq!(done.stored, vec!["c000001"]);
     assert_eq!(done.bad.len(), 1);
     assert!(
@@ -191,6 +240,7 @@ async fn reports_of_a_failed_job_that_cannot_be_stored_are_parked_not_retried_ev
     let mut parked = std::collections::HashMap::new();
     watcher::pass(
         &session,
+        &support::db(&session).await,
         &settings,
         &mut bad,
         &mut parked,
@@ -209,6 +259,7 @@ async fn reports_of_a_failed_job_that_cannot_be_stored_are_parked_not_retried_ev
     // The next pass leaves it alone; the report stays for a retry.
     watcher::pass(
         &session,
+        &support::db(&session).await,
         &settings,
         &mut bad,
         &mut parked,
@@ -218,4 +269,58 @@ async fn reports_of_a_failed_job_that_cannot_be_stored_are_parked_not_retried_ev
     .unwrap();
     assert_eq!(parked.get(&failed.id), Some(&version));
     assert_eq!(support::reports_left(&session).await.len(), 1);
+}
+
+/// Issue 22: the database commit comes before the ZooKeeper multi. A recorder that dies
+/// between the two leaves the reports in ZooKeeper; the next store writes nothing to the
+/// database (every pair is in it already), runs the multi and deletes the reports. On
+/// every test backend.
+#[tokio::test]
+async fn a_crash_between_the_database_commit_and_the_multi_replays_as_a_no_op() {
+    use archivist_db::Counter;
+    use archivist_recorder::store;
+    for backend in archivist_testkit::db::backends() {
+        let (_config, session) = archivist_testkit::fresh_tree("db-crash").await;
+        let db = archivist_testkit::db::fresh_database(backend, "db-crash").await;
+        let settings = support::settings();
+        let j = job(&session, "e0000042", &[4, 8, 9], JobState::Researching).await;
+        let mut names = Vec::new();
+        for clip in [4, 8, 9] {
+            names.push(report(&session, &j, clip, occurrences_for(clip, 0.5), false).await);
+        }
+        let prepared = store::prepare(&session, &j.id, &names).await.unwrap();
+        assert_eq!(store::record_in_database(&db, &prepared).await.unwrap(), 3);
+        let seq = db.current_seq(Counter::Research).await.unwrap();
+        // The crash: the multi never ran, the reports are all still there.
+        assert_eq!(support::reports_left(&session).await.len(), 3);
+        assert!(research(&session, "e0000042").await.is_none());
+
+        let done = store_reports(&session, &db, &settings, &j.id, &names)
+            .await
+            .unwrap();
+        assert_eq!(done.deleted.len(), 3);
+        assert!(support::reports_left(&session).await.is_empty());
+        assert_eq!(
+            db.current_seq(Counter::Research).await.unwrap(),
+            seq,
+            "the replay wrote to the database ({backend:?})"
+        );
+        let record = archivist_db::research::read(&db, "e0000042")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(record.researched().len(), 3);
+        assert!(support::run_clip_counts(&record).values().all(|n| *n == 1));
+        // Clips 4 and 8 were found (support::occurrences_for), 9 was not.
+        assert_eq!(
+            record.found.keys().collect::<Vec<_>>(),
+            ["c000004", "c000008"]
+        );
+        // Once more (a late duplicate): still nothing written.
+        let again = report(&session, &j, 8, occurrences_for(8, 9.0), false).await;
+        store_reports(&session, &db, &settings, &j.id, &[again])
+            .await
+            .unwrap();
+        assert_eq!(db.current_seq(Counter::Research).await.unwrap(), seq);
+    }
 }

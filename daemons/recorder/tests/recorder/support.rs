@@ -17,6 +17,16 @@ use archivist_recorder::{ReaperError, ReaperSettings, RecorderError, RecorderSet
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// The test tree's database (one per tree: every call in a test sees one archive).
+pub async fn db(session: &Session) -> archivist_db::Database {
+    archivist_testkit::db::tree_database(session.chroot()).await
+}
+
+/// The database of the tree `config` names.
+pub async fn db_for(config: &archivist_engine::ZkConfig) -> archivist_db::Database {
+    archivist_testkit::db::tree_database(&config.hosts_and_chroot().1).await
+}
+
 /// Fast settings for tests.
 pub fn settings() -> RecorderSettings {
     RecorderSettings::default()
@@ -41,9 +51,10 @@ pub fn spawn_recorder(
         Identity::named("recorder", name),
         shutdown.clone(),
     );
-    tokio::spawn(
-        async move { archivist_recorder::run(&config, settings(), identity, shutdown).await },
-    )
+    tokio::spawn(async move {
+        let db = db_for(&config).await;
+        archivist_recorder::run(&config, db, settings(), identity, shutdown).await
+    })
 }
 
 /// The reaper daemon named `name` on `config`'s tree, with `settings`, until `shutdown`.
