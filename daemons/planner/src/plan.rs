@@ -95,7 +95,7 @@ pub async fn count_researchers(session: &Session) -> Result<u64, EngineError> {
 }
 
 /// Work items waiting in `/queues/pending`, by the engine's one rule
-/// ([`queue::count_work`]: the entry parses and its job exists), looked at until more
+/// ([`queue::count_work`]: the entry parses and its job exists and is pending), looked at until more
 /// than `researchers` are found (all the capacity check needs). A stray entry (made by
 /// hand, or whose job is gone) is not work: counted, it stalled planning (`stop=Surplus`).
 pub async fn count_pending(
@@ -236,7 +236,7 @@ impl Planner {
         }
         tracing::warn!(
             entries = ?new,
-            "stray entries in /queues/pending (not a queue entry, or no such job) are not counted as waiting work; `archivist fsck --repair` removes them"
+            "stray entries in /queues/pending (not a queue entry, no such job, or a job in another state) are not counted as waiting work; `archivist fsck --repair` removes them"
         );
         self.strays_told.extend(new.into_iter().cloned());
     }
