@@ -376,6 +376,108 @@ async fn export_tree_and_help() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_out_writes_through_symlinks_fifos_and_devices_and_never_replaces_them() {
+    // Outside test 17d, finding 10: `--out` renamed its temporary file over whatever the
+    // path named: `link.csv` became a regular file (its target kept the old content), a
+    // FIFO was replaced (its reader got nothing), and `--out /dev/full` as root left a
+    // regular file where the device was, with exit 0.
+    use std::os::unix::fs::FileTypeExt;
+    let (config, s) = archivist_testkit::fresh_tree("cli-export-out").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::research(&s, &e1, "j0000000001", &[1], &[(1, 10.0, 0.9)]).await;
+    let dir = std::env::temp_dir().join(format!("archivist-export-out-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    let export = |path: std::path::PathBuf| {
+        let config = config.clone();
+        async move {
+            archivist(
+                &config,
+                &["export", "--format", "csv", "--out", path.to_str().unwrap()],
+            )
+            .await
+        }
+    };
+
+    // A symlink: its target gets the rows, the link stays a link.
+    let target = dir.join("target.csv");
+    let link = dir.join("link.csv");
+    std::fs::write(&target, "original").unwrap();
+    std::os::unix::fs::symlink("target.csv", &link).unwrap();
+    let out = export(link.clone()).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let csv = std::fs::read_to_string(&target).unwrap();
+    assert!(csv.starts_with("episode,"), "{csv}");
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+
+    // A FIFO: written through, its reader gets the rows.
+    let fifo = dir.join("pipe.csv");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success());
+    let reader = std::process::Command::new("cat")
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run cat");
+    let out = export(fifo.clone()).await;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo(),
+        "the FIFO was replaced: {}",
+        text(&out)
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let read = reader.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&read.stdout).lines().count(), 2);
+
+    // A directory is refused and left as it is.
+    let out = export(dir.clone()).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("is a directory"), "{}", text(&out));
+
+    // Devices (made here, never the host's /dev; needs root, skipped without it): the
+    // null device takes the rows, the full device fails the export, both stay devices.
+    let null = dir.join("null");
+    let full = dir.join("full");
+    let mknod = |path: &std::path::Path, minor: &str| {
+        std::process::Command::new("mknod")
+            .arg(path)
+            .args(["c", "1", minor])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if mknod(&null, "3") && mknod(&full, "7") {
+        let out = export(null.clone()).await;
+        assert!(out.status.success(), "{}", text(&out));
+        let out = export(full.clone()).await;
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "a full device fails: {}",
+            text(&out)
+        );
+        for device in [&null, &full] {
+            let kind = std::fs::symlink_metadata(device).unwrap().file_type();
+            assert!(kind.is_char_device(), "{} was replaced", device.display());
+        }
+    } else {
+        eprintln!("mknod refused (not root): the device part of this test is skipped");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fsck_finds_corruption_and_repairs_the_safe_faults() {
     let (config, s) = archivist_testkit::fresh_tree("cli-fsck").await;
     let clean = json(&config, &["fsck"], 0).await;
