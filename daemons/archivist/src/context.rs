@@ -216,9 +216,10 @@ fn loose_mode(_: &std::path::Path) -> Option<u32> {
     None
 }
 
-/// Connects and checks the tree was initialised (for admin commands).
+/// Connects and checks the tree was initialised (for admin commands), creating nothing:
+/// not even a missing chroot (only `init` makes the tree).
 pub async fn connect_initialised(global: &GlobalOpts) -> Result<Session> {
-    let session = Session::connect(&zk_config(global)?).await?;
+    let session = Session::connect_existing(&zk_config(global)?).await?;
     archivist_engine::tree::check_initialised(&session).await?;
     Ok(session)
 }

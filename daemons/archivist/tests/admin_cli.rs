@@ -557,6 +557,40 @@ async fn clear_errors_when_zookeeper_is_unreachable_or_the_tree_is_missing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_on_a_missing_chroot_create_nothing() {
+    // Outside test 17d, finding 1: `status --chroot /typo/a/b` said "not initialised" and
+    // left /typo, /typo/a and /typo/a/b behind (fsck, jobs, tree, export and results
+    // too), though these commands promise to write nothing.
+    let top = archivist_testkit::unique_chroot("cli-nochroot");
+    let config = archivist_testkit::config("unused").with_chroot(format!("{top}/a/b"));
+    let root = archivist_engine::Session::connect(&config.clone().with_chroot("/"))
+        .await
+        .unwrap();
+    for args in [
+        &["status"][..],
+        &["fsck"],
+        &["jobs", "list"],
+        &["tree", "/"],
+        &["export"],
+        &["results", "--episode", "e0000001"],
+        &["hold", "--episode", "e0000001"],
+    ] {
+        let out = archivist(&config, args).await;
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not initialised"),
+            "{args:?}: {}",
+            text(&out)
+        );
+        assert_eq!(
+            root.client().check_stat(&top).await.unwrap(),
+            None,
+            "{args:?} created {top}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_commands_submit_list_refuse_and_show_in_status() {
     let (config, _s) = archivist_testkit::fresh_tree("cli-batch").await;
     let dir = std::env::temp_dir().join(format!("archivist-cli-batch-{}", std::process::id()));

@@ -114,6 +114,22 @@ impl Session {
     /// fails (see [`secure::diagnose`]); [`EngineError::Unreachable`] when no server
     /// answers within the connect timeout; [`EngineError::Config`] for unreadable TLS files.
     pub async fn connect(config: &ZkConfig) -> Result<Session> {
+        Session::connect_with(config, true).await
+    }
+
+    /// Connects to a chroot that must exist already, and creates nothing: for commands
+    /// that need an initialised tree (every admin command but `init`). A missing chroot
+    /// is [`EngineError::NotInitialised`]; creating it, as [`Session::connect`] does,
+    /// made a typo in `--chroot` leave nodes (and their parents) behind on a shared
+    /// ensemble, from commands that promise to write nothing.
+    ///
+    /// # Errors
+    /// As [`Session::connect`], and [`EngineError::NotInitialised`] for a missing chroot.
+    pub async fn connect_existing(config: &ZkConfig) -> Result<Session> {
+        Session::connect_with(config, false).await
+    }
+
+    async fn connect_with(config: &ZkConfig, create_chroot: bool) -> Result<Session> {
         let (hosts, chroot) = config.hosts_and_chroot();
         let unreachable = |source| EngineError::Unreachable {
             connect: config.connect.clone(),
@@ -173,6 +189,12 @@ impl Session {
             }
         };
         let acls = acls_for(config);
+        if !chroot_exists && !create_chroot {
+            return Err(EngineError::NotInitialised {
+                missing: chroot.clone(),
+                chroot,
+            });
+        }
         // Only when missing: a read-only role may not create even what exists.
         if chroot != "/" && !chroot.is_empty() && !chroot_exists {
             let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acls));
