@@ -310,6 +310,30 @@ impl Session {
     pub fn abandon(&self) {
         self.inner.lost.cancel();
     }
+
+    /// Ends the session and waits up to `wait` for ZooKeeper to confirm, so its ephemeral
+    /// nodes (registration, locks, election candidacy) vanish at once rather than a
+    /// session timeout later. The client sends `CloseSession` only when its last handle
+    /// is dropped, and a process that returns from `main` right after its role stops
+    /// ends the runtime before that happens: the nodes stayed, a restart under the same
+    /// `--name` waited a session timeout, and the planner counted a stopped researcher's
+    /// slots. So this marks the session lost first (every task holding a handle stops:
+    /// a registration keeper, a lock's background release), drops this handle, and
+    /// waits. Returns whether the session closed in time (if a handle is still held
+    /// somewhere, ZooKeeper expires the session after its timeout, as before).
+    pub async fn close(self, wait: std::time::Duration) -> bool {
+        let mut watcher = self.inner.client.state_watcher();
+        if watcher.peek_state().is_terminated() {
+            return true;
+        }
+        self.abandon();
+        drop(self);
+        tokio::time::timeout(wait, async {
+            while !watcher.changed().await.is_terminated() {}
+        })
+        .await
+        .is_ok()
+    }
 }
 
 fn spawn_state_watch(
