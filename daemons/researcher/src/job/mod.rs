@@ -241,6 +241,12 @@ impl Worker {
         match result {
             Err(e) if e.is_conflict() && !e.is_session_lost() => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "lost the job");
+                // The precondition that failed may not be the lock's (a queue entry
+                // deleted by hand): a lock still ours is released, so the job is not
+                // left locked with nobody working on it (the reaper and fsck take it).
+                if let Err(e) = ctx.lock.release_if_ours(&ctx.session).await {
+                    tracing::warn!(job = %ctx.job_id, error = %e, "could not release the lock of a lost job; the session's end will");
+                }
                 Ok(Outcome::LockLost)
             }
             // The connection dropped mid-write (a ZooKeeper leader change, say): the session

@@ -192,3 +192,36 @@ async fn a_killed_researcher_loses_the_job_and_another_redoes_only_the_unreporte
     assert_eq!(research.runs.len(), 2);
     researcher.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_researcher_that_loses_the_job_releases_the_lock_it_still_holds() {
+    // Outside test 17d, finding 15: the job's queue entry deleted mid-job made the next
+    // transition fail its precondition ("lost the job"), and the researcher walked away
+    // keeping the lock: the job stayed `leased` under a live lock, never expired, a cancel
+    // was accepted and ignored, until the researcher's process restarted.
+    let (config, session) = fresh_tree("researcher-lost-job").await;
+    let server = Server::start().await;
+    let clips = slow_clip_setup(&session, &server).await;
+    let url = server.route("/e.wav", Route::audio(&audio().episode));
+    let job = plan(&session, "e0000001", &url, &clips).await;
+    let researcher = start(&config, settings(&work_dir("lost-job")), "researcher-lost");
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            !reports(&session, &job.id).await.is_empty()
+        })
+        .await,
+        "first clip reported"
+    );
+    // Mid-job (the next clip is being fetched slowly): its queue entry goes by hand.
+    let held = job_record(&session, &job.id).await;
+    let states = archivist_testkit::queues_holding(&session, &job.id).await;
+    assert_eq!(states, vec![held.status], "{held:#?}");
+    let entry = paths::queue_entry(held.status, &held.queue_entry().name());
+    session.client().delete(&entry, None).await.unwrap();
+    let released = eventually(Duration::from_secs(20), || async {
+        !archivist_testkit::locked(&session, &job.id).await
+    })
+    .await;
+    researcher.stop().await;
+    assert!(released, "the lock is still held after the job was lost");
+}
