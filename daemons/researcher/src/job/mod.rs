@@ -297,12 +297,25 @@ impl Worker {
         Ok(Outcome::Stopped(request))
     }
 
+    /// Hands the job back to `pending` on shutdown, unless an operator asked to cancel or
+    /// hold it: that request is obeyed instead (`leased -> cancelled/held` is this
+    /// holder's move), since a pending job's request would be lost to the work-item TTL
+    /// and its pairs planned again.
     async fn hand_back(&self, ctx: &JobCtx) -> Result<Outcome, EngineError> {
+        ctx.refresh().await;
+        if ctx.request().is_some() {
+            return self.obey(ctx).await;
+        }
         let mut m = Move::release(JobState::Pending, "shutdown", "handed back");
         m.clear_holder = true;
         m.lease = LeaseOp::ClearHolder;
-        ctx.transition(m).await?;
-        Ok(Outcome::HandedBack)
+        m.yield_to_request = true;
+        match ctx.transition(m).await {
+            Ok(()) => Ok(Outcome::HandedBack),
+            // A request written while handing back: obey it instead.
+            Err(EngineError::WrongState { .. }) if ctx.request().is_some() => self.obey(ctx).await,
+            Err(e) => Err(e),
+        }
     }
 
     async fn work(
