@@ -162,6 +162,12 @@ impl Planner {
         &self.index
     }
 
+    /// Whether the next round reloads the whole index (events may have been lost, or a
+    /// write may have applied unseen); for tests of when a reload is due.
+    pub fn is_stale(&self) -> bool {
+        self.stale
+    }
+
     /// The settings in use.
     pub fn settings(&self) -> &PlannerSettings {
         &self.settings
@@ -342,8 +348,13 @@ impl Planner {
         let job = match jobs::create(&self.session, &new, &self.by, lease_op).await {
             Ok(job) => job,
             Err(e) => {
-                // On connection loss the multi may have applied unseen: reload.
-                self.stale = true;
+                // On connection loss the multi may have applied unseen: reload. A failed
+                // precondition applied nothing (and the watch reports whatever moved):
+                // reloading the whole index every round for it (a deleted queue
+                // directory fails every create) cost a full read per tick.
+                if !matches!(e, EngineError::Precondition { .. }) {
+                    self.stale = true;
+                }
                 return Err(e);
             }
         };
