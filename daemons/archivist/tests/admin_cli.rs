@@ -253,7 +253,8 @@ async fn delete_force_removes_a_job_whose_record_does_not_decode() {
 
     let readable = fixtures::failed_job(&s, "e0000002", "y").await;
     let refused = archivist(&config, &["delete", &readable.id, "--yes", "--force"]).await;
-    assert_ne!(refused.status.code(), Some(0), "{}", text(&refused));
+    // Outside test 17d, finding 16b: a refusal, exit 3 (it exited 1, "invalid input").
+    assert_eq!(refused.status.code(), Some(3), "{}", text(&refused));
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("decodes"),
         "{}",
@@ -357,6 +358,17 @@ async fn export_tree_and_help() {
         text(&table)
     );
 
+    // Outside test 17d, finding 6: the help said cancelled jobs go after the retention
+    // period; the reaper never deletes them.
+    for cmd in ["reaper", "recorder"] {
+        let help = archivist(&config, &[cmd, "--help"]).await;
+        let help = String::from_utf8_lossy(&help.stdout).into_owned();
+        assert!(
+            help.contains("never deleted by the reaper")
+                && !help.contains("`cancelled` jobs are kept"),
+            "{cmd}: {help}"
+        );
+    }
     for cmd in [
         "status", "jobs", "retry", "hold", "release", "pause", "resume", "cancel", "delete",
         "results", "export", "tree", "fsck",
