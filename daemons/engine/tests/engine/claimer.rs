@@ -12,7 +12,7 @@ use archivist_engine::schema::{paths, JobState};
 use archivist_engine::{queue, store};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{create, job_in_state, ToLeased};
+use crate::support::{create, job_in_state, Captured, ToLeased};
 
 const NO_POLL: Duration = Duration::from_secs(600);
 
@@ -172,30 +172,6 @@ async fn a_job_the_step_passes_over_is_not_claimed() {
         JobState::Pending,
         "the passed-over job was claimed"
     );
-}
-
-/// Log lines written while a test runs, for counting.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| std::io::Error::other("poisoned"))?
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn lines_with(&self, needle: &str) -> usize {
-        let text = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
-        text.lines().filter(|l| l.contains(needle)).count()
-    }
 }
 
 /// A pending job whose record does not decode is passed over by the consumer, which
