@@ -181,14 +181,7 @@ async fn a_job_the_step_passes_over_is_not_claimed() {
 /// claims run on this thread, where the capturing subscriber is the default.)
 #[tokio::test]
 async fn an_undecodable_job_in_the_queue_is_logged_once_not_every_pass() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (captured, _default) = Captured::install();
     let (config, session) = archivist_testkit::fresh_tree("view-undecodable").await;
     let broken = create(&session, 5, 1_700_000_000_000).await;
     session

@@ -199,14 +199,7 @@ async fn a_registration_deleted_while_the_session_lives_is_made_again() {
 /// (Single-threaded runtime: the capturing subscriber is this thread's default.)
 #[tokio::test]
 async fn a_name_held_by_a_live_daemon_is_named_as_such_after_twice_the_session_timeout() {
-    let captured = crate::support::Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (captured, _default) = crate::support::Captured::install();
     let (config, live) = archivist_testkit::fresh_tree("rules-live-name").await;
     let identity = Identity::named("planner", "planner-twice");
     let _live = member::register(&live, &identity, 0, None, &CancellationToken::new())

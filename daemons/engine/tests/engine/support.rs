@@ -75,6 +75,20 @@ impl std::io::Write for Captured {
 }
 
 impl Captured {
+    /// Captures INFO and above on this thread (the default subscriber while the guard
+    /// lives); run the test on a single-threaded runtime so the code under test logs here.
+    pub fn install() -> (Captured, tracing::subscriber::DefaultGuard) {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
+        (captured, guard)
+    }
+
     pub fn lines_with(&self, needle: &str) -> usize {
         let text = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
         text.lines().filter(|l| l.contains(needle)).count()
