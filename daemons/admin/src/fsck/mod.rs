@@ -33,7 +33,7 @@ mod jobs;
 mod records;
 mod repair;
 
-use archivist_engine::{clock, Session};
+use archivist_engine::{clock, store, Session};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -245,6 +245,28 @@ impl FsckReport {
     }
 }
 
+/// Settles the other findings on a node a repair deleted (an undecodable report of no
+/// job is both `unparsable` and `report_without_job`): the node is gone, so they are not
+/// "left" (counted so, `fsck --repair` exited 1 on a tree a plain `fsck` then called
+/// clean, and told an operator to fix a node that no longer existed).
+async fn settle_gone(session: &Session, faults: &mut [Fault]) -> Result<()> {
+    let repaired: std::collections::BTreeSet<String> = faults
+        .iter()
+        .filter(|f| f.repaired)
+        .map(|f| f.path.clone())
+        .collect();
+    for fault in faults
+        .iter_mut()
+        .filter(|f| !f.repaired && repaired.contains(&f.path))
+    {
+        if store::exists(session, &fault.path).await?.is_none() {
+            fault.repaired = true;
+            fault.repair = Some("none needed: the node went with another repair".to_string());
+        }
+    }
+    Ok(())
+}
+
 /// Checks every invariant; with `repair`, fixes the safe faults and says what it did.
 pub async fn fsck(
     session: &Session,
@@ -302,6 +324,7 @@ pub async fn fsck(
                 Err(e) => fault.repair_error = Some(e),
             }
         }
+        settle_gone(session, &mut faults).await?;
     }
     let report = FsckReport {
         nodes: nodes.len(),
@@ -309,7 +332,7 @@ pub async fn fsck(
         errors: faults.iter().filter(|f| f.is_open_error()).count(),
         warnings: faults
             .iter()
-            .filter(|f| f.severity == Severity::Warning)
+            .filter(|f| f.severity == Severity::Warning && !f.repaired)
             .count(),
         faults,
     };

@@ -327,6 +327,24 @@ async fn a_report_whose_job_does_not_exist_is_flagged_and_repaired() {
 }
 
 #[tokio::test]
+async fn a_node_a_repair_deleted_is_not_counted_as_left() {
+    // Outside test 17d, finding 9: an undecodable report of no job is `unparsable` and
+    // `report_without_job`; `--repair` deleted it and still said "1 error(s) left" (exit
+    // 1), while a plain `fsck` right after said clean. Warnings likewise.
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-gone-node").await;
+    let junk = paths::report(&paths::report_name("j0000000098", "c000001"));
+    fixtures::raw(&s, &junk, b"junk").await;
+    let bogus = format!("{}/bogus", paths::PAUSES);
+    fixtures::raw(&s, &bogus, b"").await;
+    let repaired = check(&s, true).await;
+    assert!(store::exists(&s, &junk).await.unwrap().is_none());
+    assert!(repaired.is_clean(), "{:#?}", repaired.faults);
+    assert_eq!(repaired.errors, 0);
+    assert_eq!(repaired.warnings, 0, "{:#?}", repaired.faults);
+    assert!(check(&s, false).await.is_clean());
+}
+
+#[tokio::test]
 async fn plain_fsck_reports_no_error_for_jobs_moving_while_it_reads() {
     // Outside test 17c, defect 2: on a busy tree fsck reported `job_not_queued`,
     // `job_in_wrong_queue` or `orphan_queue_entry` for jobs mid-transition (8 runs of 30
