@@ -250,12 +250,16 @@ async fn keep_registered(session: Session, name: String, path: String, data: Vec
 }
 
 /// Live members under a directory (`/researchers` or `/daemons`). Unreadable entries are
-/// skipped with a warning.
+/// skipped with a warning. A member is live only while its node is ephemeral (its
+/// session's): a persistent node made by hand never goes, so counted it was capacity for
+/// ever (`status` and the planner counted `slots: 1000` of nobody); `fsck` flags it
+/// (`member_not_ephemeral`).
 pub async fn list(session: &Session, dir: &str) -> Result<Vec<MemberRecord>> {
     let mut out = Vec::new();
     for name in store::children(session, dir).await? {
         let path = format!("{dir}/{name}");
         match store::read::<MemberRecord>(session, &path).await {
+            Ok(Some((_, stat))) if stat.ephemeral_owner == 0 => {}
             Ok(Some((m, _))) => out.push(m),
             Ok(None) => {}
             Err(EngineError::Record(e)) => tracing::warn!(%e, "unreadable member record"),

@@ -43,7 +43,8 @@ use crate::tree;
 use index::index;
 use jobs::{check_leases, check_locks, check_queues, check_reports};
 use records::{
-    check_catalog, check_counters, check_directories, check_nodes, check_pauses, check_research,
+    check_catalog, check_counters, check_directories, check_members, check_nodes, check_pauses,
+    check_research,
 };
 use repair::{apply, Plan};
 
@@ -109,6 +110,9 @@ pub enum FaultKind {
     /// A report whose job does not exist (or whose name names no job): nothing will ever
     /// record or remove it.
     ReportWithoutJob,
+    /// A node under `/researchers` or `/daemons` that is not ephemeral (made by hand): no
+    /// daemon's session owns it, so it is not counted as live (warning).
+    MemberNotEphemeral,
 }
 
 impl FaultKind {
@@ -142,6 +146,7 @@ fn findings(nodes: &[tree::RawNode], settings: &AdminSettings, now_ms: i64) -> V
     check_leases(&ix, settings, now_ms, &mut faults);
     check_reports(&ix, &mut faults);
     check_pauses(nodes, &mut faults);
+    check_members(nodes, &mut faults);
     check_directories(nodes, &mut faults);
     check_counters(&ix, &mut faults);
     check_research(&ix, &mut faults);
