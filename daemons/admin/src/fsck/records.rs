@@ -259,14 +259,7 @@ pub(super) fn check_members(nodes: &[RawNode], faults: &mut Vec<Fault>) {
                 &node.path,
                 "a persistent registration (made by hand): no daemon owns it, it never goes, and it is not counted as live",
             )
-            .plan(
-                "delete the node",
-                Plan::Delete {
-                    path: node.path.clone(),
-                    version: Some(node.stat.version),
-                    unless: None,
-                },
-            ),
+            .plan("delete the node", delete(node)),
         );
     }
 }
@@ -296,14 +289,7 @@ pub(super) fn check_pauses(nodes: &[RawNode], faults: &mut Vec<Fault>) {
                         .join(" and ")
                 ),
             )
-            .plan(
-                "delete the node",
-                Plan::Delete {
-                    path: node.path.clone(),
-                    version: Some(node.stat.version),
-                    unless: None,
-                },
-            ),
+            .plan("delete the node", delete(node)),
         );
     }
 }
@@ -323,5 +309,14 @@ pub(super) fn check_directories(nodes: &[RawNode], faults: &mut Vec<Fault>) {
             &dir,
             "missing (deleted by hand?): writes under it fail; run `archivist init`, which re-creates the tree's missing nodes and changes nothing else",
         ));
+    }
+}
+
+/// The repair that deletes a hand-made node at the version read.
+fn delete(node: &RawNode) -> Plan {
+    Plan::Delete {
+        path: node.path.clone(),
+        version: Some(node.stat.version),
+        unless: None,
     }
 }
