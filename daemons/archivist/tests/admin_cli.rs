@@ -533,8 +533,13 @@ async fn fsck_finds_corruption_and_repairs_the_safe_faults() {
     assert!(store::exists(&s, &orphan).await.unwrap().is_none());
     assert_eq!(queues_holding(&s, &twice.id).await, vec![JobState::Pending]);
 
-    // Unsafe faults stay, and keep the exit code at 1 even with --repair.
-    fixtures::raw(&s, "/leases/j0000000001x", b"\xff\xfe not utf-8").await;
+    // Unsafe faults stay, and keep the exit code at 1 even with --repair. (A lease of a
+    // job that exists: an undecodable lease of no job is deleted by the
+    // `lease_without_job` repair, and is then not left: outside test 17d, finding 9.)
+    s.client()
+        .set_data(&paths::lease(&twice.id), b"\xff\xfe not utf-8", None)
+        .await
+        .unwrap();
     let left = archivist(&config, &["fsck", "--repair"]).await;
     assert_eq!(left.status.code(), Some(1), "{}", text(&left));
     let table = String::from_utf8_lossy(&left.stdout);
