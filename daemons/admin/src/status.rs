@@ -346,7 +346,8 @@ pub async fn status(
         clips: count_children(session, paths::CLIPS).await?,
     };
     let research = research_progress(session, settings, per_episode, progress).await?;
-    let (oldest_waiting, unreadable_waiting) = waiting(session, settings, now_ms).await?;
+    let (oldest_waiting, unreadable_waiting) =
+        waiting(session, settings, now_ms, &pending.strays).await?;
 
     Ok(StatusReport {
         chroot: session.chroot().to_string(),
@@ -498,18 +499,24 @@ pub async fn oldest_waiting(
     settings: &AdminSettings,
     now_ms: i64,
 ) -> Result<Option<Waiting>> {
-    Ok(waiting(session, settings, now_ms).await?.0)
+    let pending = queue::count_work(session, JobState::Pending, usize::MAX).await?;
+    Ok(waiting(session, settings, now_ms, &pending.strays).await?.0)
 }
 
 /// The oldest waiting job, and every waiting job whose record does not decode: no
 /// daemon can claim, expire or move such a job (its state cannot be read), so it would
-/// wait for ever while status showed it as plain waiting work.
+/// wait for ever while status showed it as plain waiting work. `strays` are the entries
+/// [`queue::count_work`] found not to be work (a recorded job's entry copied into
+/// `/queues/pending` is not a waiting job).
 async fn waiting(
     session: &Session,
     settings: &AdminSettings,
     now_ms: i64,
+    strays: &[String],
 ) -> Result<(Option<Waiting>, Vec<UnreadableWaiting>)> {
-    let (entries, _) = queue::list(session, JobState::Pending).await?;
+    let (mut entries, _) = queue::list(session, JobState::Pending).await?;
+    let strays: std::collections::BTreeSet<&str> = strays.iter().map(String::as_str).collect();
+    entries.retain(|e| !strays.contains(e.name().as_str()));
     let job_paths: Vec<String> = entries.iter().map(|e| paths::job(&e.job)).collect();
     let loaded =
         scan::load::<JobRecord>(session, job_paths.clone(), settings, &Silent, "jobs").await?;

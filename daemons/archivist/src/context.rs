@@ -276,9 +276,10 @@ pub async fn database(global: &GlobalOpts) -> Result<archivist_db::Database> {
     Ok(db)
 }
 
-/// Connects and checks the tree was initialised (for admin commands).
+/// Connects and checks the tree was initialised (for admin commands), creating nothing:
+/// not even a missing chroot (only `init` makes the tree).
 pub async fn connect_initialised(global: &GlobalOpts) -> Result<Session> {
-    let session = Session::connect(&zk_config(global)?).await?;
+    let session = Session::connect_existing(&zk_config(global)?).await?;
     archivist_engine::tree::check_initialised(&session).await?;
     Ok(session)
 }

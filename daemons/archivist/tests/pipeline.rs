@@ -217,3 +217,77 @@ fn a_planner_that_loses_the_lead_stops_exporting_catalog_progress() {
     assert!(p1.stop(Duration::from_secs(20)), "p1 did not stop");
     assert!(p2.stop(Duration::from_secs(20)), "p2 did not stop");
 }
+
+#[test]
+fn sigterm_closes_the_session_so_a_daemons_ephemeral_nodes_go_at_once() {
+    // Outside test 17d, finding 2: a daemon stopped by SIGTERM exited 0 without closing
+    // its ZooKeeper session, so its registration stayed a whole session timeout: a
+    // restart under the same --name waited, and the planner counted a stopped
+    // researcher's slots. The session timeout here is 20 s; the nodes must go within 2.
+    let mut env = Env::fresh("sigterm-session");
+    env.extra.push((
+        "ARCHIVIST_SESSION_TIMEOUT_MS".to_string(),
+        Some("20000".to_string()),
+    ));
+    env.ok(&["init"]);
+    let dir = support::scratch("sigterm-session");
+    let config = fast_config(&dir);
+    let spawn = |role: &str, name: &str| {
+        env.spawn(
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--metrics-addr",
+                &format!("127.0.0.1:{}", free_port()),
+                role,
+                "--name",
+                name,
+            ],
+            &dir.join(format!("{name}.log")),
+        )
+    };
+    let daemons = [
+        (spawn("researcher", "r-term"), "/researchers/r-term"),
+        (spawn("planner", "p-term"), "/daemons/p-term"),
+        (spawn("reaper", "rp-term"), "/daemons/rp-term"),
+        (spawn("recorder", "rc-term"), "/daemons/rc-term"),
+    ];
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let zk = archivist_engine::ZkConfig::new(env.zk.clone()).with_chroot(env.chroot.clone());
+    let session = runtime
+        .block_on(archivist_engine::Session::connect(&zk))
+        .unwrap();
+    let exists = |path: &str| {
+        runtime
+            .block_on(session.client().check_stat(path))
+            .unwrap()
+            .is_some()
+    };
+    for (_, path) in &daemons {
+        let (_, registered) = archivist_testkit::poll_until(
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            || exists(path),
+            |found| *found,
+        );
+        assert!(registered, "{path} never registered");
+    }
+    for (daemon, path) in daemons {
+        assert!(
+            daemon.stop(Duration::from_secs(20)),
+            "{path}: no exit on SIGTERM"
+        );
+        let stopped = std::time::Instant::now();
+        let (_, gone) = archivist_testkit::poll_until(
+            Duration::from_secs(2),
+            Duration::from_millis(100),
+            || exists(path),
+            |found| !*found,
+        );
+        assert!(
+            gone,
+            "{path} still there {:?} after a clean exit",
+            stopped.elapsed()
+        );
+    }
+}

@@ -13,8 +13,12 @@ use crate::config::ZkConfig;
 use crate::error::Result;
 use crate::session::Session;
 
+/// How long a stopping daemon waits for ZooKeeper to confirm its session closed.
+const CLOSE_WAIT: Duration = Duration::from_secs(3);
+
 /// Runs `role` on a session, reconnecting with backoff whenever the session is lost or
-/// the role fails, until `shutdown` fires.
+/// the role fails, until `shutdown` fires. A session the role is done with (stopped or
+/// failed, not lost) is closed before going on ([`Session::close`]).
 pub async fn supervise<F, Fut>(
     config: &ZkConfig,
     name: &str,
@@ -48,6 +52,14 @@ where
         metrics::gauge!("archivist_zk_session_connected", "daemon" => name.to_string()).set(1.0);
         let outcome = role(session.clone()).await;
         metrics::gauge!("archivist_zk_session_connected", "daemon" => name.to_string()).set(0.0);
+        // Stopped or failed: close the session now, so its ephemeral nodes go at once (a
+        // restart under the same name, or a successor, need not wait a session timeout).
+        if !matches!(&outcome, Err(e) if e.is_session_lost()) && !session.close(CLOSE_WAIT).await {
+            tracing::debug!(
+                daemon = name,
+                "the session did not close in time; ZooKeeper expires it after its timeout"
+            );
+        }
         match outcome {
             Ok(()) if shutdown.is_cancelled() => break,
             Ok(()) => {}
@@ -61,7 +73,6 @@ where
             }
             Err(e) => {
                 tracing::error!(daemon = name, error = %e, "role failed; restarting in {backoff:?}");
-                session.abandon();
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = shutdown.cancelled() => break,

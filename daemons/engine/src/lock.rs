@@ -150,6 +150,18 @@ impl JobLock {
         }
     }
 
+    /// Releases the lock if its node is still this session's, whatever else happened: for
+    /// a holder whose transition failed its precondition on something else (the job's
+    /// queue entry, its version) and so cannot tell whether the lock is still its own.
+    /// Walking away from a lock it still held left the job locked, unworked and
+    /// unexpirable until the holder's process restarted.
+    ///
+    /// # Errors
+    /// ZooKeeper failures other than a lost reply.
+    pub async fn release_if_ours(&self, session: &Session) -> Result<()> {
+        release_if_ours(session, self).await
+    }
+
     /// Releases the lock on its own (when no transition happens). A delete whose reply
     /// was lost is sent again until it is seen (`NoNode`: the lost one was applied), so
     /// the lock is not left behind on a session that goes on living.

@@ -116,6 +116,8 @@ pub async fn register(
     let data = store::encode(&path, &record)?;
     let options = session.create_options(zk::CreateMode::Ephemeral);
     let mut told = false;
+    let mut told_live = false;
+    let mut waiting_since = None;
     loop {
         if shutdown.is_cancelled() {
             return Ok(None);
@@ -154,8 +156,22 @@ pub async fn register(
             );
             told = true;
         }
+        // A node that outlives twice this daemon's session timeout is not a previous
+        // session's leftover: a live process holds the name (two hosts configured with
+        // one name, a forgotten instance, a unit started twice), or a node made by hand
+        // never expires. Say so once instead of waiting in silence for ever.
+        let since = *waiting_since.get_or_insert_with(tokio::time::Instant::now);
+        let live_after = since + session.config().session_timeout * 2;
         let lost = session.lost();
         tokio::select! {
+            _ = tokio::time::sleep_until(live_after), if !told_live => {
+                told_live = true;
+                if stat.ephemeral_owner == 0 {
+                    tracing::warn!(daemon = %identity.name, %path, "this name is held by a persistent node (made by hand): it never expires; delete it to let this daemon register");
+                } else {
+                    tracing::warn!(daemon = %identity.name, %path, owner = %format_args!("{:#x}", stat.ephemeral_owner), "this name is still registered after twice the session timeout: a live session holds it, so another running process uses this --name; stop it or give this daemon another name (still waiting)");
+                }
+            }
             _ = watcher.changed() => {}
             _ = lost.cancelled() => {
                 return Err(EngineError::SessionLost("while waiting to register".into()))
@@ -234,12 +250,16 @@ async fn keep_registered(session: Session, name: String, path: String, data: Vec
 }
 
 /// Live members under a directory (`/researchers` or `/daemons`). Unreadable entries are
-/// skipped with a warning.
+/// skipped with a warning. A member is live only while its node is ephemeral (its
+/// session's): a persistent node made by hand never goes, so counted it was capacity for
+/// ever (`status` and the planner counted `slots: 1000` of nobody); `fsck` flags it
+/// (`member_not_ephemeral`).
 pub async fn list(session: &Session, dir: &str) -> Result<Vec<MemberRecord>> {
     let mut out = Vec::new();
     for name in store::children(session, dir).await? {
         let path = format!("{dir}/{name}");
         match store::read::<MemberRecord>(session, &path).await {
+            Ok(Some((_, stat))) if stat.ephemeral_owner == 0 => {}
             Ok(Some((m, _))) => out.push(m),
             Ok(None) => {}
             Err(EngineError::Record(e)) => tracing::warn!(%e, "unreadable member record"),

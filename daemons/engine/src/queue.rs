@@ -7,6 +7,7 @@ use std::task::{Context, Poll, Waker};
 
 use znode_schema::paths;
 use znode_schema::queue_key::QueueEntry;
+use znode_schema::records::JobRecord;
 use znode_schema::JobState;
 use zookeeper_client as zk;
 
@@ -40,20 +41,25 @@ pub async fn len(session: &Session, state: JobState) -> Result<usize> {
 pub struct WorkCount {
     /// Entries that are work: all of them, or at least the `enough` asked for.
     pub work: usize,
-    /// Entries looked at that are not work: names that do not parse as queue entries and
-    /// well-formed entries whose job does not exist. `fsck --repair` removes them.
+    /// Entries looked at that are not work: names that do not parse as queue entries,
+    /// well-formed entries whose job does not exist, and entries whose job is in another
+    /// state (an entry copied by hand from another queue). `fsck --repair` removes them.
     pub strays: Vec<String>,
 }
 
 /// Counts a queue's waiting work. The one rule: an entry is work when its name parses as
-/// a queue entry and its job exists. Anything else is a stray (made by hand, or left by
-/// a repair); counting it would make the planner wait for work no researcher can take
-/// (`stop=Surplus` forever) and `status` show jobs that do not exist.
+/// a queue entry, its job exists, and the job is in this queue's state (or its record
+/// does not decode, so its state is unknown: `status` names such a job and `fsck`
+/// reports it). Anything else is a stray (made by hand, or left by a repair); counting it
+/// would make the planner wait for work no researcher can take (`stop=Surplus` until
+/// the stray's job is deleted, a day later for a recorded one) and `status` show
+/// waiting jobs that are not waiting.
 ///
 /// Stops looking once at least `enough` work entries are found (the planner only needs to know
 /// whether more work waits than researchers can take); every unparsable name is reported
-/// (they cost nothing to find). A job checked missing while its entry is gone too was
-/// removed with it in one multi (a delete, an expiry) and is neither work nor a stray.
+/// (they cost nothing to find). A job read as missing or in another state while its entry
+/// is gone too was moved or removed with it in one multi (a claim, a delete, an expiry)
+/// and is neither work nor a stray.
 pub async fn count_work(session: &Session, state: JobState, enough: usize) -> Result<WorkCount> {
     const CHUNK: usize = 64;
     let (entries, mut strays) = list(session, state).await?;
@@ -63,14 +69,14 @@ pub async fn count_work(session: &Session, state: JobState, enough: usize) -> Re
             break;
         }
         let jobs: Vec<String> = chunk.iter().map(|e| paths::job(&e.job)).collect();
-        let stats = crate::ops::await_all(
-            jobs.iter()
-                .map(|p| session.client().check_stat(p))
-                .collect(),
-        )
-        .await;
-        for ((entry, job), stat) in chunk.iter().zip(&jobs).zip(stats) {
-            if stat.map_err(|e| EngineError::zk("stat", job, e))?.is_some() {
+        let found = store::read_many_lenient::<JobRecord>(session, &jobs, CHUNK).await?;
+        for (entry, job) in chunk.iter().zip(found) {
+            let in_state = match &job {
+                Some((Ok(record), _)) => record.status == state,
+                Some((Err(_), _)) => true,
+                None => false,
+            };
+            if in_state {
                 work += 1;
                 continue;
             }

@@ -114,6 +114,22 @@ impl Session {
     /// fails (see [`secure::diagnose`]); [`EngineError::Unreachable`] when no server
     /// answers within the connect timeout; [`EngineError::Config`] for unreadable TLS files.
     pub async fn connect(config: &ZkConfig) -> Result<Session> {
+        Session::connect_with(config, true).await
+    }
+
+    /// Connects to a chroot that must exist already, and creates nothing: for commands
+    /// that need an initialised tree (every admin command but `init`). A missing chroot
+    /// is [`EngineError::NotInitialised`]; creating it, as [`Session::connect`] does,
+    /// made a typo in `--chroot` leave nodes (and their parents) behind on a shared
+    /// ensemble, from commands that promise to write nothing.
+    ///
+    /// # Errors
+    /// As [`Session::connect`], and [`EngineError::NotInitialised`] for a missing chroot.
+    pub async fn connect_existing(config: &ZkConfig) -> Result<Session> {
+        Session::connect_with(config, false).await
+    }
+
+    async fn connect_with(config: &ZkConfig, create_chroot: bool) -> Result<Session> {
         let (hosts, chroot) = config.hosts_and_chroot();
         let unreachable = |source| EngineError::Unreachable {
             connect: config.connect.clone(),
@@ -173,6 +189,12 @@ impl Session {
             }
         };
         let acls = acls_for(config);
+        if !chroot_exists && !create_chroot {
+            return Err(EngineError::NotInitialised {
+                missing: chroot.clone(),
+                chroot,
+            });
+        }
         // Only when missing: a read-only role may not create even what exists.
         if chroot != "/" && !chroot.is_empty() && !chroot_exists {
             let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acls));
@@ -287,6 +309,30 @@ impl Session {
     /// Marks the session lost now (used on shutdown and by tests).
     pub fn abandon(&self) {
         self.inner.lost.cancel();
+    }
+
+    /// Ends the session and waits up to `wait` for ZooKeeper to confirm, so its ephemeral
+    /// nodes (registration, locks, election candidacy) vanish at once rather than a
+    /// session timeout later. The client sends `CloseSession` only when its last handle
+    /// is dropped, and a process that returns from `main` right after its role stops
+    /// ends the runtime before that happens: the nodes stayed, a restart under the same
+    /// `--name` waited a session timeout, and the planner counted a stopped researcher's
+    /// slots. So this marks the session lost first (every task holding a handle stops:
+    /// a registration keeper, a lock's background release), drops this handle, and
+    /// waits. Returns whether the session closed in time (if a handle is still held
+    /// somewhere, ZooKeeper expires the session after its timeout, as before).
+    pub async fn close(self, wait: std::time::Duration) -> bool {
+        let mut watcher = self.inner.client.state_watcher();
+        if watcher.peek_state().is_terminated() {
+            return true;
+        }
+        self.abandon();
+        drop(self);
+        tokio::time::timeout(wait, async {
+            while !watcher.changed().await.is_terminated() {}
+        })
+        .await
+        .is_ok()
     }
 }
 

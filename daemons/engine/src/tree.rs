@@ -61,6 +61,45 @@ pub async fn init(session: &Session, created_by: &str) -> Result<InitReport> {
     Ok(report)
 }
 
+/// Names a failure caused by a node `init` makes having been deleted (a queue
+/// directory, `/clock`, a counter) as [`EngineError::NotInitialised`] ("run `archivist
+/// init`"), and returns any other error as it is. A write into a deleted directory fails
+/// with "node not exists" on the path written, which read as a passing race ("the tree
+/// changed meanwhile") while every later round failed the same way. The one rule for
+/// daemons' loops and `fsck --repair`: the path written and its ancestors are checked,
+/// nearest first, against the nodes `init` makes.
+pub async fn explain_missing(session: &Session, error: EngineError) -> EngineError {
+    let path = match &error {
+        EngineError::Precondition {
+            path,
+            source: zk::Error::NoNode,
+            ..
+        }
+        | EngineError::Zk {
+            path,
+            source: zk::Error::NoNode,
+            ..
+        } => path.clone(),
+        _ => return error,
+    };
+    let made_by_init = paths::directories();
+    let mut candidate = path.as_str();
+    loop {
+        if made_by_init.iter().any(|d| d == candidate) {
+            if let Ok(None) = store::exists(session, candidate).await {
+                return EngineError::NotInitialised {
+                    chroot: session.chroot().to_string(),
+                    missing: candidate.to_string(),
+                };
+            }
+        }
+        match candidate.rfind('/') {
+            Some(0) | None => return error,
+            Some(i) => candidate = &candidate[..i],
+        }
+    }
+}
+
 /// Fails with [`EngineError::NotInitialised`] unless `init` has run on this tree.
 pub async fn check_initialised(session: &Session) -> Result<TreeMeta> {
     match store::read::<TreeMeta>(session, paths::META).await? {

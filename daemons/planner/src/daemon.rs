@@ -128,7 +128,9 @@ async fn lead(
             Err(e) => {
                 // Make progress or back off and say why: a failing round waits longer
                 // each time (not on the next wake, which may come at once), and the
-                // planner is not ready while rounds fail.
+                // planner is not ready while rounds fail. A deleted directory says
+                // "run `archivist init`", not "the tree changed meanwhile".
+                let e = archivist_engine::tree::explain_missing(session, e).await;
                 let pause = failures.failed(&identity.role, &e, tick);
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}

@@ -95,7 +95,7 @@ pub async fn count_researchers(session: &Session) -> Result<u64, EngineError> {
 }
 
 /// Work items waiting in `/queues/pending`, by the engine's one rule
-/// ([`queue::count_work`]: the entry parses and its job exists), looked at until more
+/// ([`queue::count_work`]: the entry parses and its job exists and is pending), looked at until more
 /// than `researchers` are found (all the capacity check needs). A stray entry (made by
 /// hand, or whose job is gone) is not work: counted, it stalled planning (`stop=Surplus`).
 pub async fn count_pending(
@@ -160,6 +160,12 @@ impl Planner {
     /// The index (for tests and the benchmark).
     pub fn index(&self) -> &Index {
         &self.index
+    }
+
+    /// Whether the next round reloads the whole index (events may have been lost, or a
+    /// write may have applied unseen); for tests of when a reload is due.
+    pub fn is_stale(&self) -> bool {
+        self.stale
     }
 
     /// The settings in use.
@@ -236,7 +242,7 @@ impl Planner {
         }
         tracing::warn!(
             entries = ?new,
-            "stray entries in /queues/pending (not a queue entry, or no such job) are not counted as waiting work; `archivist fsck --repair` removes them"
+            "stray entries in /queues/pending (not a queue entry, no such job, or a job in another state) are not counted as waiting work; `archivist fsck --repair` removes them"
         );
         self.strays_told.extend(new.into_iter().cloned());
     }
@@ -342,8 +348,13 @@ impl Planner {
         let job = match jobs::create(&self.session, &new, &self.by, lease_op).await {
             Ok(job) => job,
             Err(e) => {
-                // On connection loss the multi may have applied unseen: reload.
-                self.stale = true;
+                // On connection loss the multi may have applied unseen: reload. A failed
+                // precondition applied nothing (and the watch reports whatever moved):
+                // reloading the whole index every round for it (a deleted queue
+                // directory fails every create) cost a full read per tick.
+                if !matches!(e, EngineError::Precondition { .. }) {
+                    self.stale = true;
+                }
                 return Err(e);
             }
         };

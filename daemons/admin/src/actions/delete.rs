@@ -119,10 +119,14 @@ pub async fn delete_unreadable(
     };
     let error = match records::decode::<JobRecord>(&path, &data) {
         Ok(job) => {
-            return Err(AdminError::Invalid(format!(
-                "job {id} decodes (it is {}): --force only deletes a job whose record does not; use `delete {id}`",
-                job.status
-            )))
+            // A refusal (exit 3, nothing written), as operations.md calls it.
+            return Err(AdminError::Refused {
+                job: id.to_string(),
+                reason: format!(
+                    "its record decodes: --force only deletes a job whose record does not; use `delete {id}`"
+                ),
+                state: job.status,
+            });
         }
         Err(e) => e.to_string(),
     };

@@ -86,7 +86,7 @@ pub async fn release_seen(
     );
     if episode_held(session, &seen.job.episode).await {
         detail.push_str(&format!(
-            "; note: episode {e} is held, which only stops planning: this job is researched all the same (to keep it waiting, `hold {id}` again; `release --episode {e}` lets the planner plan the rest)",
+            "; note: episode {e} is held, which only stops planning: this job is researched all the same (to keep it waiting, `hold --job {id}` again; `release --episode {e}` lets the planner plan the rest)",
             e = seen.job.episode,
             id = seen.job.id
         ));

@@ -33,7 +33,7 @@ mod jobs;
 mod records;
 mod repair;
 
-use archivist_engine::{clock, Session};
+use archivist_engine::{clock, store, Session};
 use serde::Serialize;
 
 use crate::error::Result;
@@ -43,7 +43,8 @@ use crate::tree;
 use index::index;
 use jobs::{check_leases, check_locks, check_queues, check_reports};
 use records::{
-    check_catalog, check_counters, check_directories, check_nodes, check_pauses, check_research,
+    check_catalog, check_counters, check_directories, check_members, check_nodes, check_pauses,
+    check_research,
 };
 use repair::{apply, Plan};
 
@@ -109,6 +110,9 @@ pub enum FaultKind {
     /// A report whose job does not exist (or whose name names no job): nothing will ever
     /// record or remove it.
     ReportWithoutJob,
+    /// A node under `/researchers` or `/daemons` that is not ephemeral (made by hand): no
+    /// daemon's session owns it, so it is not counted as live (warning).
+    MemberNotEphemeral,
 }
 
 impl FaultKind {
@@ -142,6 +146,7 @@ fn findings(nodes: &[tree::RawNode], settings: &AdminSettings, now_ms: i64) -> V
     check_leases(&ix, settings, now_ms, &mut faults);
     check_reports(&ix, &mut faults);
     check_pauses(nodes, &mut faults);
+    check_members(nodes, &mut faults);
     check_directories(nodes, &mut faults);
     check_counters(&ix, &mut faults);
     check_research(&ix, &mut faults);
@@ -245,6 +250,28 @@ impl FsckReport {
     }
 }
 
+/// Settles the other findings on a node a repair deleted (an undecodable report of no
+/// job is both `unparsable` and `report_without_job`): the node is gone, so they are not
+/// "left" (counted so, `fsck --repair` exited 1 on a tree a plain `fsck` then called
+/// clean, and told an operator to fix a node that no longer existed).
+async fn settle_gone(session: &Session, faults: &mut [Fault]) -> Result<()> {
+    let repaired: std::collections::BTreeSet<String> = faults
+        .iter()
+        .filter(|f| f.repaired)
+        .map(|f| f.path.clone())
+        .collect();
+    for fault in faults
+        .iter_mut()
+        .filter(|f| !f.repaired && repaired.contains(&f.path))
+    {
+        if store::exists(session, &fault.path).await?.is_none() {
+            fault.repaired = true;
+            fault.repair = Some("none needed: the node went with another repair".to_string());
+        }
+    }
+    Ok(())
+}
+
 /// Checks every invariant; with `repair`, fixes the safe faults and says what it did.
 pub async fn fsck(
     session: &Session,
@@ -302,6 +329,7 @@ pub async fn fsck(
                 Err(e) => fault.repair_error = Some(e),
             }
         }
+        settle_gone(session, &mut faults).await?;
     }
     let report = FsckReport {
         nodes: nodes.len(),
@@ -309,7 +337,7 @@ pub async fn fsck(
         errors: faults.iter().filter(|f| f.is_open_error()).count(),
         warnings: faults
             .iter()
-            .filter(|f| f.severity == Severity::Warning)
+            .filter(|f| f.severity == Severity::Warning && !f.repaired)
             .count(),
         faults,
     };

@@ -237,6 +237,33 @@ pub(super) fn check_catalog(nodes: &[RawNode], faults: &mut Vec<Fault>) {
     }
 }
 
+/// Registrations that are persistent nodes (made by hand): no session owns them, so they
+/// never go and are not counted as live members ([`archivist_engine::member::list`]). A
+/// warning; `--repair` deletes the node.
+pub(super) fn check_members(nodes: &[RawNode], faults: &mut Vec<Fault>) {
+    for node in nodes {
+        let under = [paths::RESEARCHERS, paths::DAEMONS]
+            .into_iter()
+            .find(|dir| {
+                node.path
+                    .strip_prefix(&format!("{dir}/"))
+                    .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+            });
+        if under.is_none() || node.stat.ephemeral_owner != 0 {
+            continue;
+        }
+        faults.push(
+            Fault::new(
+                FaultKind::MemberNotEphemeral,
+                Severity::Warning,
+                &node.path,
+                "a persistent registration (made by hand): no daemon owns it, it never goes, and it is not counted as live",
+            )
+            .plan("delete the node", delete(node)),
+        );
+    }
+}
+
 /// Nodes under `/control/pause` that pause nothing: `status` would not show them as
 /// pauses, but an operator who made one by hand believes the state is paused. A warning;
 /// `--repair` deletes the node.
@@ -262,14 +289,7 @@ pub(super) fn check_pauses(nodes: &[RawNode], faults: &mut Vec<Fault>) {
                         .join(" and ")
                 ),
             )
-            .plan(
-                "delete the node",
-                Plan::Delete {
-                    path: node.path.clone(),
-                    version: Some(node.stat.version),
-                    unless: None,
-                },
-            ),
+            .plan("delete the node", delete(node)),
         );
     }
 }
@@ -289,5 +309,14 @@ pub(super) fn check_directories(nodes: &[RawNode], faults: &mut Vec<Fault>) {
             &dir,
             "missing (deleted by hand?): writes under it fail; run `archivist init`, which re-creates the tree's missing nodes and changes nothing else",
         ));
+    }
+}
+
+/// The repair that deletes a hand-made node at the version read.
+fn delete(node: &RawNode) -> Plan {
+    Plan::Delete {
+        path: node.path.clone(),
+        version: Some(node.stat.version),
+        unless: None,
     }
 }

@@ -485,6 +485,15 @@ async fn release_of_a_job_of_a_held_episode_warns_as_delete_does() {
         "{}",
         report.detail
     );
+    // Outside test 17d, finding 16a: the suggested command must parse (`hold J` is a
+    // usage error; a job is held with `hold --job J`).
+    assert!(
+        report
+            .detail
+            .contains(&format!("`hold --job {}` again", job.id)),
+        "{}",
+        report.detail
+    );
     // Not for an episode that is not held.
     let e2 = fixtures::episode(&s, 2, "Episode two").await;
     let other = fixtures::job(&s, &e2, &["c000001"]).await;

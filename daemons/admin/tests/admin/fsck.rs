@@ -327,6 +327,63 @@ async fn a_report_whose_job_does_not_exist_is_flagged_and_repaired() {
 }
 
 #[tokio::test]
+async fn a_node_a_repair_deleted_is_not_counted_as_left() {
+    // Outside test 17d, finding 9: an undecodable report of no job is `unparsable` and
+    // `report_without_job`; `--repair` deleted it and still said "1 error(s) left" (exit
+    // 1), while a plain `fsck` right after said clean. Warnings likewise.
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-gone-node").await;
+    let junk = paths::report(&paths::report_name("j0000000098", "c000001"));
+    fixtures::raw(&s, &junk, b"junk").await;
+    let bogus = format!("{}/bogus", paths::PAUSES);
+    fixtures::raw(&s, &bogus, b"").await;
+    let repaired = check(&s, true).await;
+    assert!(store::exists(&s, &junk).await.unwrap().is_none());
+    assert!(repaired.is_clean(), "{:#?}", repaired.faults);
+    assert_eq!(repaired.errors, 0);
+    assert_eq!(repaired.warnings, 0, "{:#?}", repaired.faults);
+    assert!(check(&s, false).await.is_clean());
+}
+
+#[tokio::test]
+async fn a_hand_made_persistent_registration_is_not_capacity_and_is_flagged() {
+    // Outside test 17d, finding 7: `/researchers/ghost` made by hand (persistent) was
+    // counted by `status` and the planner as a live researcher with 1000 slots, for
+    // ever, and fsck said clean.
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-ghost-member").await;
+    let path = paths::researcher("ghost");
+    let ghost = archivist_engine::schema::records::MemberRecord {
+        schema: 1,
+        role: "researcher".to_string(),
+        name: "ghost".to_string(),
+        slots: 1000,
+        version: "0.1.0".to_string(),
+        host: "nowhere".to_string(),
+        pid: 1,
+        metrics: None,
+        started: archivist_engine::clock::local_now(),
+    };
+    fixtures::raw(&s, &path, &store::encode(&path, &ghost).unwrap()).await;
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    let status = archivist_admin::status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert!(status.researchers.is_empty(), "{:?}", status.researchers);
+    assert_eq!(status.slots, 0);
+    let report = check(&s, false).await;
+    assert!(
+        report
+            .faults
+            .iter()
+            .any(|f| f.kind == FaultKind::MemberNotEphemeral && f.path == path),
+        "{:#?}",
+        report.faults
+    );
+    let repaired = check(&s, true).await;
+    assert_eq!(repaired.warnings, 0, "{:#?}", repaired.faults);
+    assert!(store::exists(&s, &path).await.unwrap().is_none());
+}
+
+#[tokio::test]
 async fn plain_fsck_reports_no_error_for_jobs_moving_while_it_reads() {
     // Outside test 17c, defect 2: on a busy tree fsck reported `job_not_queued`,
     // `job_in_wrong_queue` or `orphan_queue_entry` for jobs mid-transition (8 runs of 30

@@ -364,6 +364,30 @@ async fn status_counts_only_pending_entries_that_are_work_and_names_the_strays()
 }
 
 #[tokio::test]
+async fn status_does_not_count_a_pending_entry_whose_job_is_in_another_state() {
+    // Outside test 17d, finding 3: a recorded job's entry copied into `/queues/pending`
+    // showed as "pending 1" and as the oldest waiting job, while `jobs list --state
+    // pending` said 0.
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-other-state").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let recorded = fixtures::job(&s, &e1, &["c000001"]).await;
+    let entry = recorded.queue_entry().name();
+    archivist_testkit::place_job(&s, recorded.clone(), JobState::Recorded).await;
+    let waiting = fixtures::job(&s, &e1, &["c000001"]).await;
+    let queue = archivist_engine::schema::paths::queue(JobState::Pending);
+    fixtures::raw(&s, &format!("{queue}/{entry}"), b"").await;
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(report.jobs[&JobState::Pending], 1);
+    assert_eq!(report.jobs[&JobState::Recorded], 1);
+    assert_eq!(report.pending_strays, vec![entry]);
+    assert_eq!(report.oldest_waiting.map(|w| w.job), Some(waiting.id));
+}
+
+#[tokio::test]
 async fn status_names_a_waiting_job_whose_record_does_not_decode() {
     // Outside test 17c, defect 7: shown as the oldest waiting job like any other, while
     // no daemon can claim or expire it.

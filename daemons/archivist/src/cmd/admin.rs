@@ -10,6 +10,7 @@ mod actions;
 mod control;
 mod fsck;
 mod jobs;
+mod out_file;
 mod progress;
 pub(crate) mod render;
 mod results;

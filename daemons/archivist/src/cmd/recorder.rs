@@ -68,8 +68,9 @@ pub struct ReaperOpts {
     /// [default: 300000].
     #[arg(long, env = "ARCHIVIST_REAPER_WORK_ITEM_TTL_MS")]
     pub work_item_ttl_ms: Option<u64>,
-    /// How long `recorded`, `expired` and `cancelled` jobs are kept, in ms
-    /// [default: 86400000].
+    /// How long `recorded` and `expired` jobs are kept, in ms (failed, held and
+    /// cancelled jobs are never deleted by the reaper: only `archivist delete` removes
+    /// them) [default: 86400000].
     #[arg(long, env = "ARCHIVIST_REAPER_RETENTION_MS")]
     pub retention_ms: Option<u64>,
 }

@@ -12,7 +12,7 @@ use archivist_engine::schema::{paths, JobState};
 use archivist_engine::{queue, store};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{create, job_in_state, ToLeased};
+use crate::support::{create, job_in_state, Captured, ToLeased};
 
 const NO_POLL: Duration = Duration::from_secs(600);
 
@@ -174,30 +174,6 @@ async fn a_job_the_step_passes_over_is_not_claimed() {
     );
 }
 
-/// Log lines written while a test runs, for counting.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_| std::io::Error::other("poisoned"))?
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn lines_with(&self, needle: &str) -> usize {
-        let text = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
-        text.lines().filter(|l| l.contains(needle)).count()
-    }
-}
-
 /// A pending job whose record does not decode is passed over by the consumer, which
 /// says so once (an error naming the job and the way out), not on every pass: the
 /// researcher used to log it again at every poll, for as long as it waited. A job that
@@ -205,14 +181,7 @@ impl Captured {
 /// claims run on this thread, where the capturing subscriber is the default.)
 #[tokio::test]
 async fn an_undecodable_job_in_the_queue_is_logged_once_not_every_pass() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (captured, _default) = Captured::install();
     let (config, session) = archivist_testkit::fresh_tree("view-undecodable").await;
     let broken = create(&session, 5, 1_700_000_000_000).await;
     session

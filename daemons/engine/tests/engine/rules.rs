@@ -192,3 +192,40 @@ async fn a_registration_deleted_while_the_session_lives_is_made_again() {
         "re-registered after the daemon's role ended"
     );
 }
+
+/// Outside test 17d, finding 12: a second daemon started under the name a *live* daemon
+/// uses logged "waiting for it to expire (at most its session timeout)" and then nothing,
+/// for ever. Past twice the session timeout it says a live process holds the name.
+/// (Single-threaded runtime: the capturing subscriber is this thread's default.)
+#[tokio::test]
+async fn a_name_held_by_a_live_daemon_is_named_as_such_after_twice_the_session_timeout() {
+    let (captured, _default) = crate::support::Captured::install();
+    let (config, live) = archivist_testkit::fresh_tree("rules-live-name").await;
+    let identity = Identity::named("planner", "planner-twice");
+    let _live = member::register(&live, &identity, 0, None, &CancellationToken::new())
+        .await
+        .unwrap();
+    let second = archivist_testkit::another_session(&config).await;
+    let timeout = second.config().session_timeout;
+    let shutdown = CancellationToken::new();
+    let waiting = member::register(&second, &identity, 0, None, &shutdown);
+    let stop = async {
+        tokio::time::sleep(timeout * 2 + Duration::from_secs(1)).await;
+        shutdown.cancel();
+    };
+    let (registered, ()) = tokio::join!(waiting, stop);
+    assert!(
+        registered.unwrap().is_none(),
+        "never registered: the name is held"
+    );
+    assert_eq!(
+        captured.lines_with("still registered by a previous session"),
+        1
+    );
+    assert_eq!(
+        captured.lines_with("another running process uses this --name"),
+        1,
+        "{}",
+        String::from_utf8_lossy(&captured.0.lock().unwrap())
+    );
+}

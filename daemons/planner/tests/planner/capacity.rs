@@ -1,3 +1,4 @@
+use archivist_engine::schema::JobState;
 use archivist_planner::{Planner, Stop};
 use tokio_util::sync::CancellationToken;
 
@@ -124,4 +125,41 @@ async fn stray_pending_entries_are_not_waiting_work() {
     ];
     expected.sort();
     assert_eq!(strays, expected);
+}
+
+#[tokio::test]
+async fn pending_entries_naming_jobs_in_other_states_are_not_waiting_work() {
+    // Outside test 17d, finding 3: entries copied by hand from `/queues/recorded` into
+    // `/queues/pending` named jobs that exist, so they were counted as waiting work: one
+    // slot, `stop=Surplus` and nothing planned until the reaper deleted the recorded jobs
+    // a day later. The job must also be in the queue's state.
+    let (_config, session) = archivist_testkit::fresh_tree("cap-other-state").await;
+    catalog(&session, 6, 1).await;
+    register_researcher(&session, "r1", 1).await;
+    let mut planner = Planner::start(&session, settings(), "p").await.unwrap();
+    let report = planner.round(&CancellationToken::new()).await.unwrap();
+    assert_eq!((report.created.len(), report.stop), (2, Stop::Surplus));
+    // Both jobs are recorded; their entries are copied back into the pending queue.
+    let pending = archivist_engine::schema::paths::queue(JobState::Pending);
+    let mut expected = Vec::new();
+    for (job, _) in all_jobs(&session).await {
+        let entry = job.queue_entry().name();
+        archivist_testkit::place_job(&session, job, JobState::Recorded).await;
+        write(&session, &format!("{pending}/{entry}"), b"").await;
+        expected.push(entry);
+    }
+    let counted = archivist_planner::plan::count_pending(&session, u64::MAX)
+        .await
+        .unwrap();
+    assert_eq!(counted.work, 0, "no job is pending");
+    let mut strays = counted.strays;
+    strays.sort();
+    expected.sort();
+    assert_eq!(strays, expected);
+    let report = planner.round(&CancellationToken::new()).await.unwrap();
+    assert_eq!(
+        (report.created.len(), report.stop),
+        (2, Stop::Surplus),
+        "the recorded jobs' copied entries do not stall planning"
+    );
 }

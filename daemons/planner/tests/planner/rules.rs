@@ -286,3 +286,44 @@ async fn a_failing_round_backs_off_says_why_is_not_ready_and_stops_on_shutdown()
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_deleted_queue_directory_or_clock_says_run_init_and_does_not_reload_the_index() {
+    // Outside test 17d, finding 4: with /queues/pending deleted every round failed with
+    // "precondition failed: create /queues/pending/... (node not exists); the tree changed
+    // meanwhile" (a permanent fault told as a passing race) and reloaded the whole index;
+    // with /clock deleted the reason was a bare "set /clock: node not exists".
+    let (_config, session) = archivist_testkit::fresh_tree("rules-missing-dir").await;
+    put_episode(&session, 1, 0, BASE_MS, false).await;
+    put_clip(&session, 1, 0, BASE_MS, false).await;
+    register_researcher(&session, "r1", 4).await;
+    let mut planner = Planner::start(&session, settings(), "p").await.unwrap();
+    let pending = paths::queue(JobState::Pending);
+    session.client().delete(&pending, None).await.unwrap();
+    let failed = planner.round(&CancellationToken::new()).await.unwrap_err();
+    assert!(
+        !planner.is_stale(),
+        "a failed precondition applied nothing: no reload of the index"
+    );
+    let why = archivist_engine::tree::explain_missing(&session, failed).await;
+    assert!(
+        matches!(&why, archivist_engine::EngineError::NotInitialised { missing, .. } if *missing == pending),
+        "{why}"
+    );
+    assert!(why.to_string().contains("run `archivist init`"), "{why}");
+
+    archivist_engine::tree::init(&session, "test")
+        .await
+        .unwrap();
+    session
+        .client()
+        .delete(archivist_engine::schema::paths::CLOCK, None)
+        .await
+        .unwrap();
+    let failed = planner.round(&CancellationToken::new()).await.unwrap_err();
+    let why = archivist_engine::tree::explain_missing(&session, failed).await;
+    assert!(
+        why.to_string().contains("missing /clock") && why.to_string().contains("archivist init"),
+        "{why}"
+    );
+}

@@ -98,6 +98,8 @@ async fn sweep_while_leading(
             }
             Err(e) if e.is_session_lost() => return Err(e),
             Err(e) => {
+                // A deleted directory or `/clock` says "run `archivist init`".
+                let e = archivist_engine::tree::explain_missing(session, e).await;
                 tracing::warn!(error = %e, "reaper sweep failed; next interval retries");
                 archivist_engine::health::trouble(
                     &identity.role,

@@ -40,6 +40,10 @@ pub(crate) struct Move {
     pub report: Option<ReportRecord>,
     pub step: &'static str,
     pub result: String,
+    /// Give up (with [`EngineError::WrongState`]) if the job, re-read after a version
+    /// conflict, carries an admin request: a hand-back must not carry a cancel or hold
+    /// into `pending`, where the work-item TTL would drop it.
+    pub yield_to_request: bool,
 }
 
 impl Move {
@@ -56,6 +60,7 @@ impl Move {
             report: None,
             step,
             result: result.into(),
+            yield_to_request: false,
         }
     }
 
@@ -356,7 +361,9 @@ impl JobCtx {
                         let from = held.job.status;
                         held.job = job;
                         held.version = version;
-                        if held.job.status != from {
+                        if held.job.status != from
+                            || (m.yield_to_request && held.job.request.is_some())
+                        {
                             return Err(EngineError::WrongState {
                                 job: self.job_id.clone(),
                                 expected: from,
@@ -470,6 +477,23 @@ impl JobCtx {
                 Err(e) => tracing::warn!(job = %self.job_id, error = %e, "cannot re-read job"),
             },
             Err(e) => tracing::warn!(job = %self.job_id, error = %e, "progress write failed"),
+        }
+    }
+
+    /// Reads the job now and notices an admin request written since the last look (the
+    /// watch that reports it may not have been served yet: a stopping researcher checks
+    /// before it hands the job back).
+    pub async fn refresh(&self) {
+        match jobs::read(&self.session, &self.job_id).await {
+            Ok((job, version)) => {
+                self.note_request(&job);
+                let mut held = self.held.lock().await;
+                if version > held.version {
+                    held.job = job;
+                    held.version = version;
+                }
+            }
+            Err(e) => tracing::warn!(job = %self.job_id, error = %e, "cannot re-read job"),
         }
     }
 

@@ -241,6 +241,12 @@ impl Worker {
         match result {
             Err(e) if e.is_conflict() && !e.is_session_lost() => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "lost the job");
+                // The precondition that failed may not be the lock's (a queue entry
+                // deleted by hand): a lock still ours is released, so the job is not
+                // left locked with nobody working on it (the reaper and fsck take it).
+                if let Err(e) = ctx.lock.release_if_ours(&ctx.session).await {
+                    tracing::warn!(job = %ctx.job_id, error = %e, "could not release the lock of a lost job; the session's end will");
+                }
                 Ok(Outcome::LockLost)
             }
             // The connection dropped mid-write (a ZooKeeper leader change, say): the session
@@ -291,12 +297,25 @@ impl Worker {
         Ok(Outcome::Stopped(request))
     }
 
+    /// Hands the job back to `pending` on shutdown, unless an operator asked to cancel or
+    /// hold it: that request is obeyed instead (`leased -> cancelled/held` is this
+    /// holder's move), since a pending job's request would be lost to the work-item TTL
+    /// and its pairs planned again.
     async fn hand_back(&self, ctx: &JobCtx) -> Result<Outcome, EngineError> {
+        ctx.refresh().await;
+        if ctx.request().is_some() {
+            return self.obey(ctx).await;
+        }
         let mut m = Move::release(JobState::Pending, "shutdown", "handed back");
         m.clear_holder = true;
         m.lease = LeaseOp::ClearHolder;
-        ctx.transition(m).await?;
-        Ok(Outcome::HandedBack)
+        m.yield_to_request = true;
+        match ctx.transition(m).await {
+            Ok(()) => Ok(Outcome::HandedBack),
+            // A request written while handing back: obey it instead.
+            Err(EngineError::WrongState { .. }) if ctx.request().is_some() => self.obey(ctx).await,
+            Err(e) => Err(e),
+        }
     }
 
     async fn work(

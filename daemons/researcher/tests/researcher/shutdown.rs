@@ -192,3 +192,95 @@ async fn a_killed_researcher_loses_the_job_and_another_redoes_only_the_unreporte
     assert_eq!(research.runs.len(), 2);
     researcher.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_researcher_that_loses_the_job_releases_the_lock_it_still_holds() {
+    // Outside test 17d, finding 15: the job's queue entry deleted mid-job made the next
+    // transition fail its precondition ("lost the job"), and the researcher walked away
+    // keeping the lock: the job stayed `leased` under a live lock, never expired, a cancel
+    // was accepted and ignored, until the researcher's process restarted.
+    let (config, session) = fresh_tree("researcher-lost-job").await;
+    let server = Server::start().await;
+    let clips = slow_clip_setup(&session, &server).await;
+    let url = server.route("/e.wav", Route::audio(&audio().episode));
+    let job = plan(&session, "e0000001", &url, &clips).await;
+    let researcher = start(&config, settings(&work_dir("lost-job")), "researcher-lost");
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            !reports(&session, &job.id).await.is_empty()
+        })
+        .await,
+        "first clip reported"
+    );
+    // Mid-job (the next clip is being fetched slowly): its queue entry goes by hand.
+    let held = job_record(&session, &job.id).await;
+    let states = archivist_testkit::queues_holding(&session, &job.id).await;
+    assert_eq!(states, vec![held.status], "{held:#?}");
+    let entry = paths::queue_entry(held.status, &held.queue_entry().name());
+    session.client().delete(&entry, None).await.unwrap();
+    let released = eventually(Duration::from_secs(20), || async {
+        !archivist_testkit::locked(&session, &job.id).await
+    })
+    .await;
+    researcher.stop().await;
+    assert!(released, "the lock is still held after the job was lost");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_requested_as_the_researcher_stops_is_obeyed_not_handed_back() {
+    // Outside test 17d, finding 13: a cancel written while the researcher was stopping
+    // was carried into `pending` by the hand-back (`pending (cancel requested)`); the
+    // work-item TTL then expired the job and its pairs were planned again, though the
+    // operator had been told "requested".
+    let (config, session) = fresh_tree("researcher-request-handback").await;
+    let server = Server::start().await;
+    let clips = serve_clips(&session, &server, 1).await;
+    let url = server.route(
+        "/e.wav",
+        Route::slow_audio(&audio().episode, Duration::from_secs(10)),
+    );
+    let job = plan(&session, "e0000001", &url, &clips).await;
+    let researcher = start(
+        &config,
+        settings(&work_dir("request-handback")),
+        "researcher-req",
+    );
+    wait_for(
+        &session,
+        &job.id,
+        &[JobState::Leased],
+        Duration::from_secs(20),
+    )
+    .await;
+    // The operator's cancel (version-checked, again if a heartbeat moved the job), then
+    // SIGTERM at once: the researcher is downloading, so it hands the job back.
+    let path = paths::job(&job.id);
+    loop {
+        let (mut current, version) = archivist_engine::jobs::read(&session, &job.id)
+            .await
+            .unwrap();
+        assert_eq!(current.status, JobState::Leased);
+        current.request = Some(archivist_engine::schema::records::JobRequest::Cancel);
+        current.request_reason = Some("stop-this".to_string());
+        let data = store::encode(&path, &current).unwrap();
+        if session
+            .client()
+            .set_data(&path, &data, Some(version))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+    }
+    researcher.stop().await;
+    let done = job_record(&session, &job.id).await;
+    assert_eq!(done.status, JobState::Cancelled, "{done:#?}");
+    assert_eq!(done.request, None);
+    assert!(
+        done.message
+            .as_deref()
+            .is_some_and(|m| m.contains("stop-this")),
+        "{done:#?}"
+    );
+    assert!(!archivist_testkit::locked(&session, &job.id).await);
+}

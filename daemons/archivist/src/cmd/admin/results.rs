@@ -4,12 +4,13 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use archivist_admin::export::{self, RowWriter};
 use archivist_admin::results::{self, ClipResults, EpisodeResults, ResultRow};
 use archivist_admin::AdminSettings;
 use clap::{Args, ValueEnum};
 
+use super::out_file::OutFile;
 use super::progress::Bar;
 use super::render::{emit, or_dash, printable, table};
 use crate::cli::{GlobalOpts, OutputFormat};
@@ -57,7 +58,8 @@ pub struct ExportArgs {
     /// Format of the export [default: the global `-o json|yaml` when given, else csv].
     #[arg(long, value_enum)]
     pub format: Option<ExportFormat>,
-    /// Write to this file instead of stdout.
+    /// Write to this file instead of stdout (a regular file is replaced when the export
+    /// is complete, through a symlink's target; a device or FIFO is written through).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -169,28 +171,28 @@ pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
 
 /// Runs `export`: rows are written as they are read (bounded memory at any archive
 /// size); to a file, through a temporary name renamed at the end, so a failed export
-/// never leaves a file that looks complete.
+/// never leaves a file that looks complete (devices and FIFOs are written through:
+/// [`OutFile`]).
 pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
     let session = crate::context::connect_initialised(global).await?;
     let format = format_of(args.format, global.output).into();
     let settings = AdminSettings::default();
     let summary = match &args.out {
         Some(path) => {
-            let partial = PathBuf::from(format!("{}.partial", path.display()));
-            let file = std::fs::File::create(&partial)
-                .with_context(|| format!("creating {}", partial.display()))?;
+            let out = OutFile::of(path)?;
+            let file = out.open()?;
             let mut writer = RowWriter::new(format, std::io::BufWriter::new(file));
             let summary = export::export_to(&session, &settings, &Bar::stderr(), &mut writer).await;
             let finished = summary.and_then(|s| writer.finish().map(|_| s));
             let summary = match finished {
                 Ok(s) => s,
                 Err(e) => {
-                    let _ = std::fs::remove_file(&partial);
-                    return Err(e.into());
+                    out.abandon();
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("writing the export to {}", path.display())));
                 }
             };
-            std::fs::rename(&partial, path)
-                .with_context(|| format!("renaming {} to {}", partial.display(), path.display()))?;
+            out.commit()?;
             eprintln!(
                 "archivist: {} rows of {} episodes written to {}",
                 summary.rows,
