@@ -18,7 +18,8 @@
 #                          directory), a `postgres://` URL, or `none` to measure today's
 #                          design only. Needs `archivist migrate` (issue 22); without it the
 #                          database column says "not built".
-#   SCALE_KEEP (0)         1 keeps ZooKeeper's data, the database and the export
+#   SCALE_KEEP (0)         1 keeps ZooKeeper's data and the database
+#   SCALE_PROFILE (release) the cargo profile of the binaries (`dev` to try the script out)
 #
 # The ZooKeeper is private (scripts/zk.sh on ZK_PORT, its files under
 # .local/scale/zk): a fresh, empty data directory for each run, a snapshot count high
@@ -47,8 +48,11 @@ scale_local=$repo/.local/scale
 out=$scale_local/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
 target=${CARGO_TARGET_DIR:-$repo/target}
-bin=$target/release/archivist
-synth=$target/release/examples/synth_archive
+profile=${SCALE_PROFILE:-release}
+profile_dir=$profile
+[[ $profile == dev ]] && profile_dir=debug
+bin=$target/$profile_dir/archivist
+synth=$target/$profile_dir/examples/synth_archive
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -65,7 +69,7 @@ fi
 
 # --- build ----------------------------------------------------------------------------
 say "building the release binary and the generator"
-cargo build -q --release -p archivist --bin archivist --example synth_archive
+cargo build -q --profile "$profile" -p archivist --bin archivist --example synth_archive
 
 has_migrate=0
 if "$bin" migrate --help >/dev/null 2>&1; then has_migrate=1; fi
@@ -84,7 +88,7 @@ rm -rf "$zk_dir/data"
 cleanup() {
     "${zk_env[@]}" bash scripts/zk.sh stop >/dev/null 2>&1 || true
     if [[ $keep != 1 ]]; then
-        rm -rf "$zk_dir/data" "$out/archivist.db"* "$out/export.csv"
+        rm -rf "$zk_dir/data" "$out/archivist.db"*
     fi
 }
 trap cleanup EXIT
