@@ -93,8 +93,16 @@ cleanup() {
 }
 trap cleanup EXIT
 "${zk_env[@]}" bash scripts/zk.sh start >/dev/null
-zk_pid() { cat "$zk_dir/pid"; }
 flw() { { exec 3<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 0; printf '%s' "$1" >&3; timeout 5 cat <&3 || true; exec 3>&- 3<&- || true; }
+zk_pid() { cat "$zk_dir/pid"; }
+# zk.sh waits 15 s for a server; one loading a big tree takes longer
+wait_zk() {
+    local deadline=$((SECONDS + 600))
+    until flw srvr | grep -q '^Mode:'; do
+        ((SECONDS < deadline)) || { echo "scale-bench: ZooKeeper on $zk did not serve within 600 s" >&2; exit 1; }
+        sleep 1
+    done
+}
 mntr() { flw mntr | awk -v k="$1" '$1 == k { print $2 }'; }
 live_heap_mb() {
     jcmd "$(zk_pid)" GC.run >/dev/null 2>&1 || true
@@ -130,13 +138,13 @@ measure() {
                 kill -9 "$cpid" 2>/dev/null || true
             elif ((limit_s > 0 && SECONDS - started >= limit_s)); then
                 m_killed="stopped after ${limit_s} s"
-                kill -INT "$cpid" 2>/dev/null || true
+                kill -9 "$cpid" 2>/dev/null || true
             fi
         fi
         sleep 0.2
     done
     wait "$tpid" || true
-    read -r m_wall m_rss_kb < <(tail -n 1 "$tf")
+    read -r m_wall m_rss_kb < <(tail -n 1 "$tf") || { m_wall=?; m_rss_kb=0; }
     m_rss_mb=$((m_rss_kb / 1024))
     echo "$name: ${m_wall} s, ${m_rss_mb} MB RSS${m_killed:+, $m_killed} (load $m_load)" >&2
 }
@@ -189,7 +197,7 @@ admin_figures() {
 zk_figures() { # design
     record "$1" "ZooKeeper data (mntr)" "$(awk -v b="$(mntr zk_approximate_data_size)" 'BEGIN { printf "%.1f MB", b / 1e6 }'), $(mntr zk_znode_count) znodes"
     record "$1" "ZooKeeper live heap" "$(live_heap_mb) MB"
-    "$synth" --zk "$zk" --chroot "$chroot" listing >"$out/$1-listing.out"
+    "$synth" --zk "$zk" --chroot "$chroot" listing >"$out/$1-listing.out" 2>&1 || true
     record "$1" "largest listing" "$(sed -n 's/^summary: largest listing //p' "$out/$1-listing.out")"
 }
 
@@ -200,14 +208,17 @@ gen_load=$(load)
     --researched "$researched" --seed "$seed" | tee "$out/generate.out"
 record today "curation" "$(sed -n 's/^summary: curation //p' "$out/generate.out") (load $gen_load)"
 record today "research written" "$(sed -n 's/^summary: research //p' "$out/generate.out")"
-first_researched=$(ARCHIVIST_LOCAL="$scale_local" ZK_PORT="$port" bash scripts/zk.sh cli -- ls "$chroot/research" 2>/dev/null | sed -n 's/^\[\(e[0-9]*\).*/\1/p' | head -n 1)
+first_researched=$(sed -n 's/^first researched: //p' "$out/generate.out")
 first_researched=${first_researched:-e0000001}
 
 say "today's design (ZooKeeper only)"
 zk_figures today
 # ZooKeeper writes a snapshot when it starts: restart it to see a whole tree's snapshot
 "${zk_env[@]}" bash scripts/zk.sh stop >/dev/null
-"${zk_env[@]}" bash scripts/zk.sh start >/dev/null
+restarted=$SECONDS
+"${zk_env[@]}" bash scripts/zk.sh start >/dev/null 2>&1 || true
+wait_zk
+record today "ZooKeeper restart" "$((SECONDS - restarted)) s until it serves"
 snap=$(find "$zk_dir/data" -name 'snapshot.*' -printf '%s\n' | sort -n | tail -n 1)
 record today "ZooKeeper snapshot" "$(awk -v b="${snap:-0}" 'BEGIN { printf "%.1f MB", b / 1e6 }')"
 admin_figures today

@@ -186,6 +186,9 @@ async fn generate(session: &Session, args: &GenerateArgs) -> Result<()> {
         w.found,
         w.errors
     );
+    if let Some(first) = &w.first {
+        println!("first researched: {first}");
+    }
     Ok(())
 }
 

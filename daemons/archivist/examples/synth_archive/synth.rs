@@ -102,8 +102,10 @@ fn fields(item: &CatalogItem, now: OffsetDateTime) -> CatalogFields {
 }
 
 /// What was written.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct Written {
+    /// The first researched episode.
+    pub first: Option<String>,
     /// Research records.
     pub research: u64,
     /// Bytes of research records.
@@ -255,6 +257,7 @@ pub async fn write_research(session: &Session, shape: &Shape, in_flight: usize) 
         let data = store::encode(&path, &record)?;
         written.research_bytes += data.len() as u64;
         written.research += 1;
+        written.first.get_or_insert_with(|| episode.clone());
         creator.create(path, data).await?;
         if written.research % 10_000 == 0 {
             eprintln!("synth_archive: {} research records", written.research);
