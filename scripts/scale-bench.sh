@@ -231,10 +231,11 @@ elif ((has_migrate == 0)); then
     for f in "${figures[@]}"; do record dbd "$f" "not built"; done
 else
     say "the database design ($db): archivist migrate, then the same commands"
-    measure migrate "$out/migrate.out" "$bin" --zk "$zk" --chroot "$chroot" --database-url "$db_url" migrate
+    export ARCHIVIST_DATABASE_URL=$db_url # not a flag: a PostgreSQL URL carries a password
+    measure migrate "$out/migrate.out" "$bin" --zk "$zk" --chroot "$chroot" migrate
     record dbd "migrate" "${m_wall} s, ${m_rss_mb} MB (load $m_load)"
-    admin_figures dbd --database-url "$db_url"
-    measure migrate-delete "$out/migrate-delete.out" "$bin" --zk "$zk" --chroot "$chroot" --database-url "$db_url" migrate --delete-zk
+    admin_figures dbd
+    measure migrate-delete "$out/migrate-delete.out" "$bin" --zk "$zk" --chroot "$chroot" migrate --delete-zk
     zk_figures dbd
     if [[ $db == sqlite ]]; then
         record dbd "database size" "$(du -cb "$out"/archivist.db* | awk 'END { printf "%.1f MB", $1 / 1e6 }')"

@@ -10,7 +10,7 @@ mod actions;
 mod control;
 mod fsck;
 mod jobs;
-mod progress;
+pub(crate) mod progress;
 pub(crate) mod render;
 mod results;
 mod status;
