@@ -145,6 +145,9 @@ pub enum Command {
     /// Admin commands.
     #[command(flatten)]
     Admin(cmd::admin::AdminCommand),
+    /// Move a ZooKeeper-only tree's catalog and research archive into the database and
+    /// verify the counts (`--delete-zk` then deletes the moved nodes).
+    Migrate(cmd::migrate::MigrateArgs),
 }
 
 impl Command {

@@ -27,6 +27,7 @@ use sqlx::{AnyPool, Executor};
 
 pub mod catalog;
 pub mod error;
+pub mod migrate;
 pub mod provision;
 pub mod research;
 pub mod url;

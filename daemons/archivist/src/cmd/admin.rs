@@ -11,7 +11,7 @@ mod control;
 mod fsck;
 mod jobs;
 mod out_file;
-mod progress;
+pub(crate) mod progress;
 pub(crate) mod render;
 mod results;
 mod status;

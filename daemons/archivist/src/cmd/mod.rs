@@ -5,6 +5,7 @@ pub mod batch;
 pub mod config;
 pub mod curate;
 pub mod matching;
+pub mod migrate;
 pub mod planner;
 pub mod recorder;
 pub mod researcher;
@@ -50,5 +51,6 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Batch(c) => batch::run(&global, c).await,
         Command::Batcher(a) => batch::run_daemon(&global, a).await,
         Command::Admin(c) => admin::run(&global, c).await,
+        Command::Migrate(a) => migrate::run(&global, a).await,
     }
 }
