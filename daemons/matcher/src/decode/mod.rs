@@ -14,7 +14,8 @@
 //! - Ogg Vorbis: the granule positions (symphonia's gapless mode);
 //! - AAC/ALAC in MP4: the `iTunSMPB` tag or the edit list ([`mp4`]), which symphonia
 //!   0.5 ignores (AAC came out 1024 frames late: 128 ms at 8 kHz);
-//! - raw ADTS AAC: nothing declares it; AAC-LC's conventional 1024 priming samples;
+//! - raw ADTS AAC, and AAC in an MP4 stating neither (fragmented MP4): AAC-LC's
+//!   conventional 1024 priming samples;
 //! - joined MP3 files: each part's own LAME tag ([`mp3::segments`]);
 //! - FLAC and WAV have none.
 //!
@@ -434,13 +435,17 @@ pub fn decode_source(
     } else {
         None
     };
-    let mp4_gapless = if source.is_seekable() {
+    let mp4_statement = if source.is_seekable() {
         mp4::read_gapless(&mut source).map_err(|reason| DecodeError::Unsupported {
             input: input.clone(),
             reason,
         })?
     } else {
-        None
+        mp4::Statement::NotMp4
+    };
+    let mp4_gapless = match mp4_statement {
+        mp4::Statement::Stated(g) => Some(g),
+        _ => None,
     };
     // Bytes appended after an MP4's last box: the reader sees only the boxes.
     let mut notes = Vec::new();
@@ -454,7 +459,7 @@ pub fn decode_source(
             source = Box::new(Bounded::new(source, end));
         }
     }
-    let mp3_start = if source.is_seekable() && mp4_gapless.is_none() {
+    let mp3_start = if source.is_seekable() && mp4_statement == mp4::Statement::NotMp4 {
         mp3::read_start(&mut source)
     } else {
         None
@@ -464,7 +469,7 @@ pub fn decode_source(
         t.head.starts_with(b"ID3") || t.head.get(..4).and_then(tail::mpeg_frame_len).is_some()
     });
     let mp3_segments = match &tail {
-        Some(t) if sniffed_mpeg && mp4_gapless.is_none() => {
+        Some(t) if sniffed_mpeg && mp4_statement == mp4::Statement::NotMp4 => {
             mp3::segments(&mut source, tail::trailer_len(t))
         }
         _ => None,
@@ -558,11 +563,33 @@ pub fn decode_source(
             pos: 0,
         });
     }
+    // AAC in an MP4 that states neither an edit list nor iTunSMPB (fragmented MP4 as
+    // DASH/HLS/CMAF packagers write it, `ffmpeg -use_editlist 0`): nothing marks the
+    // priming, so the same convention as raw ADTS (it came out 23 ms late at 44.1 kHz,
+    // 128 ms at 8 kHz, and the same audio in an ordinary M4A 23 ms earlier). The
+    // declared length, when the sample tables give one, includes the priming (nothing
+    // is cut to it: a fragmented file's `moov` may declare less than its fragments hold).
+    let aac_mp4_unstated =
+        mp4_statement == mp4::Statement::Unstated && params.codec == sc::CODEC_TYPE_AAC && !is_adts;
+    if aac_mp4_unstated {
+        trim = Some(Trim {
+            skip: AAC_PRIMING,
+            keep: None,
+            pos: 0,
+        });
+        notes.push(format!(
+            "the MP4 states no encoder delay (no edit list, no iTunSMPB): AAC-LC's conventional {AAC_PRIMING} priming samples removed"
+        ));
+    }
     // The duration the container declares: MP3 only with a LAME tag (without one the
     // reader estimates it from the first frame's bitrate, wrong for VBR).
     let expected_frames = match &trim {
         // ADTS's count is estimated from the average frame size: not a declaration.
         Some(_) if is_adts => None,
+        Some(_) if aac_mp4_unstated => params
+            .n_frames
+            .filter(|n| *n > AAC_PRIMING)
+            .map(|n| n - AAC_PRIMING),
         Some(t) => t.keep.map(|k| k + mp4_delay),
         None if is_mp3 && params.delay.is_none() => None,
         None => params.n_frames,
