@@ -985,3 +985,66 @@ fn aac_in_mp4_without_an_edit_list_loses_its_priming() {
         .collect();
     matched("fragmented-MP4 clips", &f.master, &clips, 0.005);
 }
+
+/// `bytes` behind a 100-byte ID3v2.3 tag whose size field claims `claimed` bytes.
+fn behind_lying_id3(bytes: &[u8], claimed: u32) -> Vec<u8> {
+    let syncsafe = |n: u32| {
+        [
+            (n >> 21) as u8 & 0x7f,
+            (n >> 14) as u8 & 0x7f,
+            (n >> 7) as u8 & 0x7f,
+            n as u8 & 0x7f,
+        ]
+    };
+    let mut out = b"ID3\x03\x00\x00".to_vec();
+    out.extend_from_slice(&syncsafe(claimed));
+    let mut frame = b"TIT2".to_vec();
+    frame.extend_from_slice(&11u32.to_be_bytes());
+    frame.extend_from_slice(b"\0\0\0A title.");
+    frame.resize(90, 0);
+    out.extend_from_slice(&frame);
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// An ID3v2 tag whose size field claims more than it holds (40000 bytes for a 100-byte
+/// tag) in front of a LAME MP3 (CBR, VBR), a tagless MP3 or raw ADTS AAC is refused
+/// naming the tag, never decoded from inside the audio. (Before, the first 2.5 s and the
+/// Xing/LAME frame were skipped and every offset stored 2.5 s early.) The same tag with
+/// its true size decodes at true offsets.
+#[test]
+fn an_id3_tag_claiming_more_than_it_holds_is_refused() {
+    let f = fixture();
+    for (name, args) in [
+        ("cbr.mp3", vec!["-c:a", "libmp3lame", "-b:a", "128k"]),
+        ("vbr.mp3", vec!["-c:a", "libmp3lame", "-q:a", "2"]),
+        (
+            "tagless.mp3",
+            vec!["-c:a", "libmp3lame", "-b:a", "128k", "-write_xing", "0"],
+        ),
+        ("adts.aac", vec!["-c:a", "aac", "-f", "adts"]),
+    ] {
+        let plain = encoded(&format!("id3-src-{name}"), 44_100, 2, &args);
+        let bytes = std::fs::read(&plain).unwrap();
+        let honest = written(&format!("id3-ok-{name}"), &behind_lying_id3(&bytes, 90));
+        check_shifted(&format!("{name} behind an honest ID3v2 tag"), &honest, 0.0);
+        let lying = written(
+            &format!("id3-lie-{name}"),
+            &behind_lying_id3(&bytes, 40_000),
+        );
+        match decode_file(&lying) {
+            Err(e @ DecodeError::Corrupt { .. }) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains("ID3v2 tag claims 40010 bytes"),
+                    "{name}: {text}"
+                );
+                eprintln!("{name}: {text}");
+            }
+            other => panic!(
+                "{name} behind a lying ID3v2 tag must be refused, got {:?}",
+                other.map(|d| d.duration_s)
+            ),
+        }
+    }
+}

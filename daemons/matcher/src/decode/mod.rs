@@ -33,11 +33,14 @@
 //!   frames cut out midway) is incomplete ([`continuity`]);
 //! - a body whose container declares no length is checked at its end ([`tail`]): a last
 //!   Ogg page without the end-of-stream flag or a last frame cut short is incomplete;
+//! - an ID3v2 tag claiming more bytes than it holds (audio frames inside it) is refused
+//!   ([`id3`]): the start of the audio would be skipped;
 //! - an MP3 holding other frames than its Xing/LAME header declares (data inserted
 //!   midway) is incomplete: every offset after the insertion would be wrong.
 
 mod band;
 mod continuity;
+mod id3;
 mod mp3;
 mod mp4;
 mod opus;
@@ -435,6 +438,12 @@ pub fn decode_source(
     } else {
         None
     };
+    if source.is_seekable() {
+        id3::check_tag_size(&mut source).map_err(|reason| DecodeError::Corrupt {
+            input: input.clone(),
+            reason,
+        })?;
+    }
     let mp4_statement = if source.is_seekable() {
         mp4::read_gapless(&mut source).map_err(|reason| DecodeError::Unsupported {
             input: input.clone(),
