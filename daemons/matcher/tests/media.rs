@@ -1014,7 +1014,6 @@ fn behind_lying_id3(bytes: &[u8], claimed: u32) -> Vec<u8> {
 /// its true size decodes at true offsets.
 #[test]
 fn an_id3_tag_claiming_more_than_it_holds_is_refused() {
-    let f = fixture();
     for (name, args) in [
         ("cbr.mp3", vec!["-c:a", "libmp3lame", "-b:a", "128k"]),
         ("vbr.mp3", vec!["-c:a", "libmp3lame", "-q:a", "2"]),
