@@ -1047,3 +1047,64 @@ fn an_id3_tag_claiming_more_than_it_holds_is_refused() {
         }
     }
 }
+
+/// A WAV whose RIFF holds more audio than its `data` chunk declares is refused naming
+/// it: the audio split over two `data` chunks, or one `data` chunk whose size says half
+/// while all the samples follow (a recorder's stale header). (Before, only the declared
+/// half was decoded and a clip in the rest stored "not found".) A WAV with a `LIST`
+/// chunk after its audio, odd-sized with or without the pad byte, decodes at true offsets.
+#[test]
+fn a_wav_with_audio_after_its_declared_data_is_refused() {
+    let plain = std::fs::read(encoded("data-src.wav", 8000, 1, &["-c:a", "pcm_s16le"])).unwrap();
+    let at = plain.windows(4).position(|w| w == b"data").unwrap();
+    let size = u32::from_le_bytes(plain[at + 4..at + 8].try_into().unwrap()) as usize;
+    let (head, pcm) = (&plain[..at], &plain[at + 8..at + 8 + size]);
+    let half = size / 2 / 2 * 2;
+    let riff = |mut b: Vec<u8>| {
+        let n = (b.len() - 8) as u32;
+        b[4..8].copy_from_slice(&n.to_le_bytes());
+        b
+    };
+    let chunk = |id: &[u8], body: &[u8]| {
+        let mut c = id.to_vec();
+        c.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        c.extend_from_slice(body);
+        c
+    };
+    let two = riff(
+        [
+            head,
+            &chunk(b"data", &pcm[..half]),
+            &chunk(b"data", &pcm[half..]),
+        ]
+        .concat(),
+    );
+    let mut stale = riff([head, &chunk(b"data", pcm)].concat());
+    stale[at + 4..at + 8].copy_from_slice(&(half as u32).to_le_bytes());
+    for (name, bytes, needle) in [
+        ("two-data.wav", two, "second `data` chunk"),
+        ("stale-data-size.wav", stale, "stale `data` size"),
+    ] {
+        match decode_file(&written(name, &bytes)) {
+            Err(e @ DecodeError::Corrupt { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(needle), "{name}: {text}");
+                eprintln!("{name}: {text}");
+            }
+            other => panic!(
+                "{name} must be refused, got {:?}",
+                other.map(|d| d.duration_s)
+            ),
+        }
+    }
+    // Odd-sized audio (one byte short of a frame: the reader drops it) then a LIST chunk.
+    let odd = &pcm[..size - 1];
+    let list = chunk(b"LIST", b"INFOISFT\x04\0\0\0abc\0");
+    for (name, pad) in [
+        ("odd-padded.wav", &[0u8][..]),
+        ("odd-unpadded.wav", &[][..]),
+    ] {
+        let bytes = riff([head, &chunk(b"data", odd), pad, &list].concat());
+        check_shifted(name, &written(name, &bytes), 0.0);
+    }
+}

@@ -35,6 +35,8 @@
 //!   Ogg page without the end-of-stream flag or a last frame cut short is incomplete;
 //! - an ID3v2 tag claiming more bytes than it holds (audio frames inside it) is refused
 //!   ([`id3`]): the start of the audio would be skipped;
+//! - a WAV whose RIFF holds audio after its `data` chunk's declared end (a second
+//!   `data` chunk, a stale size) is refused ([`wav`]);
 //! - an MP3 holding other frames than its Xing/LAME header declares (data inserted
 //!   midway) is incomplete: every offset after the insertion would be wrong.
 
@@ -46,6 +48,7 @@ mod mp4;
 mod opus;
 mod resample;
 mod tail;
+mod wav;
 
 pub use band::ANALYSIS_BAND_HZ;
 
@@ -440,6 +443,12 @@ pub fn decode_source(
     };
     if source.is_seekable() {
         id3::check_tag_size(&mut source).map_err(|reason| DecodeError::Corrupt {
+            input: input.clone(),
+            reason,
+        })?;
+    }
+    if source.is_seekable() {
+        wav::check_data_chunks(&mut source).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
             reason,
         })?;
