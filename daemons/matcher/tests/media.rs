@@ -660,7 +660,8 @@ fn ogg_pages(body: &[u8]) -> Vec<usize> {
 /// Ogg Vorbis (`oggenc -q 10`, short pages) with one and two whole pages cut out
 /// midway: the granule positions jump across the gap, and the decode must be refused
 /// as incomplete naming it. (Before, a 90 s episode decoded "complete", 100-250 ms short,
-/// within the duration tolerance, and every later offset was that much early.)
+/// within the duration tolerance, and every later offset was that much early.) Pages
+/// repeated midway are refused the same way (before: researched, offsets late).
 #[test]
 fn vorbis_with_pages_cut_out_midway_is_incomplete() {
     let f = fixture();
@@ -689,6 +690,18 @@ fn vorbis_with_pages_cut_out_midway_is_incomplete() {
         body.extend_from_slice(&whole[pages[mid + cut]..]);
         let path = written(&format!("gap-vorbis-{cut}.ogg"), &body);
         expect_incomplete(&path, &format!("{cut} page(s) cut out"), &["lost midway"]);
+    }
+    // Pages repeated midway (a resumed download re-appending bytes): decoded twice, every
+    // later offset was late (1.3 s in a 120 s episode); refused naming the repetition.
+    for repeat in [1, 3] {
+        let mut body = whole[..pages[mid + repeat]].to_vec();
+        body.extend_from_slice(&whole[pages[mid]..]);
+        let path = written(&format!("repeat-vorbis-{repeat}.ogg"), &body);
+        expect_incomplete(
+            &path,
+            &format!("{repeat} page(s) repeated"),
+            &["repeated midway"],
+        );
     }
 }
 

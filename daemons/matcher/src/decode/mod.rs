@@ -29,7 +29,7 @@
 //! - a stream that breaks midway, or that decodes to less than the duration its
 //!   container declares (beyond [`duration_tolerance_s`]), is a
 //!   [`DecodeError::Incomplete`] naming what was decoded and what was expected;
-//! - an Ogg page or FLAC frame that starts later than the one before it ended (pages or
+//! - an Ogg page or FLAC frame that starts later (or earlier) than the one before it ended (pages or
 //!   frames cut out midway) is incomplete ([`continuity`]);
 //! - a body whose container declares no length is checked at its end ([`tail`]): a last
 //!   Ogg page without the end-of-stream flag or a last frame cut short is incomplete;
