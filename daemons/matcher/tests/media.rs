@@ -949,7 +949,7 @@ fn whole_media_without_a_header_or_with_bytes_after_it_decodes() {
 /// for episodes and for clips. (Before, every offset came out 23 ms late at 44.1 kHz and
 /// 128 ms at 8 kHz, and a fragmented-MP4 clip was found 23 ms early.)
 #[test]
-fn aac_in_mp4_without_an_edit_list_loses_its_priming() {
+fn aac_without_an_edit_list_or_itunsmpb_loses_its_priming() {
     let f = fixture();
     for rate in [44_100u32, 8000] {
         for (label, ext, flags) in [
@@ -1026,7 +1026,7 @@ fn behind_lying_id3(bytes: &[u8], claimed: u32) -> Vec<u8> {
 /// Xing/LAME frame were skipped and every offset stored 2.5 s early.) The same tag with
 /// its true size decodes at true offsets.
 #[test]
-fn an_id3_tag_claiming_more_than_it_holds_is_refused() {
+fn an_id_tag_claiming_more_than_it_holds_is_refused() {
     for (name, args) in [
         ("cbr.mp3", vec!["-c:a", "libmp3lame", "-b:a", "128k"]),
         ("vbr.mp3", vec!["-c:a", "libmp3lame", "-q:a", "2"]),
