@@ -1121,3 +1121,36 @@ fn a_wav_with_audio_after_its_declared_data_is_refused() {
         check_shifted(name, &written(name, &bytes), 0.0);
     }
 }
+
+/// An MS-ADPCM or IMA-ADPCM WAV (`sox -e ms-adpcm`, `-e ima-adpcm`) with whole blocks
+/// cut out midway or at its end, its header unchanged, is refused as incomplete: the
+/// WAV declares its exact frame count, as for PCM. (Before, only the loose duration
+/// tolerance applied and the offsets after the cut were stored up to 185 ms early.)
+#[test]
+fn adpcm_wav_with_blocks_cut_out_is_incomplete() {
+    let f = fixture();
+    for encoding in ["ms-adpcm", "ima-adpcm"] {
+        let wav = f.dir.join(format!("{encoding}.wav"));
+        run(Command::new("sox")
+            .arg(&f.master)
+            .args(["-r", "44100", "-c", "1", "-e", encoding])
+            .arg(&wav));
+        check_shifted(encoding, &wav, 0.0);
+        let bytes = std::fs::read(&wav).unwrap();
+        let fmt = bytes.windows(4).position(|w| w == b"fmt ").unwrap() + 8;
+        let block = u16::from_le_bytes([bytes[fmt + 12], bytes[fmt + 13]]) as usize;
+        let data = bytes.windows(4).position(|w| w == b"data").unwrap() + 8;
+        let mid = data + (bytes.len() - data) / 2 / block * block;
+        let mut cut_midway = bytes[..mid].to_vec();
+        cut_midway.extend_from_slice(&bytes[mid + 2 * block..]);
+        let cut_end = bytes[..bytes.len() - 2 * block].to_vec();
+        for (what, body) in [("cut midway", cut_midway), ("cut at the end", cut_end)] {
+            let name = format!("{encoding}-{}.wav", what.replace(' ', "-"));
+            expect_incomplete(
+                &written(&name, &body),
+                &format!("{encoding} {what}"),
+                &["frames short of the exact"],
+            );
+        }
+    }
+}

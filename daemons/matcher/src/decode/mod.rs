@@ -234,6 +234,9 @@ const PCM_CODECS: &[CodecType] = &[
     sc::CODEC_TYPE_PCM_MULAW,
 ];
 
+/// ADPCM codecs: their WAV declares the exact frame count too (`fact`, or the blocks).
+const ADPCM_CODECS: &[CodecType] = &[sc::CODEC_TYPE_ADPCM_MS, sc::CODEC_TYPE_ADPCM_IMA_WAV];
+
 /// Codecs this build decodes, for error messages.
 pub const SUPPORTED_CODECS: &str = "MP3, AAC-LC, ALAC, Vorbis, Opus, FLAC, PCM, ADPCM";
 
@@ -636,11 +639,16 @@ pub fn decode_source(
         .and_then(|si| si.get(2..4))
         .map(|b| u64::from(u16::from_be_bytes([b[0], b[1]])));
     let expected_s = expected_frames.map(|n| n as f64 / source_rate as f64);
-    // FLAC's STREAMINFO and a WAV's data size declare the exact frame count, no
-    // rounding: one frame fewer is a lost frame, never a tolerance.
+    // FLAC's STREAMINFO and a WAV's data size (or `fact` chunk, for ADPCM) declare the
+    // exact frame count, no rounding: one frame fewer is a lost frame, never a tolerance
+    // (ADPCM blocks cut out at the end or midway hid 185 ms under it).
     let exact_frames = expected_frames
         .filter(|n| *n > 0 && trim.is_none())
-        .filter(|_| params.codec == sc::CODEC_TYPE_FLAC || PCM_CODECS.contains(&params.codec));
+        .filter(|_| {
+            params.codec == sc::CODEC_TYPE_FLAC
+                || PCM_CODECS.contains(&params.codec)
+                || ADPCM_CODECS.contains(&params.codec)
+        });
     let mp3_plan = mp3_segments.filter(|_| is_mp3).map(Mp3Plan::new);
     // Ogg pages and FLAC frames say where their audio starts: a jump is a lost stretch.
     // (A body that cannot be sniffed, not seekable, is known by its codec.)
