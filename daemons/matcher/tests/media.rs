@@ -660,7 +660,8 @@ fn ogg_pages(body: &[u8]) -> Vec<usize> {
 /// Ogg Vorbis (`oggenc -q 10`, short pages) with one and two whole pages cut out
 /// midway: the granule positions jump across the gap, and the decode must be refused
 /// as incomplete naming it. (Before, a 90 s episode decoded "complete", 100-250 ms short,
-/// within the duration tolerance, and every later offset was that much early.)
+/// within the duration tolerance, and every later offset was that much early.) Pages
+/// repeated midway are refused the same way (before: researched, offsets late).
 #[test]
 fn vorbis_with_pages_cut_out_midway_is_incomplete() {
     let f = fixture();
@@ -689,6 +690,18 @@ fn vorbis_with_pages_cut_out_midway_is_incomplete() {
         body.extend_from_slice(&whole[pages[mid + cut]..]);
         let path = written(&format!("gap-vorbis-{cut}.ogg"), &body);
         expect_incomplete(&path, &format!("{cut} page(s) cut out"), &["lost midway"]);
+    }
+    // Pages repeated midway (a resumed download re-appending bytes): decoded twice, every
+    // later offset was late (1.3 s in a 120 s episode); refused naming the repetition.
+    for repeat in [1, 3] {
+        let mut body = whole[..pages[mid + repeat]].to_vec();
+        body.extend_from_slice(&whole[pages[mid]..]);
+        let path = written(&format!("repeat-vorbis-{repeat}.ogg"), &body);
+        expect_incomplete(
+            &path,
+            &format!("{repeat} page(s) repeated"),
+            &["repeated midway"],
+        );
     }
 }
 
@@ -927,5 +940,217 @@ fn whole_media_without_a_header_or_with_bytes_after_it_decodes() {
             &appended,
             0.0,
         );
+    }
+}
+
+/// AAC in an MP4 that states neither an edit list nor `iTunSMPB` (fragmented MP4, as
+/// DASH/HLS/CMAF packagers write it, and `ffmpeg -use_editlist 0`) loses AAC-LC's
+/// conventional 1024 priming samples, as raw ADTS does: every occurrence within 5 ms,
+/// for episodes and for clips. (Before, every offset came out 23 ms late at 44.1 kHz and
+/// 128 ms at 8 kHz, and a fragmented-MP4 clip was found 23 ms early.)
+#[test]
+fn aac_without_an_edit_list_or_itunsmpb_loses_its_priming() {
+    let f = fixture();
+    for rate in [44_100u32, 8000] {
+        for (label, ext, flags) in [
+            (
+                "fragmented MP4",
+                "mp4",
+                vec!["-movflags", "frag_keyframe+empty_moov"],
+            ),
+            ("M4A without edit list", "m4a", vec!["-use_editlist", "0"]),
+        ] {
+            let mut args = vec!["-c:a", "aac", "-b:a", "96k"];
+            args.extend(flags);
+            let name = format!("noedit-{rate}.{ext}");
+            let episode = encoded(&name, rate, 1, &args);
+            let bytes = std::fs::read(&episode).unwrap();
+            assert!(
+                !bytes.windows(4).any(|w| w == b"elst" || w == b"iTun"),
+                "{label}: ffmpeg wrote an edit list"
+            );
+            // Without a stated length the padding of the last AAC frame stays.
+            let d = decode_file(&episode).unwrap();
+            let padding_s = 1024.0 / rate as f64;
+            assert!(
+                d.duration_s > f.duration_s - 0.005 && d.duration_s < f.duration_s + padding_s,
+                "{label} at {rate} Hz: {} s",
+                d.duration_s
+            );
+            check_shifted(&format!("{label} at {rate} Hz"), &episode, 0.0);
+        }
+    }
+    // Clips in fragmented MP4 against the WAV master.
+    let clips: Vec<(String, PathBuf)> = f
+        .clips
+        .iter()
+        .map(|(name, master, _)| {
+            let p = f.dir.join(format!("{name}-frag.mp4"));
+            ffmpeg(
+                master,
+                &p,
+                44_100,
+                1,
+                &["-c:a", "aac", "-movflags", "frag_keyframe+empty_moov"],
+            );
+            (name.clone(), p)
+        })
+        .collect();
+    matched("fragmented-MP4 clips", &f.master, &clips, 0.005);
+}
+
+/// `bytes` behind a 100-byte ID3v2.3 tag whose size field claims `claimed` bytes.
+fn behind_lying_id3(bytes: &[u8], claimed: u32) -> Vec<u8> {
+    let syncsafe = |n: u32| {
+        [
+            (n >> 21) as u8 & 0x7f,
+            (n >> 14) as u8 & 0x7f,
+            (n >> 7) as u8 & 0x7f,
+            n as u8 & 0x7f,
+        ]
+    };
+    let mut out = b"ID3\x03\x00\x00".to_vec();
+    out.extend_from_slice(&syncsafe(claimed));
+    let mut frame = b"TIT2".to_vec();
+    frame.extend_from_slice(&11u32.to_be_bytes());
+    frame.extend_from_slice(b"\0\0\0A title.");
+    frame.resize(90, 0);
+    out.extend_from_slice(&frame);
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// An ID3v2 tag whose size field claims more than it holds (40000 bytes for a 100-byte
+/// tag) in front of a LAME MP3 (CBR, VBR), a tagless MP3 or raw ADTS AAC is refused
+/// naming the tag, never decoded from inside the audio. (Before, the first 2.5 s and the
+/// Xing/LAME frame were skipped and every offset stored 2.5 s early.) The same tag with
+/// its true size decodes at true offsets.
+#[test]
+fn an_id_tag_claiming_more_than_it_holds_is_refused() {
+    for (name, args) in [
+        ("cbr.mp3", vec!["-c:a", "libmp3lame", "-b:a", "128k"]),
+        ("vbr.mp3", vec!["-c:a", "libmp3lame", "-q:a", "2"]),
+        (
+            "tagless.mp3",
+            vec!["-c:a", "libmp3lame", "-b:a", "128k", "-write_xing", "0"],
+        ),
+        ("adts.aac", vec!["-c:a", "aac", "-f", "adts"]),
+    ] {
+        let plain = encoded(&format!("id3-src-{name}"), 44_100, 2, &args);
+        let bytes = std::fs::read(&plain).unwrap();
+        let honest = written(&format!("id3-ok-{name}"), &behind_lying_id3(&bytes, 90));
+        check_shifted(&format!("{name} behind an honest ID3v2 tag"), &honest, 0.0);
+        let lying = written(
+            &format!("id3-lie-{name}"),
+            &behind_lying_id3(&bytes, 40_000),
+        );
+        match decode_file(&lying) {
+            Err(e @ DecodeError::Corrupt { .. }) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains("ID3v2 tag claims 40010 bytes"),
+                    "{name}: {text}"
+                );
+                eprintln!("{name}: {text}");
+            }
+            other => panic!(
+                "{name} behind a lying ID3v2 tag must be refused, got {:?}",
+                other.map(|d| d.duration_s)
+            ),
+        }
+    }
+}
+
+/// A WAV whose RIFF holds more audio than its `data` chunk declares is refused naming
+/// it: the audio split over two `data` chunks, or one `data` chunk whose size says half
+/// while all the samples follow (a recorder's stale header). (Before, only the declared
+/// half was decoded and a clip in the rest stored "not found".) A WAV with a `LIST`
+/// chunk after its audio, odd-sized with or without the pad byte, decodes at true offsets.
+#[test]
+fn a_wav_with_audio_after_its_declared_data_is_refused() {
+    let plain = std::fs::read(encoded("data-src.wav", 8000, 1, &["-c:a", "pcm_s16le"])).unwrap();
+    let at = plain.windows(4).position(|w| w == b"data").unwrap();
+    let size = u32::from_le_bytes(plain[at + 4..at + 8].try_into().unwrap()) as usize;
+    let (head, pcm) = (&plain[..at], &plain[at + 8..at + 8 + size]);
+    let half = size / 2 / 2 * 2;
+    let riff = |mut b: Vec<u8>| {
+        let n = (b.len() - 8) as u32;
+        b[4..8].copy_from_slice(&n.to_le_bytes());
+        b
+    };
+    let chunk = |id: &[u8], body: &[u8]| {
+        let mut c = id.to_vec();
+        c.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        c.extend_from_slice(body);
+        c
+    };
+    let two = riff(
+        [
+            head,
+            &chunk(b"data", &pcm[..half]),
+            &chunk(b"data", &pcm[half..]),
+        ]
+        .concat(),
+    );
+    let mut stale = riff([head, &chunk(b"data", pcm)].concat());
+    stale[at + 4..at + 8].copy_from_slice(&(half as u32).to_le_bytes());
+    for (name, bytes, needle) in [
+        ("two-data.wav", two, "second `data` chunk"),
+        ("stale-data-size.wav", stale, "stale `data` size"),
+    ] {
+        match decode_file(&written(name, &bytes)) {
+            Err(e @ DecodeError::Corrupt { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(needle), "{name}: {text}");
+                eprintln!("{name}: {text}");
+            }
+            other => panic!(
+                "{name} must be refused, got {:?}",
+                other.map(|d| d.duration_s)
+            ),
+        }
+    }
+    // Odd-sized audio (one byte short of a frame: the reader drops it) then a LIST chunk.
+    let odd = &pcm[..size - 1];
+    let list = chunk(b"LIST", b"INFOISFT\x04\0\0\0abc\0");
+    for (name, pad) in [
+        ("odd-padded.wav", &[0u8][..]),
+        ("odd-unpadded.wav", &[][..]),
+    ] {
+        let bytes = riff([head, &chunk(b"data", odd), pad, &list].concat());
+        check_shifted(name, &written(name, &bytes), 0.0);
+    }
+}
+
+/// An MS-ADPCM or IMA-ADPCM WAV (`sox -e ms-adpcm`, `-e ima-adpcm`) with whole blocks
+/// cut out midway or at its end, its header unchanged, is refused as incomplete: the
+/// WAV declares its exact frame count, as for PCM. (Before, only the loose duration
+/// tolerance applied and the offsets after the cut were stored up to 185 ms early.)
+#[test]
+fn adpcm_wav_with_blocks_cut_out_is_incomplete() {
+    let f = fixture();
+    for encoding in ["ms-adpcm", "ima-adpcm"] {
+        let wav = f.dir.join(format!("{encoding}.wav"));
+        run(Command::new("sox")
+            .arg(&f.master)
+            .args(["-r", "44100", "-c", "1", "-e", encoding])
+            .arg(&wav));
+        check_shifted(encoding, &wav, 0.0);
+        let bytes = std::fs::read(&wav).unwrap();
+        let fmt = bytes.windows(4).position(|w| w == b"fmt ").unwrap() + 8;
+        let block = u16::from_le_bytes([bytes[fmt + 12], bytes[fmt + 13]]) as usize;
+        let data = bytes.windows(4).position(|w| w == b"data").unwrap() + 8;
+        let mid = data + (bytes.len() - data) / 2 / block * block;
+        let mut cut_midway = bytes[..mid].to_vec();
+        cut_midway.extend_from_slice(&bytes[mid + 2 * block..]);
+        let cut_end = bytes[..bytes.len() - 2 * block].to_vec();
+        for (what, body) in [("cut midway", cut_midway), ("cut at the end", cut_end)] {
+            let name = format!("{encoding}-{}.wav", what.replace(' ', "-"));
+            expect_incomplete(
+                &written(&name, &body),
+                &format!("{encoding} {what}"),
+                &["frames short of the exact"],
+            );
+        }
     }
 }

@@ -5,7 +5,9 @@
 //! reader goes on from the next one it finds, and the decode is short by what was cut:
 //! less than a duration tolerance can see (a page of `oggenc -q 10` is ~60 ms), and a
 //! streamed FLAC declares no length at all. Every offset after the cut would be early,
-//! so a packet that starts later than the previous one ended is a lost stretch.
+//! so a packet that starts later than the previous one ended is a lost stretch. A packet
+//! that starts earlier (a page repeated midway: a resumed download that re-appended
+//! bytes) would be decoded twice and every later offset would be late: refused too.
 
 use symphonia::core::formats::Packet;
 
@@ -25,11 +27,23 @@ impl Continuity {
     }
 
     /// Why `packet` cannot follow the previous one (it starts later than that one
-    /// ended: audio lost between them), if it cannot. `rate` turns frames into seconds.
+    /// ended: audio lost between them; or earlier: audio repeated), if it cannot. `rate` turns frames into seconds.
     pub(super) fn check(&mut self, packet: &Packet, rate: u32) -> Option<String> {
         let start = packet.ts();
         let expected = self.next.replace(start.saturating_add(packet.dur()));
         let expected = expected?;
+        let seconds = |n: u64| n as f64 / f64::from(rate.max(1));
+        if start < expected {
+            // A page or frame repeated (a resumed download re-appending bytes, a muxer
+            // fault): its audio is decoded twice and every later offset would be late.
+            let repeated = expected - start;
+            return Some(format!(
+                "the {} go back from sample {expected} ({:.3} s) to {start}: {repeated} samples ({:.1} ms) repeated midway (pages or frames repeated), so every later offset would be late",
+                self.what,
+                seconds(expected),
+                seconds(repeated) * 1000.0,
+            ));
+        }
         (start > expected).then(|| {
             let missing = start - expected;
             format!(

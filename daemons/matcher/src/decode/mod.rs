@@ -14,7 +14,8 @@
 //! - Ogg Vorbis: the granule positions (symphonia's gapless mode);
 //! - AAC/ALAC in MP4: the `iTunSMPB` tag or the edit list ([`mp4`]), which symphonia
 //!   0.5 ignores (AAC came out 1024 frames late: 128 ms at 8 kHz);
-//! - raw ADTS AAC: nothing declares it; AAC-LC's conventional 1024 priming samples;
+//! - raw ADTS AAC, and AAC in an MP4 stating neither (fragmented MP4): AAC-LC's
+//!   conventional 1024 priming samples;
 //! - joined MP3 files: each part's own LAME tag ([`mp3::segments`]);
 //! - FLAC and WAV have none.
 //!
@@ -28,20 +29,26 @@
 //! - a stream that breaks midway, or that decodes to less than the duration its
 //!   container declares (beyond [`duration_tolerance_s`]), is a
 //!   [`DecodeError::Incomplete`] naming what was decoded and what was expected;
-//! - an Ogg page or FLAC frame that starts later than the one before it ended (pages or
+//! - an Ogg page or FLAC frame that starts later (or earlier) than the one before it ended (pages or
 //!   frames cut out midway) is incomplete ([`continuity`]);
 //! - a body whose container declares no length is checked at its end ([`tail`]): a last
 //!   Ogg page without the end-of-stream flag or a last frame cut short is incomplete;
+//! - an ID3v2 tag claiming more bytes than it holds (audio frames inside it) is refused
+//!   ([`id3`]): the start of the audio would be skipped;
+//! - a WAV whose RIFF holds audio after its `data` chunk's declared end (a second
+//!   `data` chunk, a stale size) is refused ([`wav`]);
 //! - an MP3 holding other frames than its Xing/LAME header declares (data inserted
 //!   midway) is incomplete: every offset after the insertion would be wrong.
 
 mod band;
 mod continuity;
+mod id3;
 mod mp3;
 mod mp4;
 mod opus;
 mod resample;
 mod tail;
+mod wav;
 
 pub use band::ANALYSIS_BAND_HZ;
 
@@ -226,6 +233,9 @@ const PCM_CODECS: &[CodecType] = &[
     sc::CODEC_TYPE_PCM_ALAW,
     sc::CODEC_TYPE_PCM_MULAW,
 ];
+
+/// ADPCM codecs: their WAV declares the exact frame count too (`fact`, or the blocks).
+const ADPCM_CODECS: &[CodecType] = &[sc::CODEC_TYPE_ADPCM_MS, sc::CODEC_TYPE_ADPCM_IMA_WAV];
 
 /// Codecs this build decodes, for error messages.
 pub const SUPPORTED_CODECS: &str = "MP3, AAC-LC, ALAC, Vorbis, Opus, FLAC, PCM, ADPCM";
@@ -434,13 +444,29 @@ pub fn decode_source(
     } else {
         None
     };
-    let mp4_gapless = if source.is_seekable() {
+    if source.is_seekable() {
+        id3::check_tag_size(&mut source).map_err(|reason| DecodeError::Corrupt {
+            input: input.clone(),
+            reason,
+        })?;
+    }
+    if source.is_seekable() {
+        wav::check_data_chunks(&mut source).map_err(|reason| DecodeError::Corrupt {
+            input: input.clone(),
+            reason,
+        })?;
+    }
+    let mp4_statement = if source.is_seekable() {
         mp4::read_gapless(&mut source).map_err(|reason| DecodeError::Unsupported {
             input: input.clone(),
             reason,
         })?
     } else {
-        None
+        mp4::Statement::NotMp4
+    };
+    let mp4_gapless = match mp4_statement {
+        mp4::Statement::Stated(g) => Some(g),
+        _ => None,
     };
     // Bytes appended after an MP4's last box: the reader sees only the boxes.
     let mut notes = Vec::new();
@@ -454,7 +480,7 @@ pub fn decode_source(
             source = Box::new(Bounded::new(source, end));
         }
     }
-    let mp3_start = if source.is_seekable() && mp4_gapless.is_none() {
+    let mp3_start = if source.is_seekable() && mp4_statement == mp4::Statement::NotMp4 {
         mp3::read_start(&mut source)
     } else {
         None
@@ -464,7 +490,7 @@ pub fn decode_source(
         t.head.starts_with(b"ID3") || t.head.get(..4).and_then(tail::mpeg_frame_len).is_some()
     });
     let mp3_segments = match &tail {
-        Some(t) if sniffed_mpeg && mp4_gapless.is_none() => {
+        Some(t) if sniffed_mpeg && mp4_statement == mp4::Statement::NotMp4 => {
             mp3::segments(&mut source, tail::trailer_len(t))
         }
         _ => None,
@@ -558,11 +584,33 @@ pub fn decode_source(
             pos: 0,
         });
     }
+    // AAC in an MP4 that states neither an edit list nor iTunSMPB (fragmented MP4 as
+    // DASH/HLS/CMAF packagers write it, `ffmpeg -use_editlist 0`): nothing marks the
+    // priming, so the same convention as raw ADTS (it came out 23 ms late at 44.1 kHz,
+    // 128 ms at 8 kHz, and the same audio in an ordinary M4A 23 ms earlier). The
+    // declared length, when the sample tables give one, includes the priming (nothing
+    // is cut to it: a fragmented file's `moov` may declare less than its fragments hold).
+    let aac_mp4_unstated =
+        mp4_statement == mp4::Statement::Unstated && params.codec == sc::CODEC_TYPE_AAC && !is_adts;
+    if aac_mp4_unstated {
+        trim = Some(Trim {
+            skip: AAC_PRIMING,
+            keep: None,
+            pos: 0,
+        });
+        notes.push(format!(
+            "the MP4 states no encoder delay (no edit list, no iTunSMPB): AAC-LC's conventional {AAC_PRIMING} priming samples removed"
+        ));
+    }
     // The duration the container declares: MP3 only with a LAME tag (without one the
     // reader estimates it from the first frame's bitrate, wrong for VBR).
     let expected_frames = match &trim {
         // ADTS's count is estimated from the average frame size: not a declaration.
         Some(_) if is_adts => None,
+        Some(_) if aac_mp4_unstated => params
+            .n_frames
+            .filter(|n| *n > AAC_PRIMING)
+            .map(|n| n - AAC_PRIMING),
         Some(t) => t.keep.map(|k| k + mp4_delay),
         None if is_mp3 && params.delay.is_none() => None,
         None => params.n_frames,
@@ -591,11 +639,16 @@ pub fn decode_source(
         .and_then(|si| si.get(2..4))
         .map(|b| u64::from(u16::from_be_bytes([b[0], b[1]])));
     let expected_s = expected_frames.map(|n| n as f64 / source_rate as f64);
-    // FLAC's STREAMINFO and a WAV's data size declare the exact frame count, no
-    // rounding: one frame fewer is a lost frame, never a tolerance.
+    // FLAC's STREAMINFO and a WAV's data size (or `fact` chunk, for ADPCM) declare the
+    // exact frame count, no rounding: one frame fewer is a lost frame, never a tolerance
+    // (ADPCM blocks cut out at the end or midway hid 185 ms under it).
     let exact_frames = expected_frames
         .filter(|n| *n > 0 && trim.is_none())
-        .filter(|_| params.codec == sc::CODEC_TYPE_FLAC || PCM_CODECS.contains(&params.codec));
+        .filter(|_| {
+            params.codec == sc::CODEC_TYPE_FLAC
+                || PCM_CODECS.contains(&params.codec)
+                || ADPCM_CODECS.contains(&params.codec)
+        });
     let mp3_plan = mp3_segments.filter(|_| is_mp3).map(Mp3Plan::new);
     // Ogg pages and FLAC frames say where their audio starts: a jump is a lost stretch.
     // (A body that cannot be sniffed, not seekable, is known by its codec.)

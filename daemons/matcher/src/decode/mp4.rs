@@ -107,14 +107,25 @@ fn child<'a>(data: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
     boxes(data).find(|(k, _)| k == kind).map(|(_, b)| b)
 }
 
+/// What an MP4 source states about its gapless playback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Statement {
+    /// Not MP4 (no `ftyp` then `moov`), or it could not be read.
+    NotMp4,
+    /// MP4 with neither an edit list nor `iTunSMPB` (fragmented MP4, `ffmpeg
+    /// -use_editlist 0`): the caller applies the codec's convention (AAC-LC: 1024).
+    Unstated,
+    /// MP4 whose edit list or `iTunSMPB` states it.
+    Stated(Gapless),
+}
+
 /// Reads the gapless statement of an MP4 source, then seeks it back to the start.
-/// `Ok(None)` when the source is not MP4, has neither statement, or cannot be read;
 /// `Err` with the reason when its edit list asks for what this decoder cannot play
 /// truly (two stretches of media, a rate other than 1, a pause over [`MAX_DELAY_S`]).
-pub fn read_gapless<R: Read + Seek + ?Sized>(src: &mut R) -> Result<Option<Gapless>, String> {
+pub fn read_gapless<R: Read + Seek + ?Sized>(src: &mut R) -> Result<Statement, String> {
     let found = match find_moov(src) {
-        Some(moov) => from_moov(&moov),
-        None => Ok(None),
+        Some(moov) => from_moov(&moov).map(|g| g.map_or(Statement::Unstated, Statement::Stated)),
+        None => Ok(Statement::NotMp4),
     };
     // A source that cannot seek back cannot be decoded either: the probe says so.
     let _ = src.seek(SeekFrom::Start(0));
@@ -414,9 +425,9 @@ mod tests {
         let trak = [bx(b"edts", &bx(b"elst", &elst)), bx(b"mdia", &mdia)].concat();
         let moov = [bx(b"mvhd", &mvhd), bx(b"trak", &trak)].concat();
         let file = [bx(b"ftyp", b"M4A \0\0\0\0"), bx(b"moov", &moov)].concat();
-        let g = read_gapless(&mut std::io::Cursor::new(file))
-            .expect("readable")
-            .expect("gapless");
+        let Ok(Statement::Stated(g)) = read_gapless(&mut std::io::Cursor::new(file)) else {
+            panic!("an edit list must be read");
+        };
         assert_eq!(g.frames(44100), (1024, Some(88200)));
         assert_eq!(g.delay_frames(44100), 0);
     }
@@ -447,6 +458,6 @@ mod tests {
     #[test]
     fn not_mp4_is_none() {
         let mut c = std::io::Cursor::new(b"RIFF\0\0\0\0WAVEfmt ".to_vec());
-        assert_eq!(read_gapless(&mut c), Ok(None));
+        assert_eq!(read_gapless(&mut c), Ok(Statement::NotMp4));
     }
 }

@@ -156,7 +156,7 @@ pub(super) enum Frames {
 }
 
 /// The length in bytes of the frame whose header starts `h`, if it is one.
-fn frame_len(kind: Frames, h: &[u8]) -> Option<usize> {
+pub(super) fn frame_len(kind: Frames, h: &[u8]) -> Option<usize> {
     if h.len() < header_len(kind) || h[0] != 0xff {
         return None;
     }

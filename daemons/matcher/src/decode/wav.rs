@@ -1,0 +1,83 @@
+//! A WAV whose RIFF holds more audio than its `data` chunk declares: a second `data`
+//! chunk, or a stale `data` size (a recorder that crashed before it rewrote the header)
+//! with the rest of the samples after it. The reader stops at the declared end and the
+//! decode looked complete, so a clip in the rest was stored "not found". Such a file is
+//! refused naming what follows the declared audio; chunks that are not audio (`LIST`,
+//! `id3 `, padding bytes) after `data` are fine, and so are bytes past the RIFF's end.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use symphonia::core::io::MediaSource;
+
+/// Chunks walked after `data` before giving up (a real file has a handful).
+const MAX_CHUNKS: usize = 1024;
+
+/// `Err` with the reason when audio follows the first `data` chunk inside the RIFF (and
+/// rewinds the source).
+pub(super) fn check_data_chunks(source: &mut Box<dyn MediaSource>) -> Result<(), String> {
+    let len = source.byte_len();
+    let found = len.and_then(|len| find_more_audio(source, len));
+    let _ = source.seek(SeekFrom::Start(0));
+    found.map_or(Ok(()), Err)
+}
+
+fn read_chunk_head(source: &mut Box<dyn MediaSource>, at: u64) -> Option<([u8; 4], u64)> {
+    let mut h = [0u8; 8];
+    source.seek(SeekFrom::Start(at)).ok()?;
+    source.read_exact(&mut h).ok()?;
+    let id: [u8; 4] = h[..4].try_into().ok()?;
+    Some((id, u64::from(u32::from_le_bytes(h[4..8].try_into().ok()?))))
+}
+
+/// Whether a chunk header (printable id, size within the RIFF) starts at `at`.
+fn chunk_at(source: &mut Box<dyn MediaSource>, at: u64, end: u64) -> bool {
+    at + 8 <= end
+        && read_chunk_head(source, at).is_some_and(|(id, size)| {
+            id.iter().all(|b| b.is_ascii_graphic() || *b == b' ') && at + 8 + size <= end
+        })
+}
+
+fn find_more_audio(source: &mut Box<dyn MediaSource>, len: u64) -> Option<String> {
+    let (riff, riff_size) = read_chunk_head(source, 0)?;
+    let mut wave = [0u8; 4];
+    source.read_exact(&mut wave).ok()?;
+    if &riff != b"RIFF" || &wave != b"WAVE" || riff_size == u64::from(u32::MAX) {
+        return None; // not WAV, or streamed (length unknown)
+    }
+    let end = (8 + riff_size).min(len);
+    let mut at = 12u64;
+    let mut data_end = None;
+    for _ in 0..MAX_CHUNKS {
+        if at + 8 > end {
+            return None;
+        }
+        let (id, size) = read_chunk_head(source, at)?;
+        let printable = id.iter().all(|b| b.is_ascii_graphic() || *b == b' ');
+        if let Some(data_end) = data_end {
+            if &id == b"data" {
+                return Some(format!(
+                    "it holds a second `data` chunk at byte {at} ({size} bytes) after the one whose audio ends at byte {data_end}: only the first would be decoded"
+                ));
+            }
+            if !printable || at + 8 + size > end {
+                return Some(format!(
+                    "its `data` chunk declares audio up to byte {data_end} but the RIFF goes on to byte {end} with {} bytes that are no chunk (a stale `data` size: more audio follows the declared end)",
+                    end - data_end
+                ));
+            }
+        } else if &id == b"data" {
+            if size == u64::from(u32::MAX) {
+                return None;
+            }
+            data_end = Some(at + 8 + size);
+        }
+        // Chunks are padded to an even length; some writers leave the pad byte out.
+        let next = at + 8 + size;
+        at = if size & 1 == 1 && !chunk_at(source, next + 1, end) && chunk_at(source, next, end) {
+            next
+        } else {
+            next + (size & 1)
+        };
+    }
+    None
+}
