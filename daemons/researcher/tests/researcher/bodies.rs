@@ -4,8 +4,7 @@
 //! stops exactly between two frames; whole gzip bodies (`x-gzip`, several members) are
 //! researched.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,39 +13,6 @@ use archivist_testkit::fresh_tree;
 
 use crate::http::{Route, Server};
 use crate::support::*;
-
-/// Runs a Debian tool on `input`, returning its stdout.
-fn tool(cmd: &mut Command, input: &[u8]) -> Vec<u8> {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{cmd:?} not runnable ({e}); run scripts/deps.sh"));
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().expect("tool ran");
-    let _ = feeder.join();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-fn ffmpeg_to(input: &[u8], format: &str, args: &[&str]) -> Vec<u8> {
-    tool(
-        Command::new("ffmpeg")
-            .args(["-hide_banner", "-loglevel", "error", "-i", "pipe:0"])
-            .args(args)
-            .args(["-f", format, "pipe:1"]),
-        input,
-    )
-}
 
 /// Byte offsets where the frames of an MPEG-1 Layer III stream at 44.1 kHz start
 /// (no ID3 tag: ffmpeg's `-id3v2_version 0`).

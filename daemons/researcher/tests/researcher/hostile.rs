@@ -2,8 +2,7 @@
 //! works or fails the job with a reason an operator can read, never records part of an
 //! episode as the whole; and `archivist retry` researches it once the media is fixed.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,39 +20,6 @@ struct Case {
     reason: Option<Vec<String>>,
     /// Requests the server must have seen for `path`.
     hits: usize,
-}
-
-/// Runs a Debian tool on `input`, returning its stdout.
-fn tool(cmd: &mut Command, input: &[u8]) -> Vec<u8> {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{cmd:?} not runnable ({e}); run scripts/deps.sh"));
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().expect("tool ran");
-    let _ = feeder.join();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-fn ffmpeg_to(input: &[u8], format: &str, codec: &[&str]) -> Vec<u8> {
-    tool(
-        Command::new("ffmpeg")
-            .args(["-hide_banner", "-loglevel", "error", "-i", "pipe:0"])
-            .args(codec)
-            .args(["-f", format, "pipe:1"]),
-        input,
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

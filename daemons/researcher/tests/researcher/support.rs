@@ -409,3 +409,40 @@ pub async fn retry(session: &Session, id: &str) -> JobRecord {
         .expect("retry");
     next
 }
+
+/// Runs a Debian tool on `input`, returning its stdout (the hostile-server and body
+/// tests encode their media with it).
+pub fn tool(cmd: &mut std::process::Command, input: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?} not runnable ({e}); run scripts/deps.sh"));
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().expect("tool ran");
+    let _ = feeder.join();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// `input` re-encoded by ffmpeg with `args` into `format`, through pipes.
+pub fn ffmpeg_to(input: &[u8], format: &str, args: &[&str]) -> Vec<u8> {
+    tool(
+        std::process::Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-i", "pipe:0"])
+            .args(args)
+            .args(["-f", format, "pipe:1"]),
+        input,
+    )
+}
