@@ -1,7 +1,7 @@
 //! Creating and reading jobs.
 
 use znode_schema::paths;
-use znode_schema::records::{JobEvent, JobProgress, JobRecord};
+use znode_schema::records::{JobEvent, JobProgress, JobRecord, JobRequest};
 use znode_schema::{JobState, SCHEMA_VERSION};
 
 use crate::error::{EngineError, Result};
@@ -24,6 +24,24 @@ pub struct NewJob {
     pub curated_ms: i64,
     /// Batch, if any.
     pub batch: Option<String>,
+}
+
+/// Where an operator's pending `cancel`/`hold` request sends a job instead of the move
+/// its holder, the reaper or the TTL step was about to make, and the message it gets:
+/// the request's reason, or "cancel requested by an operator". `None` without a
+/// request. The one rule for the researcher's obey, the reaper's expiry and the
+/// work-item TTL step ([`crate::lease::expire_waiting`]): a request is never dropped
+/// for `expired`, whose pairs would be planned again.
+pub fn requested_move(job: &JobRecord) -> Option<(JobState, String)> {
+    let (to, word) = match job.request? {
+        JobRequest::Cancel => (JobState::Cancelled, "cancel requested"),
+        JobRequest::Hold => (JobState::Held, "hold requested"),
+    };
+    let why = job
+        .request_reason
+        .clone()
+        .unwrap_or_else(|| format!("{word} by an operator"));
+    Some((to, why))
 }
 
 /// Reads a job and its data version.

@@ -278,15 +278,31 @@ async fn expire_one(
         if job.status != JobState::Pending {
             return Ok(false);
         }
-        Transition::new(role, &job, stat.version, JobState::Expired)
+        // An operator's cancel/hold written while the job was locked (or kept by a
+        // hand-back) is honoured, not dropped for `expired`: its pairs stay out of
+        // planning as the operator was told.
+        let honoured = crate::jobs::requested_move(&job);
+        let stopped = honoured.is_some();
+        let (to, message, step, result) = match honoured {
+            Some((to, why)) => (to, why, "request honoured", "request honoured at the work-item TTL"),
+            None => (JobState::Expired, message, step, TTL_PASSED),
+        };
+        Transition::new(role, &job, stat.version, to)
             .failed()
             .lock(LockAction::Release(lock.lock().clone()))
-            .edit(|j| j.message = Some(message))
-            .event(by, step, TTL_PASSED)
+            .edit(|j| {
+                j.message = Some(message.clone());
+                if stopped {
+                    j.request = None;
+                    j.request_reason = None;
+                    j.holder = None;
+                }
+            })
+            .event(by, step, result)
             .with_ops(lease.map(|(_, s)| revoke_op(job_id, s.version)))
             .commit(session)
             .await?;
-        tracing::info!(job = %job.id, episode = %job.episode, state = %JobState::Expired, reason = TTL_PASSED, "waiting work item expired; lease revoked");
+        tracing::info!(job = %job.id, episode = %job.episode, state = %to, reason = %message, "waiting work item past its TTL: {}", if stopped { "operator's request honoured; lease revoked" } else { "expired; lease revoked" });
         Ok(true)
     }
     .await;

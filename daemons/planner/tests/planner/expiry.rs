@@ -162,3 +162,50 @@ async fn a_waiting_item_whose_record_does_not_decode_expires_by_its_node_age() {
     assert_eq!(report.created[0].clips, first.clips);
     assert!(inconsistencies(&session).await.is_empty());
 }
+
+/// Outside 17d finding 13 (the pending half): an operator's cancel or hold written on a
+/// `pending` job (it was locked at that moment, or a hand-back kept the request) was
+/// ignored by the work-item TTL step, which expired the job, so its pairs were planned
+/// again at once. The step now honours the request: the job goes to `cancelled`/`held`
+/// with the operator's reason, its lease is revoked, and its pairs stay out of planning.
+#[tokio::test]
+async fn a_waiting_item_with_a_cancel_or_hold_request_is_stopped_not_expired_at_its_ttl() {
+    use archivist_engine::schema::records::{JobRecord, JobRequest};
+    for (request, to, tree) in [
+        (JobRequest::Cancel, JobState::Cancelled, "expiry-cancel-req"),
+        (JobRequest::Hold, JobState::Held, "expiry-hold-req"),
+    ] {
+        let (_config, session) = archivist_testkit::fresh_tree(tree).await;
+        let (mut planner, first) = one_waiting_item(&session).await;
+        let path = paths::job(&first.id);
+        let (mut job, _) = store::read_required::<JobRecord>(&session, &path)
+            .await
+            .unwrap();
+        job.request = Some(request);
+        job.request_reason = Some("operator says stop".into());
+        write(&session, &path, &store::encode(&path, &job).unwrap()).await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert_eq!(report.expired, std::slice::from_ref(&first.id));
+        let (job, _) = jobs::read(&session, &first.id).await.unwrap();
+        assert_eq!(job.status, to, "{request:?}");
+        assert_eq!(job.message.as_deref(), Some("operator says stop"));
+        assert_eq!(job.request, None);
+        assert_eq!(
+            archivist_testkit::queues_holding(&session, &first.id).await,
+            vec![to]
+        );
+        assert!(store::exists(&session, &paths::lease(&first.id))
+            .await
+            .unwrap()
+            .is_none());
+        assert!(
+            report.created.is_empty(),
+            "{request:?}: its pairs are not planned again: {:?}",
+            report.created
+        );
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert!(report.created.is_empty());
+        assert!(inconsistencies(&session).await.is_empty());
+    }
+}

@@ -8,7 +8,7 @@
 use archivist_engine::lock::{JobLock, LockGuard};
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{JobRecord, JobRequest, ResearchRecord};
+use archivist_engine::schema::records::{JobRecord, ResearchRecord};
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{clock, jobs, lease, queue, store, EngineError, Session};
@@ -129,7 +129,7 @@ async fn expire(
     // A pending `cancel`/`hold` (written while the holder lived) is honoured: the job
     // goes where the operator asked, with the operator's reason, not to `expired` (whose
     // pairs would be planned again).
-    let honoured = requested(job);
+    let honoured = jobs::requested_move(job);
     let stopped = honoured.is_some();
     let (to, message, step) = match honoured {
         Some((to, why)) => (to, why, "request honoured"),
@@ -159,21 +159,6 @@ async fn expire(
         Err(e) => Err(e),
     };
     lock.settle(result, |reaped| *reaped).await
-}
-
-/// Where a job with a pending operator request goes instead of `expired`, and its
-/// message: the request's reason, or the word the researcher uses ("cancel requested by
-/// an operator").
-fn requested(job: &JobRecord) -> Option<(JobState, String)> {
-    let (to, word) = match job.request? {
-        JobRequest::Cancel => (JobState::Cancelled, "cancel requested"),
-        JobRequest::Hold => (JobState::Held, "hold requested"),
-    };
-    let why = job
-        .request_reason
-        .clone()
-        .unwrap_or_else(|| format!("{word} by an operator"));
-    Some((to, why))
 }
 
 /// "lease expired", saying so when every clip of the job was recorded anyway (its
