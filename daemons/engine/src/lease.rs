@@ -28,6 +28,7 @@ use zookeeper_client as zk;
 use crate::error::{EngineError, Result};
 use crate::lock::{JobLock, LockGuard};
 use crate::ops::{Mode, Op};
+use crate::queue::{ProvenStray, StrayProof};
 use crate::session::Session;
 use crate::store;
 use crate::transition::{LockAction, Role, Transition};
@@ -224,7 +225,13 @@ pub async fn expire_waiting(
         let jobs = crate::ops::await_all(jobs).await;
         let leases = crate::ops::await_all(leases).await;
         for ((entry, job), lease) in chunk.iter().zip(jobs).zip(leases) {
-            let (Ok(Some(job)), Ok(lease)) = (job, lease) else {
+            let (Ok(job), Ok(lease)) = (job, lease) else {
+                continue;
+            };
+            let Some(job) = job else {
+                // An entry naming no job is a stray (made by hand, or left by a repair):
+                // removed under proof of the job's absence, so no pass reads it again.
+                crate::queue::remove_strays(session, &[stray(entry, StrayProof::NoJob)]).await?;
                 continue;
             };
             if !work_item_expired(job.ctime, lease.map(|s| s.ctime), ttl_ms, now_ms) {
@@ -276,6 +283,12 @@ async fn expire_one(
             }
         };
         if job.status != JobState::Pending {
+            // The entry of a job in another state (copied by hand from another queue)
+            // is a stray: removed while the job stays at the version read.
+            let proof = StrayProof::JobElsewhere {
+                version: stat.version,
+            };
+            crate::queue::remove_strays(session, &[stray(entry, proof)]).await?;
             return Ok(false);
         }
         // An operator's cancel/hold written while the job was locked (or kept by a
@@ -311,6 +324,16 @@ async fn expire_one(
         other => other,
     };
     lock.settle(outcome, |expired| *expired).await
+}
+
+/// The pending-queue `entry` as a stray proven by `proof`.
+fn stray(entry: &QueueEntry, proof: StrayProof) -> ProvenStray {
+    ProvenStray {
+        state: JobState::Pending,
+        name: entry.name(),
+        job: entry.job.clone(),
+        proof,
+    }
 }
 
 /// What the tree still knows of a waiting job whose record does not decode, as a

@@ -12,6 +12,7 @@ use znode_schema::JobState;
 use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
+use crate::ops::{Mode, Op};
 use crate::session::Session;
 use crate::store;
 
@@ -45,6 +46,94 @@ pub struct WorkCount {
     /// well-formed entries whose job does not exist, and entries whose job is in another
     /// state (an entry copied by hand from another queue). `fsck --repair` removes them.
     pub strays: Vec<String>,
+    /// The strays among [`WorkCount::strays`] whose name parses, with what proves them
+    /// stray, for [`remove_stray`] (a daemon that may write removes them, so no pass
+    /// reads them again; `status` only shows them).
+    pub proven: Vec<ProvenStray>,
+}
+
+/// A well-formed queue entry found not to be work, with the proof [`remove_stray`]
+/// checks in the same multi that deletes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProvenStray {
+    /// The queue the entry is in.
+    pub state: JobState,
+    /// The entry's name.
+    pub name: String,
+    /// The job it names.
+    pub job: String,
+    /// Why it is not work.
+    pub proof: StrayProof,
+}
+
+/// Why an entry is not work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrayProof {
+    /// Its job does not exist.
+    NoJob,
+    /// Its job is in another state at this data version.
+    JobElsewhere {
+        /// The job node's data version read.
+        version: i32,
+    },
+}
+
+/// Removes an entry proven not to be work, in one multi that re-checks the proof: the
+/// job still at the version read in another state ([`StrayProof::JobElsewhere`]), or
+/// still absent ([`StrayProof::NoJob`]: the multi creates and deletes `/jobs/{job}`,
+/// which only succeeds while no such job exists). Every move of a job to a state
+/// creates its entry in the same multi, so while the proof holds the entry cannot be
+/// the job's real one. Without this, every planner round, reaper sweep and researcher
+/// poll re-read each stray for ever (1,500 hand-made strays cost ~4,800 ZooKeeper
+/// requests/s until `fsck --repair`). Returns whether it was removed (`false`: the
+/// proof no longer holds or the entry is gone; nothing was written).
+pub async fn remove_stray(session: &Session, stray: &ProvenStray) -> Result<bool> {
+    let entry = format!("{}/{}", paths::queue(stray.state), stray.name);
+    let job = paths::job(&stray.job);
+    let mut ops = match stray.proof {
+        StrayProof::NoJob => vec![
+            Op::Create {
+                path: job.clone(),
+                data: Vec::new(),
+                mode: Mode::Persistent,
+            },
+            Op::Delete {
+                path: job,
+                version: Some(0),
+            },
+        ],
+        StrayProof::JobElsewhere { version } => vec![Op::Check { path: job, version }],
+    };
+    ops.push(Op::Delete {
+        path: entry,
+        version: None,
+    });
+    match crate::ops::commit(session, &ops).await {
+        Ok(_) => {
+            tracing::warn!(entry = %stray.name, job = %stray.job, state = %stray.state, proof = ?stray.proof, "stray queue entry removed (not a job of this state; made by hand or left by a repair)");
+            metrics::counter!("archivist_stray_entries_removed_total", "state" => stray.state.as_str()).increment(1);
+            Ok(true)
+        }
+        Err(e) if e.is_conflict() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`remove_stray`] for each of `strays`; how many were removed. A per-entry error
+/// other than a lost session is logged and left for the next pass.
+pub async fn remove_strays(session: &Session, strays: &[ProvenStray]) -> Result<usize> {
+    let mut removed = 0;
+    for stray in strays {
+        match remove_stray(session, stray).await {
+            Ok(true) => removed += 1,
+            Ok(false) => {}
+            Err(e) if e.is_session_lost() => return Err(e),
+            Err(e) => {
+                tracing::warn!(entry = %stray.name, job = %stray.job, error = %e, "stray queue entry not removed; the next pass retries");
+            }
+        }
+    }
+    Ok(removed)
 }
 
 /// Counts a queue's waiting work. The one rule: an entry is work when its name parses as
@@ -64,6 +153,7 @@ pub async fn count_work(session: &Session, state: JobState, enough: usize) -> Re
     const CHUNK: usize = 64;
     let (entries, mut strays) = list(session, state).await?;
     let mut work = 0;
+    let mut proven = Vec::new();
     for chunk in entries.chunks(CHUNK) {
         if work >= enough {
             break;
@@ -71,23 +161,34 @@ pub async fn count_work(session: &Session, state: JobState, enough: usize) -> Re
         let jobs: Vec<String> = chunk.iter().map(|e| paths::job(&e.job)).collect();
         let found = store::read_many_lenient::<JobRecord>(session, &jobs, CHUNK).await?;
         for (entry, job) in chunk.iter().zip(found) {
-            let in_state = match &job {
-                Some((Ok(record), _)) => record.status == state,
-                Some((Err(_), _)) => true,
-                None => false,
+            let proof = match &job {
+                Some((Ok(record), stat)) if record.status != state => StrayProof::JobElsewhere {
+                    version: stat.version,
+                },
+                Some(_) => {
+                    work += 1;
+                    continue;
+                }
+                None => StrayProof::NoJob,
             };
-            if in_state {
-                work += 1;
-                continue;
-            }
             let name = entry.name();
             let path = format!("{}/{name}", paths::queue(state));
             if store::exists(session, &path).await?.is_some() {
+                proven.push(ProvenStray {
+                    state,
+                    name: name.clone(),
+                    job: entry.job.clone(),
+                    proof,
+                });
                 strays.push(name);
             }
         }
     }
-    Ok(WorkCount { work, strays })
+    Ok(WorkCount {
+        work,
+        strays,
+        proven,
+    })
 }
 
 /// A live copy of one state queue's entries in processing order, kept current by a

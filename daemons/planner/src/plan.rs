@@ -403,7 +403,17 @@ impl Planner {
             }
             let researchers = count_researchers(&self.session).await?;
             let pending = count_pending(&self.session, researchers).await?;
-            self.tell_strays(&pending.strays);
+            // Strays proven so are removed (each logged once, by the engine), so no later
+            // round reads them again; the rest (names that do not parse) cost nothing to
+            // find and are left to `fsck --repair`, warned about once.
+            queue::remove_strays(&self.session, &pending.proven).await?;
+            let unproven: Vec<String> = pending
+                .strays
+                .iter()
+                .filter(|name| !pending.proven.iter().any(|p| &p.name == *name))
+                .cloned()
+                .collect();
+            self.tell_strays(&unproven);
             match capacity::check(researchers, pending.work as u64) {
                 Capacity::Add => {}
                 Capacity::NoResearchers => break Stop::NoResearchers,

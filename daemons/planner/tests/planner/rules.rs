@@ -237,16 +237,11 @@ async fn a_failing_round_backs_off_says_why_is_not_ready_and_stops_on_shutdown()
     let (config, session) = archivist_testkit::fresh_tree("rules-backoff").await;
     put_episode(&session, 1, 3, BASE_MS, false).await;
     put_clip(&session, 1, 0, BASE_MS, false).await;
-    // A queue entry left for j0000000001 without its job: creating that job fails, and
-    // no counter move can help (no job, lease or report uses the id), so every round
-    // fails. The planner must back off and say so, not spin.
-    let entry = archivist_engine::schema::queue_key::QueueEntry::new(3, BASE_MS, paths::job_id(1));
-    write(
-        &session,
-        &paths::queue_entry(JobState::Pending, &entry.name()),
-        b"",
-    )
-    .await;
+    // `/clock` deleted: every round fails reading ZooKeeper's time until `archivist
+    // init`. The planner must back off and say so, not spin. (This test used a queue
+    // entry of no job colliding with the next id; the planner now removes such a proven
+    // stray and plans, outside 17d finding 14.)
+    session.client().delete(paths::CLOCK, None).await.unwrap();
     register_researcher(&session, "r1", 4).await;
     let shutdown = CancellationToken::new();
     let running = tokio::spawn({
