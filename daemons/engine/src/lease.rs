@@ -84,6 +84,33 @@ pub fn validate_operator_ms(what: &str, ms: u128) -> Result<()> {
     }
 }
 
+/// Refuses a lease that does not outlast the work-item TTL: a waiting item must expire
+/// by the TTL before its lease runs out (the planner's settings), and a lease an operator
+/// asks for (`retry`/`release --lease-duration-s`) shorter than the TTL promised a
+/// "fresh lease" the daemons then did not honour (outside 17d finding 11). `what` names
+/// where the lease comes from in the message.
+pub fn validate_outlasts_ttl(what: &str, lease_ms: i64, ttl_ms: i64) -> Result<()> {
+    if lease_ms > ttl_ms {
+        Ok(())
+    } else {
+        Err(EngineError::Config(format!(
+            "{what} {} must be longer than the work-item TTL ({}): a waiting item expires by the TTL before its lease runs out; ask for more than {} s or shorten the TTL (planner.work_item_ttl_ms)",
+            show_ms(lease_ms),
+            show_ms(ttl_ms),
+            ttl_ms.max(0) / 1_000
+        )))
+    }
+}
+
+/// A duration in ms as "N s" when whole seconds, else "N ms".
+fn show_ms(ms: i64) -> String {
+    if ms % 1_000 == 0 {
+        format!("{} s", ms / 1_000)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
 /// When a lease expires: its node's `mtime` (the server's time of its last write) plus
 /// its duration, in unix ms.
 pub fn expires_at(mtime_ms: i64, duration_ms: i64) -> i64 {
@@ -109,6 +136,15 @@ pub fn work_item_expired(
     now_ms: i64,
 ) -> bool {
     waiting_since(job_ctime_ms, lease_ctime_ms).saturating_add(ttl_ms) <= now_ms
+}
+
+/// When a lease whose data does not decode counts as expired: its node's creation plus
+/// the work-item TTL. Its duration is unknown, so it is judged by the node's age, as a
+/// waiting job whose record does not decode is ([`work_item_expired`]): "leased, what
+/// for unknown, until then", never "no lease" (that planned the job's pairs again while
+/// it ran).
+pub fn undecodable_expires_at(lease_ctime_ms: i64, ttl_ms: i64) -> i64 {
+    waiting_since(lease_ctime_ms, None).saturating_add(ttl_ms)
 }
 
 /// A new, unclaimed lease on a job's episode and clips.
@@ -387,6 +423,19 @@ mod tests {
         assert!(validate_operator_ms("lease", 1_000).is_ok());
         assert!(validate_operator_ms("lease", u128::MAX).is_err());
         assert_eq!(MAX_DURATION_S, 2_592_000);
+    }
+
+    #[test]
+    fn a_lease_must_outlast_the_work_item_ttl() {
+        assert!(validate_outlasts_ttl("lease", 600_000, 300_000).is_ok());
+        let err = validate_outlasts_ttl("--lease-duration-s", 1_000, 300_000)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("work-item TTL (300 s)") && err.contains("1 s"),
+            "{err}"
+        );
+        assert!(validate_outlasts_ttl("lease", 300_000, 300_000).is_err());
     }
 
     #[test]

@@ -448,7 +448,8 @@ async fn zk_load(episodes: usize, clips: u32) -> Result<(), String> {
     }
     let written = t.elapsed();
     let t = Instant::now();
-    let index = archivist_planner::load::load(&session)
+    let ttl_ms = archivist_planner::PlannerSettings::default().work_item_ttl_ms();
+    let index = archivist_planner::load::load(&session, ttl_ms)
         .await
         .map_err(|e| e.to_string())?;
     let loaded = t.elapsed();

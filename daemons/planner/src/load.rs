@@ -213,17 +213,47 @@ fn put_research(index: &mut Index, path: &str, data: Option<&[u8]>) {
     }
 }
 
-fn put_lease(index: &mut Index, path: &str, found: Option<(&[u8], &zk::Stat)>) {
+/// Puts a lease read at `path` into the index. A lease whose data does not decode still
+/// says the job is leased; what it covers is read from its job, and it counts until its
+/// node's creation plus the work-item TTL (`lease::undecodable_expires_at`, the rule the
+/// TTL step uses for a waiting job whose record does not decode). Dropping it instead
+/// planned the running job's pairs again at once (outside 17d finding 17). With neither
+/// lease nor job readable the pairs are unknown and the lease is left out, said once per
+/// change of the node.
+async fn put_lease(
+    session: &Session,
+    index: &mut Index,
+    path: &str,
+    found: Option<(&[u8], &zk::Stat)>,
+    ttl_ms: i64,
+) -> Result<(), EngineError> {
     let job = name_of(path);
-    match found.and_then(|(d, stat)| decode::<LeaseRecord>(path, d).map(|r| (r, stat))) {
-        Some((r, stat)) => index.upsert_lease(
+    let Some((data, stat)) = found else {
+        index.remove_lease(job);
+        return Ok(());
+    };
+    if let Some(r) = decode::<LeaseRecord>(path, data) {
+        index.upsert_lease(
             job,
             &r.episode,
             clip_numbers(&r.clips),
             archivist_engine::lease::expires_at(stat.mtime, r.duration_ms),
-        ),
-        None => index.remove_lease(job),
+        );
+        return Ok(());
     }
+    let expires = archivist_engine::lease::undecodable_expires_at(stat.ctime, ttl_ms);
+    match store::read::<JobRecord>(session, &paths::job(job)).await {
+        Ok(Some((record, _))) => {
+            tracing::warn!(job, episode = %record.episode, path, "undecodable lease: its job's pairs count as leased until the node's creation plus the work-item TTL");
+            index.upsert_lease(job, &record.episode, clip_numbers(&record.clips), expires);
+        }
+        Ok(None) | Err(EngineError::Record(_)) => {
+            tracing::warn!(job, path, "undecodable lease of a job that is missing or does not decode either: what it covers is unknown (see `archivist fsck`)");
+            index.remove_lease(job);
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(())
 }
 
 fn put_job(index: &mut Index, state: JobState, path: &str, data: Option<&[u8]>) {
@@ -232,9 +262,9 @@ fn put_job(index: &mut Index, state: JobState, path: &str, data: Option<&[u8]>) 
     }
 }
 
-/// Loads the whole index. Set the watches first, then load, then apply the events that
+/// Loads the whole index (`ttl_ms`: the work-item TTL, for an undecodable lease). Set the watches first, then load, then apply the events that
 /// arrived meanwhile: nothing is missed.
-pub async fn load(session: &Session) -> Result<Index, EngineError> {
+pub async fn load(session: &Session, ttl_ms: i64) -> Result<Index, EngineError> {
     let mut index = Index::new();
     let clips = read_many(session, children_paths(session, paths::CLIPS).await?).await?;
     for (path, found) in &clips {
@@ -254,10 +284,13 @@ pub async fn load(session: &Session) -> Result<Index, EngineError> {
     }
     for (path, found) in read_many(session, children_paths(session, paths::LEASES).await?).await? {
         put_lease(
+            session,
             &mut index,
             &path,
             found.as_ref().map(|(d, s)| (d.as_slice(), s)),
-        );
+            ttl_ms,
+        )
+        .await?;
     }
     for state in BLOCKING_STATES {
         let job_paths: Vec<String> = store::children(session, &paths::queue(state))
@@ -279,12 +312,13 @@ pub async fn load(session: &Session) -> Result<Index, EngineError> {
 }
 
 /// Applies one watch event on `path` (`deleted`: the node is gone) by re-reading what
-/// it names. Returns what the path was.
+/// it names (`ttl_ms`: the work-item TTL, for an undecodable lease). Returns what the path was.
 pub async fn apply(
     session: &Session,
     index: &mut Index,
     path: &str,
     deleted: bool,
+    ttl_ms: i64,
 ) -> Result<Node, EngineError> {
     let node = classify(path);
     let read = |p: String| async move {
@@ -309,7 +343,14 @@ pub async fn apply(
         }
         Node::Lease(_) => {
             let found = read(path.to_string()).await?;
-            put_lease(index, path, found.as_ref().map(|(d, s)| (d.as_slice(), s)));
+            put_lease(
+                session,
+                index,
+                path,
+                found.as_ref().map(|(d, s)| (d.as_slice(), s)),
+                ttl_ms,
+            )
+            .await?;
         }
         Node::QueueEntry(state, entry) if BLOCKING_STATES.contains(state) => {
             let Ok(entry) = QueueEntry::parse(entry) else {

@@ -129,7 +129,7 @@ impl Planner {
         settings.validate()?;
         let watches = Watches::set(session).await?;
         let started = Instant::now();
-        let index = load::load(session).await?;
+        let index = load::load(session, settings.work_item_ttl_ms()).await?;
         let took = started.elapsed();
         metrics::histogram!("archivist_planner_index_load_seconds").record(took.as_secs_f64());
         let stats = index.stats();
@@ -175,7 +175,7 @@ impl Planner {
 
     async fn reload(&mut self) -> Result<(), EngineError> {
         tracing::info!("reloading the planner index (events may have been lost)");
-        self.index = load::load(&self.session).await?;
+        self.index = load::load(&self.session, self.settings.work_item_ttl_ms()).await?;
         self.stale = false;
         metrics::counter!("archivist_planner_index_reloads_total").increment(1);
         Ok(())
@@ -184,7 +184,14 @@ impl Planner {
     async fn handle(&mut self, event: Event) -> Result<bool, EngineError> {
         match event {
             Event::Node { path, deleted } => {
-                let node = load::apply(&self.session, &mut self.index, &path, deleted).await?;
+                let node = load::apply(
+                    &self.session,
+                    &mut self.index,
+                    &path,
+                    deleted,
+                    self.settings.work_item_ttl_ms(),
+                )
+                .await?;
                 Ok(is_wake(&node, deleted))
             }
             Event::Disconnected => {

@@ -88,12 +88,12 @@ impl PlannerSettings {
                 reason,
             })
         };
-        if self.work_item_ttl >= self.lease_duration {
-            return refuse(format!(
-                "work-item TTL ({} ms) must be shorter than the lease duration ({} ms), so a waiting item expires before its lease",
-                self.work_item_ttl.as_millis(),
-                self.lease_duration.as_millis()
-            ));
+        if let Err(e) = archivist_engine::lease::validate_outlasts_ttl(
+            "lease duration",
+            i64::try_from(self.lease_duration.as_millis()).unwrap_or(i64::MAX),
+            self.work_item_ttl_ms(),
+        ) {
+            return refuse(e.to_string());
         }
         if self.work_item_ttl.is_zero() {
             return refuse("work-item TTL must be positive".into());

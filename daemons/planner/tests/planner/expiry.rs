@@ -209,3 +209,31 @@ async fn a_waiting_item_with_a_cancel_or_hold_request_is_stopped_not_expired_at_
         assert!(inconsistencies(&session).await.is_empty());
     }
 }
+
+/// Outside 17d finding 17: an undecodable lease (`lease: [garbage` written by hand on a
+/// running job's lease) was treated as no lease, and the planner planned the same pairs
+/// again one second later while the job ran. It now counts as "leased, what for read
+/// from its job" until its node's creation plus the work-item TTL (the rule for an
+/// undecodable waiting job), then the pairs are planned again.
+#[tokio::test]
+async fn an_undecodable_lease_keeps_its_jobs_pairs_leased_until_its_node_age_passes_the_ttl() {
+    let (_config, session) = archivist_testkit::fresh_tree("expiry-bad-lease").await;
+    register_researcher(&session, "r1", 4).await;
+    let (mut planner, first) = one_waiting_item(&session).await;
+    // The job is claimed (leased, no longer a blocking state): only its lease keeps its
+    // pairs out of planning.
+    archivist_testkit::place_job(&session, first.clone(), JobState::Leased).await;
+    write(&session, &paths::lease(&first.id), b"lease: [garbage").await;
+    planner.wait(Duration::from_millis(150)).await.unwrap();
+    let report = planner.round(&CancellationToken::new()).await.unwrap();
+    assert!(
+        report.created.is_empty(),
+        "the running job's pairs were planned again: {:?}",
+        report.created
+    );
+    // Past the lease node's creation plus the 400 ms TTL it counts as expired.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let report = planner.round(&CancellationToken::new()).await.unwrap();
+    assert_eq!(report.created.len(), 1, "{report:?}");
+    assert_eq!(report.created[0].clips, first.clips);
+}
