@@ -13,6 +13,10 @@ pub struct AdminSettings {
     /// Duration of the fresh lease `retry` and `release` create, in seconds. Defaults to
     /// 600 s (the planner's lease).
     pub lease_duration_s: u64,
+    /// The planners' and reapers' work-item TTL, in seconds: a `retry`/`release` lease
+    /// must outlast it ([`archivist_engine::lease::validate_outlasts_ttl`]). Defaults to
+    /// 300 s (theirs); the binary takes it from the configuration file.
+    pub work_item_ttl_s: u64,
     /// How far past its expiry a lease may be before `fsck` calls it a fault (the
     /// reaper's interval), in seconds. Defaults to 5 s.
     pub reaper_interval_s: u64,
@@ -28,6 +32,7 @@ impl Default for AdminSettings {
         AdminSettings {
             actor: "admin".to_string(),
             lease_duration_s: 600,
+            work_item_ttl_s: 300,
             reaper_interval_s: 5,
             research_warn_bytes: 100_000,
             batch_size: 500,
@@ -46,6 +51,17 @@ impl AdminSettings {
     pub fn with_lease_duration(mut self, duration: Duration) -> Self {
         self.lease_duration_s = duration.as_secs();
         self
+    }
+
+    /// Sets the work-item TTL a fresh lease must outlast. Defaults to 300 s.
+    pub fn with_work_item_ttl(mut self, ttl: Duration) -> Self {
+        self.work_item_ttl_s = ttl.as_secs();
+        self
+    }
+
+    /// The work-item TTL in milliseconds.
+    pub fn work_item_ttl_ms(&self) -> i64 {
+        i64::try_from(self.work_item_ttl_s.saturating_mul(1000)).unwrap_or(i64::MAX)
     }
 
     /// Sets the reaper interval `fsck` tolerates. Defaults to 5 s.

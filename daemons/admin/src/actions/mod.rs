@@ -156,9 +156,17 @@ fn refused(seen: &Seen, reason: impl Into<String>) -> AdminError {
     }
 }
 
-/// Who holds a job's lock, in words.
+/// Who holds a job's lock, in words. A persistent lock (made by hand: no session owns
+/// it) never goes by itself, so the words say what to do instead of a bare "session
+/// 0x0" (outside 17d finding 16c).
 async fn lock_owner(session: &Session, id: &str) -> String {
     match lock::holder(session, id).await {
+        Ok(Some((record, stat))) if stat.ephemeral_owner == 0 => format!(
+            "{} (a persistent lock made by hand, since {}: no session owns it, so it never goes by itself; after checking nobody works on the job, delete {} and try again; `archivist fsck` lists such locks)",
+            record.owner,
+            record.since,
+            archivist_engine::schema::paths::job_lock(id)
+        ),
         Ok(Some((record, stat))) => format!(
             "{} (session {}, since {})",
             record.owner,
@@ -260,6 +268,15 @@ async fn fresh_lease_ops(
 ) -> Result<Vec<Op>> {
     lease::validate_duration(settings.lease_duration_ms())
         .map_err(|e| AdminError::Invalid(format!("--lease-duration-s: {e}")))?;
+    lease::validate_outlasts_ttl(
+        "--lease-duration-s",
+        settings.lease_duration_ms(),
+        settings.work_item_ttl_ms(),
+    )
+    .map_err(|e| match e {
+        archivist_engine::EngineError::Config(why) => AdminError::Invalid(why),
+        other => AdminError::from(other),
+    })?;
     Ok(lease::renew_ops(session, job, settings.lease_duration_ms()).await?)
 }
 

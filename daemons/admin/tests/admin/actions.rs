@@ -26,7 +26,9 @@ async fn retry_resumes_a_failed_job_with_a_fresh_lease() {
     );
     let report = actions::retry(
         &s,
-        &settings().with_lease_duration(std::time::Duration::from_secs(90)),
+        &settings()
+            .with_lease_duration(std::time::Duration::from_secs(90))
+            .with_work_item_ttl(std::time::Duration::from_secs(60)),
         &job.id,
     )
     .await

@@ -420,6 +420,48 @@ async fn status_names_a_waiting_job_whose_record_does_not_decode() {
     assert_ne!(broken.id, fine.id);
 }
 
+/// Outside 17d finding 5: a `leased` job hand-edited to garbage was only a count in
+/// `status` ("leased 1", no "In progress" row, no word why); an undecodable job in any
+/// queue outside `pending` is now named with its queue and the decode error.
+#[tokio::test]
+async fn status_names_a_job_outside_pending_whose_record_does_not_decode() {
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-undecodable-leased").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let running = fixtures::job(&s, &e1, &["c000001"]).await;
+    let running = archivist_testkit::place_job(&s, running, JobState::Leased).await;
+    let failed = fixtures::failed_job(&s, "e0000001", "x").await;
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    for job in [&running.id, &failed.id] {
+        s.client()
+            .set_data(
+                &archivist_engine::schema::paths::job(job),
+                b"garbage: [",
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(report.jobs[&JobState::Leased], 1);
+    let mut named: Vec<(String, JobState)> = report
+        .unreadable_jobs
+        .iter()
+        .map(|u| (u.job.clone(), u.queue))
+        .collect();
+    named.sort();
+    let mut expected = vec![
+        (running.id.clone(), JobState::Leased),
+        (failed.id.clone(), JobState::Failed),
+    ];
+    expected.sort();
+    assert_eq!(named, expected);
+    assert!(report.unreadable_jobs.iter().all(|u| !u.error.is_empty()));
+    assert!(report.unreadable_waiting.is_empty());
+}
+
 #[tokio::test]
 async fn status_counts_a_lease_with_a_duration_that_is_not_positive_as_invalid() {
     // Outside test 17c, defect 10: `duration_ms: -5` was counted as an active lease

@@ -211,6 +211,37 @@ async fn a_lease_that_is_expired_when_written_is_flagged_and_refused() {
     assert_eq!(read(&s, &failed.id).await.0.status, JobState::Failed);
 }
 
+/// Outside 17d finding 11: `retry --lease-duration-s 1` was accepted ("fresh lease of
+/// 1 s") under a planner whose work-item TTL is 60 s, and the job was expired within
+/// seconds; a lease that does not outlast the TTL is now refused, naming the TTL, and
+/// nothing is written. Release is held to the same rule.
+#[tokio::test]
+async fn a_fresh_lease_shorter_than_the_work_item_ttl_is_refused_naming_the_ttl() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-short-lease").await;
+    let failed = fixtures::failed_job(&s, "e0000001", "x").await;
+    let before = fixtures::lease_of(&s, &failed.id).await;
+    let short = settings()
+        .with_lease_duration(std::time::Duration::from_secs(1))
+        .with_work_item_ttl(std::time::Duration::from_secs(60));
+    let err = actions::retry(&s, &short, &failed.id).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("work-item TTL (60 s)") && text.contains("--lease-duration-s 1 s"),
+        "{text}"
+    );
+    assert_eq!(read(&s, &failed.id).await.0.status, JobState::Failed);
+    assert_eq!(
+        fixtures::lease_of(&s, &failed.id).await,
+        before,
+        "nothing written"
+    );
+    let ok = settings()
+        .with_lease_duration(std::time::Duration::from_secs(61))
+        .with_work_item_ttl(std::time::Duration::from_secs(60));
+    actions::retry(&s, &ok, &failed.id).await.unwrap();
+    assert_eq!(read(&s, &failed.id).await.0.status, JobState::Pending);
+}
+
 const BAD_RESEARCH: &[u8] =
     b"schema: 1\nepisode: e0000002\nruns: []\nfound:\n  c000001: [{at: not-a-number}]\n";
 
@@ -313,4 +344,29 @@ async fn the_read_only_role_runs_status_and_fsck() {
         .await
         .expect("fsck without --repair must not write");
     assert!(checked.nodes > 0);
+}
+
+/// Outside 17d finding 16c: a job locked by a persistent (hand-made) lock was refused
+/// with "it is locked by ghost (session 0x0, ...)" and nothing more; the refusal now
+/// says the lock never goes by itself and which node to delete.
+#[tokio::test]
+async fn a_refusal_for_a_hand_made_lock_says_it_never_goes_and_what_to_delete() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-ghost-lock").await;
+    let failed = fixtures::failed_job(&s, "e0000001", "x").await;
+    let path = paths::job_lock(&failed.id);
+    fixtures::raw(
+        &s,
+        &path,
+        b"schema: 1\nowner: ghost\nsession: '0x0'\nsince: 2026-11-24T08:00:00Z\n",
+    )
+    .await;
+    let err = actions::retry(&s, &settings(), &failed.id)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("persistent lock made by hand") && err.contains(&path),
+        "{err}"
+    );
+    assert_eq!(read(&s, &failed.id).await.0.status, JobState::Failed);
 }

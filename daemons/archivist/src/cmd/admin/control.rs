@@ -55,7 +55,8 @@ pub struct HoldArgs {
 pub struct ReleaseArgs {
     #[command(flatten)]
     pub target: Target,
-    /// Duration of a released job's fresh lease, in seconds (1 to 2,592,000: 30 days).
+    /// Duration of a released job's fresh lease, in seconds (up to 2,592,000: 30 days);
+    /// it must be longer than the work-item TTL (planner.work_item_ttl_ms, 300 s by default).
     #[arg(long, env = "ARCHIVIST_LEASE_DURATION_S", default_value_t = 600,
         value_parser = clap::value_parser!(u64).range(1..=archivist_engine::lease::MAX_DURATION_S))]
     pub lease_duration_s: u64,
@@ -145,7 +146,8 @@ pub async fn release(global: &GlobalOpts, args: ReleaseArgs) -> Result<ExitCode>
             let settings = args
                 .actor
                 .settings()
-                .with_lease_duration(std::time::Duration::from_secs(args.lease_duration_s));
+                .with_lease_duration(std::time::Duration::from_secs(args.lease_duration_s))
+                .with_work_item_ttl(crate::context::file_config(global)?.planner.work_item_ttl);
             let report = actions::release(&session, &settings, job).await?;
             emit(global.output, &report, render_action)?;
         }

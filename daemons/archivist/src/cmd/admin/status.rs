@@ -247,6 +247,16 @@ fn render(r: &StatusReport) -> String {
             let _ = writeln!(out, "    {}: {}", u.job, u.error);
         }
     }
+    if !r.unreadable_jobs.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} job(s) outside pending whose record does not decode: no daemon can move or expire them (counted in their queue above; `archivist fsck` reports them, `archivist delete J --force` removes one):",
+            r.unreadable_jobs.len()
+        );
+        for u in &r.unreadable_jobs {
+            let _ = writeln!(out, "    {} ({}): {}", u.job, u.queue, u.error);
+        }
+    }
     let _ = writeln!(
         out,
         "Batches: {}{}",
