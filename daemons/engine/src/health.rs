@@ -18,6 +18,9 @@ use tokio_util::sync::CancellationToken;
 struct Role {
     lost: CancellationToken,
     trouble: Option<String>,
+    /// Why its registration is gone and cannot be made again (kept apart from
+    /// `trouble`, which the role's loop clears on every good round).
+    unregistered: Option<String>,
 }
 
 fn roles() -> &'static Mutex<BTreeMap<String, Role>> {
@@ -33,6 +36,7 @@ pub fn registered(role: &str, lost: CancellationToken) {
             Role {
                 lost,
                 trouble: None,
+                unregistered: None,
             },
         );
     }
@@ -56,6 +60,27 @@ pub fn recovered(role: &str) {
     }
 }
 
+/// Records that `role`'s registration went and cannot be made again, and why: a daemon
+/// no one can see (the planner counts no capacity for an unregistered researcher) is not
+/// ready, whatever its loop does (outside 17d finding 4: `/researchers` deleted, the
+/// researcher said "ready" while `status` showed 0 researchers).
+pub fn unregistered(role: &str, why: impl Into<String>) {
+    if let Ok(mut map) = roles().lock() {
+        if let Some(r) = map.get_mut(role) {
+            r.unregistered = Some(why.into());
+        }
+    }
+}
+
+/// Records that `role` is registered again.
+pub fn reregistered(role: &str) {
+    if let Ok(mut map) = roles().lock() {
+        if let Some(r) = map.get_mut(role) {
+            r.unregistered = None;
+        }
+    }
+}
+
 /// Is every registered role's session alive and its loop untroubled (and at least one
 /// role registered)?
 pub fn is_ready() -> bool {
@@ -63,9 +88,9 @@ pub fn is_ready() -> bool {
         .lock()
         .map(|map| {
             !map.is_empty()
-                && map
-                    .values()
-                    .all(|r| !r.lost.is_cancelled() && r.trouble.is_none())
+                && map.values().all(|r| {
+                    !r.lost.is_cancelled() && r.trouble.is_none() && r.unregistered.is_none()
+                })
         })
         .unwrap_or(false)
 }
@@ -80,7 +105,7 @@ pub fn report() -> BTreeMap<String, Option<String>> {
                     let why = if r.lost.is_cancelled() {
                         Some("ZooKeeper session lost; reconnecting".to_string())
                     } else {
-                        r.trouble.clone()
+                        r.unregistered.clone().or_else(|| r.trouble.clone())
                     };
                     (k.clone(), why)
                 })
@@ -105,5 +130,18 @@ mod tests {
         );
         recovered("health-test");
         assert!(report()["health-test"].is_none());
+    }
+
+    #[test]
+    fn an_unregistered_role_is_not_ready_whatever_its_loop_does() {
+        registered("health-unreg", CancellationToken::new());
+        unregistered("health-unreg", "missing /researchers: run `archivist init`");
+        recovered("health-unreg");
+        assert_eq!(
+            report()["health-unreg"].as_deref(),
+            Some("missing /researchers: run `archivist init`")
+        );
+        reregistered("health-unreg");
+        assert!(report()["health-unreg"].is_none());
     }
 }

@@ -188,6 +188,7 @@ pub async fn register(
 fn keep(session: &Session, identity: &Identity, path: String, data: Vec<u8>) -> Membership {
     let keeper = tokio::spawn(keep_registered(
         session.clone(),
+        identity.role.clone(),
         identity.name.clone(),
         path.clone(),
         data,
@@ -195,10 +196,23 @@ fn keep(session: &Session, identity: &Identity, path: String, data: Vec<u8>) -> 
     Membership { path, keeper }
 }
 
-/// Watches the own node and re-creates it when it goes while the session lives.
-async fn keep_registered(session: Session, name: String, path: String, data: Vec<u8>) {
+/// Watches the own node and re-creates it when it goes while the session lives. When it
+/// cannot (its directory was deleted: `archivist init` makes it again), the role is not
+/// ready ([`crate::health::unregistered`], with the reason) until it registers again; the
+/// reason is logged once, and the retries back off from 1 s to 30 s.
+async fn keep_registered(
+    session: Session,
+    role: String,
+    name: String,
+    path: String,
+    data: Vec<u8>,
+) {
+    const FIRST_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+    const LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
     let lost = session.lost();
     let mut told_foreign = false;
+    let mut told_failure: Option<String> = None;
+    let mut retry = FIRST_RETRY;
     while !lost.is_cancelled() {
         let watched = session.client().check_and_watch_stat(&path).await;
         let (stat, watcher) = match watched {
@@ -227,15 +241,31 @@ async fn keep_registered(session: Session, name: String, path: String, data: Vec
                 let options = session.create_options(zk::CreateMode::Ephemeral);
                 match session.client().create(&path, &data, &options).await {
                     Ok(_) => {
-                        tracing::warn!(daemon = %name, %path, "this daemon's registration was deleted while its session lives; registered again")
+                        tracing::warn!(daemon = %name, %path, "this daemon's registration was deleted while its session lives; registered again");
+                        if told_failure.take().is_some() {
+                            crate::health::reregistered(&role);
+                        }
+                        retry = FIRST_RETRY;
                     }
                     Err(zk::Error::NodeExists) => {}
                     Err(e) if !lost.is_cancelled() => {
-                        tracing::warn!(daemon = %name, %path, error = %e, "could not register again; trying again in 1 s");
+                        let why = match e {
+                            zk::Error::NoNode => {
+                                let dir = path.rsplit_once('/').map_or("/", |(dir, _)| dir);
+                                format!("not registered: missing {dir}: run `archivist init` (the planner counts no capacity for this daemon meanwhile)")
+                            }
+                            other => format!("not registered: create {path}: {other}"),
+                        };
+                        if told_failure.as_deref() != Some(why.as_str()) {
+                            tracing::warn!(daemon = %name, %path, reason = %why, "could not register again; retrying with backoff (not ready until registered)");
+                            crate::health::unregistered(&role, why.clone());
+                            told_failure = Some(why);
+                        }
                         tokio::select! {
-                            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                            _ = tokio::time::sleep(retry) => {}
                             _ = lost.cancelled() => return,
                         }
+                        retry = (retry * 2).min(LAST_RETRY);
                     }
                     Err(_) => return,
                 }

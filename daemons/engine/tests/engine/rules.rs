@@ -193,6 +193,71 @@ async fn a_registration_deleted_while_the_session_lives_is_made_again() {
     );
 }
 
+/// Outside 17d finding 4 (its rest): with `/researchers` deleted under a running
+/// researcher, it retried every second ("could not register again", no hint) while
+/// `/readyz` said "ready" and the planner counted no capacity for it. The role is now not
+/// ready, with a reason naming the missing directory and `archivist init`, until it
+/// registers again.
+#[tokio::test]
+async fn a_daemon_that_cannot_register_again_is_not_ready_and_says_why() {
+    let (config, session) = archivist_testkit::fresh_tree("rules-unregistered").await;
+    let identity = Identity::named("unregistered-test", "d-unreg");
+    let _membership = member::register(&session, &identity, 0, None, &CancellationToken::new())
+        .await
+        .unwrap()
+        .expect("registered");
+    let role = "unregistered-test";
+    assert_eq!(archivist_engine::health::report().get(role), Some(&None));
+    let path = paths::daemon("d-unreg");
+    let operator = archivist_testkit::another_session(&config).await;
+    archivist_engine::ops::commit(
+        &operator,
+        &[
+            archivist_engine::ops::Op::Delete {
+                path: path.clone(),
+                version: None,
+            },
+            archivist_engine::ops::Op::Delete {
+                path: paths::DAEMONS.to_string(),
+                version: None,
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    let why = archivist_testkit::eventually(Duration::from_secs(5), || async {
+        archivist_engine::health::report()
+            .get(role)
+            .cloned()
+            .flatten()
+            .is_some()
+    })
+    .await;
+    assert!(why, "a daemon that cannot register is reported ready");
+    let reason = archivist_engine::health::report()[role].clone().unwrap();
+    assert!(
+        reason.contains(paths::DAEMONS) && reason.contains("archivist init"),
+        "{reason}"
+    );
+    // `archivist init` makes the directory again: registered and ready again.
+    operator
+        .client()
+        .create(
+            paths::DAEMONS,
+            &[],
+            &operator.create_options(archivist_engine::zk::CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+    let back = archivist_testkit::eventually(Duration::from_secs(10), || async {
+        archivist_engine::health::report().get(role) == Some(&None)
+    })
+    .await;
+    assert!(back, "not ready after registering again");
+    let (stat, _) = operator.client().check_and_watch_stat(&path).await.unwrap();
+    assert_eq!(stat.map(|s| s.ephemeral_owner), Some(session.id_number()));
+}
+
 /// Outside test 17d, finding 12: a second daemon started under the name a *live* daemon
 /// uses logged "waiting for it to expire (at most its session timeout)" and then nothing,
 /// for ever. Past twice the session timeout it says a live process holds the name.
