@@ -122,9 +122,19 @@ async fn retry_hold_release_cancel_delete_and_refusals() {
     fixtures::episode(&s, 1, "One").await;
     let failed = fixtures::failed_job(&s, "e0000001", "not audio").await;
 
+    // A lease not longer than the work-item TTL (300 s by default) is refused, naming
+    // it (outside 17d finding 11), and nothing is written.
+    let short = archivist(&config, &["retry", &failed.id, "--lease-duration-s", "120"]).await;
+    assert_eq!(short.status.code(), Some(1), "{}", text(&short));
+    assert!(
+        String::from_utf8_lossy(&short.stderr).contains("work-item TTL (300 s)"),
+        "{}",
+        text(&short)
+    );
+    assert_eq!(read(&s, &failed.id).await.0.retry_count, 0);
     let retried = json(
         &config,
-        &["retry", &failed.id, "--lease-duration-s", "120"],
+        &["retry", &failed.id, "--lease-duration-s", "420"],
         0,
     )
     .await;
@@ -137,7 +147,7 @@ async fn retry_hold_release_cancel_delete_and_refusals() {
         fixtures::lease_of(&s, &failed.id)
             .await
             .map(|l| l.duration_ms),
-        Some(120_000)
+        Some(420_000)
     );
     // The job moved on: retrying it again is refused, with the reason, exit 3.
     let again = archivist(&config, &["retry", &failed.id]).await;
