@@ -136,6 +136,19 @@ pub async fn list(
         }
     }
     out.jobs.sort_by(|a, b| a.id.cmp(&b.id));
+    // An episode that is not in the catalog and has no job is a typo, not "0 jobs"
+    // (`results --episode` says so too; outside 17d finding 16d). Jobs of an episode
+    // removed from the catalog are still listed.
+    if let Some(episode) = filter.episode.as_deref() {
+        let path = paths::episode(episode);
+        if out.jobs.is_empty() && store::exists(session, &path).await?.is_none() {
+            return Err(AdminError::NotFound {
+                what: "episode",
+                id: episode.to_string(),
+                path,
+            });
+        }
+    }
     Ok(out)
 }
 

@@ -492,3 +492,33 @@ async fn status_counts_a_lease_with_a_duration_that_is_not_positive_as_invalid()
         report.leases
     );
 }
+
+/// Outside 17d finding 16d: `jobs list --episode e9999999` (no such episode) printed
+/// "0 job(s)" and exited 0 where `results --episode` says the episode does not exist.
+#[tokio::test]
+async fn jobs_of_an_episode_that_does_not_exist_is_not_found_not_zero_jobs() {
+    let (_config, s) = archivist_testkit::fresh_tree("admin-jobs-no-episode").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    let filter = |episode: &str| JobFilter {
+        episode: Some(episode.to_string()),
+        ..JobFilter::default()
+    };
+    let err = jobs::list(&s, &AdminSettings::default(), &filter("e9999999"), &Silent)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            archivist_admin::AdminError::NotFound {
+                what: "episode",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // An episode that exists with no jobs is still "0 jobs".
+    let none = jobs::list(&s, &AdminSettings::default(), &filter(&e1), &Silent)
+        .await
+        .unwrap();
+    assert!(none.jobs.is_empty());
+}

@@ -294,3 +294,39 @@ async fn a_name_held_by_a_live_daemon_is_named_as_such_after_twice_the_session_t
         String::from_utf8_lossy(&captured.0.lock().unwrap())
     );
 }
+
+/// Outside 17d finding 16f: an undecodable `/researchers/junk` drew a warning on every
+/// listing (the planner lists members every round: ~100k lines a day). It is told once
+/// per change of the node, and never counted.
+/// (Single-threaded runtime: the capturing subscriber is this thread's default.)
+#[tokio::test]
+async fn an_undecodable_member_is_told_once_per_change_not_every_listing() {
+    let (captured, _default) = crate::support::Captured::install();
+    let (_config, session) = archivist_testkit::fresh_tree("rules-junk-member").await;
+    let path = paths::researcher("junk");
+    session
+        .client()
+        .create(
+            &path,
+            b"slots: [",
+            &session.create_options(archivist_engine::zk::CreateMode::Ephemeral),
+        )
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        assert!(member::list(&session, paths::RESEARCHERS)
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    assert_eq!(captured.lines_with("unreadable member record"), 1);
+    session
+        .client()
+        .set_data(&path, b"slots: {", None)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        member::list(&session, paths::RESEARCHERS).await.unwrap();
+    }
+    assert_eq!(captured.lines_with("unreadable member record"), 2);
+}
