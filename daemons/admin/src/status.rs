@@ -75,6 +75,10 @@ pub struct LeaseSummary {
     /// Leases whose duration is invalid (not positive): counted neither active nor
     /// expired; `fsck` reports them as `lease_invalid`.
     pub invalid: usize,
+    /// Leases whose data does not decode: counted neither active nor expired (the
+    /// planner holds the job's pairs until the node's creation plus the work-item TTL;
+    /// `fsck` reports them `unparsable`). Shown as expired before (outside 17d finding 17).
+    pub undecodable: Vec<String>,
     /// Leases past expiry (the reaper revokes them).
     pub expired: usize,
     /// The expired ones.
@@ -231,6 +235,11 @@ pub struct StatusReport {
     /// ZooKeeper's clock as the daemons last stamped it on `/clock` (read without
     /// writing; a lower bound, seconds behind at most while a planner or reaper runs).
     pub now_ms: i64,
+    /// Set when `/clock` is missing (deleted by hand): `now_ms` is this host's clock and
+    /// the note says to run `archivist init`. The rest of the view is shown all the same
+    /// (it refused entirely before: outside 17d finding 16e).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_note: Option<String>,
     /// Live researchers.
     pub researchers: Vec<ResearcherLoad>,
     /// Jobs in `leased` or `researching`, with their progress.
@@ -276,7 +285,16 @@ pub async fn status(
 ) -> Result<StatusReport> {
     // Read-only: ZooKeeper's clock as daemons last stamped it (no write, so the
     // read-only role can run `status`).
-    let now_ms = clock::observed_ms(session).await?;
+    let (now_ms, clock_note) = match clock::observed_ms(session).await {
+        Ok(ms) => (ms, None),
+        Err(archivist_engine::EngineError::NotInitialised { missing, .. }) => (
+            clock::to_unix_ms(clock::local_now()),
+            Some(format!(
+                "{missing} is missing (deleted by hand?): run `archivist init`; times below are by this host's clock, and the planner and reaper fail until it is back"
+            )),
+        ),
+        Err(e) => return Err(e.into()),
+    };
     let mut jobs = BTreeMap::new();
     for state in JobState::ALL {
         jobs.insert(state, queue::len(session, state).await?);
@@ -345,14 +363,20 @@ pub async fn status(
     let leases = scan::load_dir::<LeaseRecord>(session, paths::LEASES, settings, progress).await?;
     let views: Vec<LeaseView> = leases.iter().map(|l| LeaseView::of(l, now_ms)).collect();
     let invalid = views.iter().filter(|v| v.invalid.is_some()).count();
+    let undecodable: Vec<String> = views
+        .iter()
+        .filter(|v| v.error.is_some())
+        .map(|v| v.job.clone())
+        .collect();
     let expired_leases: Vec<LeaseView> = views
         .iter()
-        .filter(|v| v.expired && v.invalid.is_none())
+        .filter(|v| v.expired && v.invalid.is_none() && v.error.is_none())
         .cloned()
         .collect();
     let leases = LeaseSummary {
-        active: views.len() - expired_leases.len() - invalid,
+        active: views.len() - expired_leases.len() - invalid - undecodable.len(),
         invalid,
+        undecodable,
         expired: expired_leases.len(),
         expired_leases,
     };
@@ -368,6 +392,7 @@ pub async fn status(
     Ok(StatusReport {
         chroot: session.chroot().to_string(),
         now_ms,
+        clock_note,
         researchers,
         active_jobs,
         slots,

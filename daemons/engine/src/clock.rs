@@ -42,6 +42,11 @@ pub fn to_datetime(ms: i64) -> time::OffsetDateTime {
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }
 
+/// A timestamp as unix milliseconds (saturating).
+pub fn to_unix_ms(t: time::OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
 /// This host's clock, for records where a host timestamp is good enough (events).
 pub fn local_now() -> time::OffsetDateTime {
     time::OffsetDateTime::now_utc()

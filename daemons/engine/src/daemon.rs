@@ -31,6 +31,7 @@ where
 {
     let mut backoff = Duration::from_millis(200);
     while !shutdown.is_cancelled() {
+        crate::health::disconnected(name, "connecting to ZooKeeper");
         let session = tokio::select! {
             s = Session::connect(config) => s,
             _ = shutdown.cancelled() => break,
@@ -39,6 +40,7 @@ where
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(daemon = name, error = %e, "cannot connect; retrying in {backoff:?}");
+                crate::health::disconnected(name, format!("cannot reach ZooKeeper: {e}"));
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = shutdown.cancelled() => break,
@@ -48,6 +50,7 @@ where
             }
         };
         tracing::info!(daemon = name, session = %session.id(), "session established");
+        crate::health::connected(name);
         metrics::counter!("archivist_zk_sessions_total", "daemon" => name.to_string()).increment(1);
         metrics::gauge!("archivist_zk_session_connected", "daemon" => name.to_string()).set(1.0);
         let outcome = role(session.clone()).await;
@@ -73,6 +76,7 @@ where
             }
             Err(e) => {
                 tracing::error!(daemon = name, error = %e, "role failed; restarting in {backoff:?}");
+                crate::health::disconnected(name, format!("role failed; restarting: {e}"));
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = shutdown.cancelled() => break,
@@ -81,5 +85,6 @@ where
             }
         }
     }
+    crate::health::connected(name);
     Ok(())
 }

@@ -28,6 +28,29 @@ fn roles() -> &'static Mutex<BTreeMap<String, Role>> {
     ROLES.get_or_init(Mutex::default)
 }
 
+/// Daemons (by name) that have no session, and why: connecting, ZooKeeper unreachable,
+/// or the role failed and is restarting. Kept apart from the roles: a daemon that never
+/// connected has no role registered, and `/readyz` said only "no role registered" while
+/// ZooKeeper was unreachable (outside 17d finding 16e).
+fn unconnected() -> &'static Mutex<BTreeMap<String, String>> {
+    static UNCONNECTED: OnceLock<Mutex<BTreeMap<String, String>>> = OnceLock::new();
+    UNCONNECTED.get_or_init(Mutex::default)
+}
+
+/// Records that daemon `name` has no session, and why (shown by `/readyz`).
+pub fn disconnected(name: &str, why: impl Into<String>) {
+    if let Ok(mut map) = unconnected().lock() {
+        map.insert(name.to_string(), why.into());
+    }
+}
+
+/// Records that daemon `name` has a session again.
+pub fn connected(name: &str) {
+    if let Ok(mut map) = unconnected().lock() {
+        map.remove(name);
+    }
+}
+
 /// Records that `role` registered on a session whose loss `lost` signals.
 pub fn registered(role: &str, lost: CancellationToken) {
     if let Ok(mut map) = roles().lock() {
@@ -84,20 +107,22 @@ pub fn reregistered(role: &str) {
 /// Is every registered role's session alive and its loop untroubled (and at least one
 /// role registered)?
 pub fn is_ready() -> bool {
-    roles()
-        .lock()
-        .map(|map| {
-            !map.is_empty()
-                && map.values().all(|r| {
-                    !r.lost.is_cancelled() && r.trouble.is_none() && r.unregistered.is_none()
-                })
-        })
-        .unwrap_or(false)
+    let connected = unconnected().lock().map(|m| m.is_empty()).unwrap_or(false);
+    connected
+        && roles()
+            .lock()
+            .map(|map| {
+                !map.is_empty()
+                    && map.values().all(|r| {
+                        !r.lost.is_cancelled() && r.trouble.is_none() && r.unregistered.is_none()
+                    })
+            })
+            .unwrap_or(false)
 }
 
 /// Each registered role and `None` when it is ready, or why it is not.
 pub fn report() -> BTreeMap<String, Option<String>> {
-    roles()
+    let mut out: BTreeMap<String, Option<String>> = roles()
         .lock()
         .map(|m| {
             m.iter()
@@ -111,7 +136,13 @@ pub fn report() -> BTreeMap<String, Option<String>> {
                 })
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    if let Ok(map) = unconnected().lock() {
+        for (name, why) in map.iter() {
+            out.insert(name.clone(), Some(why.clone()));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -130,6 +161,18 @@ mod tests {
         );
         recovered("health-test");
         assert!(report()["health-test"].is_none());
+    }
+
+    #[test]
+    fn a_daemon_without_a_session_says_why() {
+        disconnected("health-conn", "cannot reach ZooKeeper: timed out");
+        assert_eq!(
+            report()["health-conn"].as_deref(),
+            Some("cannot reach ZooKeeper: timed out")
+        );
+        assert!(!is_ready());
+        connected("health-conn");
+        assert!(!report().contains_key("health-conn"));
     }
 
     #[test]

@@ -460,6 +460,22 @@ async fn status_names_a_job_outside_pending_whose_record_does_not_decode() {
     assert_eq!(named, expected);
     assert!(report.unreadable_jobs.iter().all(|u| !u.error.is_empty()));
     assert!(report.unreadable_waiting.is_empty());
+    // An undecodable lease is named as such, not counted as an expired lease (finding 17).
+    archivist_testkit::write_node(
+        &s,
+        &archivist_engine::schema::paths::lease(&running.id),
+        b"lease: [garbage",
+    )
+    .await;
+    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(report.leases.undecodable, vec![running.id.clone()]);
+    assert!(report
+        .leases
+        .expired_leases
+        .iter()
+        .all(|l| l.job != running.id));
 }
 
 #[tokio::test]
@@ -521,4 +537,32 @@ async fn jobs_of_an_episode_that_does_not_exist_is_not_found_not_zero_jobs() {
         .await
         .unwrap();
     assert!(none.jobs.is_empty());
+}
+
+/// Outside 17d finding 16e: with `/clock` deleted by hand, `status` refused entirely
+/// ("not initialised (missing /clock)") and the daily view showed nothing; it now shows
+/// the rest with a note naming `/clock` and `archivist init`.
+#[tokio::test]
+async fn status_without_the_clock_shows_the_rest_and_says_to_run_init() {
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-no-clock").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::job(&s, &e1, &["c000001"]).await;
+    s.client()
+        .delete(archivist_engine::schema::paths::CLOCK, None)
+        .await
+        .unwrap();
+    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    let note = report
+        .clock_note
+        .clone()
+        .expect("a note on the missing clock");
+    assert!(
+        note.contains("/clock") && note.contains("archivist init"),
+        "{note}"
+    );
+    assert_eq!(report.jobs[&JobState::Pending], 1);
+    assert_eq!(report.catalog.episodes, 1);
 }

@@ -330,3 +330,37 @@ async fn an_undecodable_member_is_told_once_per_change_not_every_listing() {
     }
     assert_eq!(captured.lines_with("unreadable member record"), 2);
 }
+
+/// Outside 17d finding 16e: a daemon whose ZooKeeper is unreachable answered `/readyz`
+/// with "no role registered" (the log said why only 10 s later). Its health now names
+/// the daemon and says it is connecting, then that ZooKeeper cannot be reached.
+#[tokio::test]
+async fn a_daemon_that_cannot_reach_zookeeper_says_so_in_its_health() {
+    let config = archivist_engine::config::ZkConfig::new("127.0.0.1:1")
+        .with_chroot("/unreachable")
+        .with_connect_timeout(Duration::from_millis(300));
+    let shutdown = CancellationToken::new();
+    let name = "unreachable-daemon";
+    let running = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            archivist_engine::daemon::supervise(&config, name, shutdown, |_session| async {
+                Ok(())
+            })
+            .await
+        }
+    });
+    let said = archivist_testkit::eventually(Duration::from_secs(5), || async {
+        archivist_engine::health::report()
+            .get(name)
+            .cloned()
+            .flatten()
+            .is_some_and(|why| why.contains("cannot reach ZooKeeper"))
+    })
+    .await;
+    assert!(said, "{:?}", archivist_engine::health::report().get(name));
+    assert!(!archivist_engine::health::is_ready());
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    assert!(!archivist_engine::health::report().contains_key(name));
+}

@@ -66,12 +66,24 @@ pub async fn run(global: &GlobalOpts, args: StatusArgs) -> Result<ExitCode> {
 
 fn render(r: &StatusReport) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Archivist at {} — {} (ZooKeeper clock, as the daemons last stamped it)\n",
-        r.chroot,
-        when(r.now_ms)
-    );
+    match &r.clock_note {
+        None => {
+            let _ = writeln!(
+                out,
+                "Archivist at {} — {} (ZooKeeper clock, as the daemons last stamped it)\n",
+                r.chroot,
+                when(r.now_ms)
+            );
+        }
+        Some(note) => {
+            let _ = writeln!(
+                out,
+                "Archivist at {} — {} (this host's clock)\nWARNING: {note}\n",
+                r.chroot,
+                when(r.now_ms)
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "Researchers: {} live, {} slots",
@@ -170,6 +182,14 @@ fn render(r: &StatusReport) -> String {
             String::new()
         }
     );
+    if !r.leases.undecodable.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} lease(s) whose data does not decode ({}): neither active nor expired; the planner keeps the job's pairs out of planning until the node's creation plus the work-item TTL; `archivist fsck` reports them",
+            r.leases.undecodable.len(),
+            r.leases.undecodable.join(", ")
+        );
+    }
     if !r.leases.expired_leases.is_empty() {
         out.push_str(&table(
             &["expired lease", "episode", "holder", "expired ago"],
