@@ -22,3 +22,27 @@ pub fn job_span(job: &JobRecord) -> tracing::Span {
 pub fn record_state(state: &str) {
     tracing::Span::current().record("state", tracing::field::display(state));
 }
+
+/// Whether this process has not said `key` before: a daemon loop that meets the same
+/// unchanging fault on every pass (an undecodable node, keyed by its path and `mzxid`
+/// or its error) logs it once instead of every round (outside 17d finding 16f: ~100k
+/// warnings a day per fault). Keys are kept for the process's life; there are as many
+/// as distinct faults met.
+pub fn first_time(key: &str) -> bool {
+    static TOLD: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+        std::sync::OnceLock::new();
+    TOLD.get_or_init(Default::default)
+        .lock()
+        .map(|mut told| told.insert(key.to_string()))
+        .unwrap_or(true)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_key_is_new_once() {
+        assert!(super::first_time("logs-test-key"));
+        assert!(!super::first_time("logs-test-key"));
+        assert!(super::first_time("logs-test-key-2"));
+    }
+}

@@ -295,24 +295,11 @@ pub async fn list(session: &Session, dir: &str) -> Result<Vec<MemberRecord>> {
             Ok(_) if stat.ephemeral_owner == 0 => {}
             Ok(m) => out.push(m),
             Err(e) => {
-                if first_sight(&path, stat.mzxid) {
+                if crate::logs::first_time(&format!("member {path} at {}", stat.mzxid)) {
                     tracing::warn!(%e, %path, "unreadable member record: not counted (logged once per change of the node; `archivist fsck` reports it)");
                 }
             }
         }
     }
     Ok(out)
-}
-
-/// Whether this process has not yet told about the undecodable node `path` as last
-/// written at `mzxid`. The planner lists members every round (1/s): a hand-made
-/// `/researchers/junk` drew a warning each time, ~100k lines a day (outside 17d finding
-/// 16f); now once, and again only if the node changes.
-fn first_sight(path: &str, mzxid: i64) -> bool {
-    static TOLD: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<(String, i64)>>> =
-        std::sync::OnceLock::new();
-    TOLD.get_or_init(Default::default)
-        .lock()
-        .map(|mut told| told.insert((path.to_string(), mzxid)))
-        .unwrap_or(true)
 }

@@ -89,6 +89,14 @@ fn tolerate(
 ) -> Result<(), EngineError> {
     match result {
         Err(e) if e.is_session_lost() => Err(e),
+        Err(EngineError::Record(e)) => {
+            // An undecodable node does not change by itself: said once per job and
+            // error, not every sweep (`archivist status` and `fsck` name it).
+            if archivist_engine::logs::first_time(&format!("reaper {what} {job}: {e}")) {
+                tracing::warn!(job, episode = "unknown", state, error = %e, "reaper: {what} skipped: a record does not decode (logged once; `archivist fsck` reports it, `archivist delete J --force` removes the job)");
+            }
+            Ok(())
+        }
         Err(e) => {
             tracing::warn!(job, episode = "unknown", state, error = %e, "reaper: {what} skipped; next sweep retries");
             Ok(())
@@ -351,4 +359,52 @@ async fn finished_jobs(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Outside 17d finding 5/16f: an undecodable `leased` job made the reaper log
+    /// "expired lease skipped; next sweep retries" on every sweep, for ever.
+    #[test]
+    fn an_undecodable_record_is_logged_once_not_every_sweep() {
+        use std::io::Write;
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl Write for Sink {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .map_err(|_| std::io::Error::other("poisoned"))?
+                    .extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Sink::default();
+        let writer = sink.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let bad = || {
+            archivist_engine::schema::records::decode::<JobRecord>("/jobs/j0000000077", b"x: [")
+                .map(|_| ())
+                .map_err(EngineError::from)
+        };
+        for _ in 0..3 {
+            tolerate(bad(), "expired lease", "j0000000077", "unknown").unwrap();
+        }
+        let text = String::from_utf8_lossy(&sink.0.lock().unwrap()).into_owned();
+        assert_eq!(
+            text.lines().filter(|l| l.contains("j0000000077")).count(),
+            1,
+            "{text}"
+        );
+    }
 }
