@@ -93,7 +93,10 @@ impl PlannerSettings {
             i64::try_from(self.lease_duration.as_millis()).unwrap_or(i64::MAX),
             self.work_item_ttl_ms(),
         ) {
-            return refuse(e.to_string());
+            return refuse(match e {
+                archivist_engine::EngineError::Config(why) => why,
+                other => other.to_string(),
+            });
         }
         if self.work_item_ttl.is_zero() {
             return refuse("work-item TTL must be positive".into());
@@ -141,7 +144,10 @@ mod tests {
             .with_lease_duration(Duration::from_secs(60))
             .with_work_item_ttl(Duration::from_secs(60));
         let err = s.validate().unwrap_err().to_string();
-        assert!(err.contains("must be shorter"), "{err}");
+        assert!(
+            err.contains("must be longer than the work-item TTL"),
+            "{err}"
+        );
         assert!(s
             .with_work_item_ttl(Duration::from_secs(59))
             .validate()
@@ -161,6 +167,9 @@ mod tests {
             "lease_duration_ms: 1000\nwork_item_ttl_ms: 2000\n",
         )
         .unwrap_err();
-        assert!(err.to_string().contains("shorter"), "{err}");
+        assert!(
+            err.to_string().contains("longer than the work-item TTL"),
+            "{err}"
+        );
     }
 }
