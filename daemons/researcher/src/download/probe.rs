@@ -12,7 +12,7 @@ use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
-use archivist_matcher::decode::{make_codec_decoder, SUPPORTED_CODECS};
+use archivist_matcher::decode::{guard, make_codec_decoder, SUPPORTED_CODECS};
 
 use super::DownloadError;
 
@@ -33,7 +33,17 @@ pub fn probe_audio(path: &Path) -> Result<(), Refusal> {
             "{codec} is not supported (this build decodes {SUPPORTED_CODECS})"
         )));
     }
-    probe_container(path)
+    // A malformed header can panic symphonia's reader: a reason naming the container.
+    let mut head = [0u8; 8];
+    let n = File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let container = guard::container_name(&head[..n]);
+    guard::guarded(
+        || format!("the {container} reader, reading the header"),
+        || probe_container(path),
+    )
+    .map_err(Refusal::NotAudio)?
 }
 
 fn probe_container(path: &Path) -> Result<(), Refusal> {

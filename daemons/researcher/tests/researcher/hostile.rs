@@ -75,11 +75,29 @@ async fn hostile_servers_and_media_fail_with_reasons_and_retry_works() {
             route: Route::Drip {
                 body: episode.clone(),
                 every: Duration::from_millis(300),
+                claimed: None,
             },
             reason: Some(vec![
                 "too slow".into(),
                 "over the download budget".into(),
                 format!("of {}", episode.len()),
+            ]),
+            hits: 1,
+        },
+        // The same drip announcing 1 GB (under max_bytes): the budget is earned by the
+        // bytes that arrive, not bought by the announced size (it held the slot for
+        // 0.5 s + 1 GB at 200 kB/s, over an hour; ~34 h with the defaults and 2 GB).
+        Case {
+            path: "/drip-claiming.wav".into(),
+            route: Route::Drip {
+                body: episode.clone(),
+                every: Duration::from_millis(300),
+                claimed: Some(1_000_000_000),
+            },
+            reason: Some(vec![
+                "too slow".into(),
+                "over the download budget".into(),
+                "of 1000000000".into(),
             ]),
             hits: 1,
         },
