@@ -1450,3 +1450,43 @@ fn decoder_panics_are_corrupt_files_naming_the_stage() {
         ),
     }
 }
+
+/// Containers this build does not read (Matroska/WebM, AIFF, RF64, MPEG-TS) are refused
+/// naming the container. (Before, the MP3/ADTS fallback found false sync words in their
+/// audio and refused them with an invented codec: "AAC with 4 channels", "MPEG-1 Layer
+/// I", or "no audio samples" for 9 s of FLAC in Matroska.)
+#[test]
+fn containers_this_build_does_not_read_are_named() {
+    let _f = fixture();
+    for (name, args, container) in [
+        ("flac.mka", vec!["-c:a", "flac"], "Matroska/WebM"),
+        ("vorbis.webm", vec!["-c:a", "libvorbis"], "Matroska/WebM"),
+        ("pcm.aiff", vec!["-c:a", "pcm_s16be"], "AIFF"),
+        (
+            "rf64.wav",
+            vec!["-c:a", "pcm_s16le", "-rf64", "always"],
+            "RF64",
+        ),
+        (
+            "mp3.ts",
+            vec!["-c:a", "libmp3lame", "-f", "mpegts"],
+            "MPEG transport stream",
+        ),
+    ] {
+        let p = encoded(&format!("container-{name}"), 44_100, 2, &args);
+        match decode_file(&p) {
+            Err(e @ DecodeError::Unsupported { .. }) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("its container is {container}")),
+                    "{name}: {text}"
+                );
+                eprintln!("{text}");
+            }
+            other => panic!(
+                "{name}: must be refused naming {container}, got {:?}",
+                other.map(|d| d.duration_s)
+            ),
+        }
+    }
+}

@@ -62,6 +62,6 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("attempt to subtract with overflow"), "{text}");
-        assert_eq!(guarded(|| String::new(), || 5), Ok(5));
+        assert_eq!(guarded(String::new, || 5), Ok(5));
     }
 }

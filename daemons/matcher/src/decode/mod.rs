@@ -41,6 +41,7 @@
 //!   midway) is incomplete: every offset after the insertion would be wrong.
 
 mod band;
+pub mod container;
 mod continuity;
 pub mod guard;
 mod id3;
@@ -383,7 +384,7 @@ impl Mp3Plan {
                         "the stream".to_string()
                     };
                     return Some(format!(
-                        "{which} holds {} MP3 frames where its Xing/LAME header declares {declared}: data inserted or lost midway, so offsets after it would be wrong",
+                        "{which} holds {} MP3 frames where its Xing/LAME header declares {declared}: data inserted or lost midway (damage, or an ad the server stitched in: dynamic ad insertion is not supported), so offsets after it would be wrong",
                         s.frames
                     ));
                 }
@@ -461,6 +462,15 @@ pub fn decode_source(
     } else {
         None
     };
+    if let Some(name) = container::sniff(&mut source) {
+        return Err(DecodeError::Unsupported {
+            input,
+            reason: format!(
+                "its container is {name}, which this build does not read (it reads {})",
+                container::READ_CONTAINERS
+            ),
+        });
+    }
     if source.is_seekable() {
         id3::check_tag_size(&mut source).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
@@ -929,9 +939,10 @@ pub fn decode_source(
                 && broke.is_none()
                 && mp3_walked.is_none_or(|n| mp3_packets + 1 < n)
             {
+                let declared =
+                    expected_s.map_or("the length".to_string(), |e| format!("the {e:.3} s"));
                 broke = Some(format!(
-                    "the stream goes on past the {:.3} s its Xing/LAME header declares with no new file's header there: data inserted midway (every offset after it would be late) or a file joined without a header",
-                    expected_s.unwrap_or(0.0)
+                    "the stream goes on past {declared} its Xing/LAME header declares with no new file's header there: data inserted midway (damage, or an ad the server stitched in: dynamic ad insertion is not supported; every offset after it would be late) or a file joined without a header"
                 ));
                 ended = true;
                 held = None;
