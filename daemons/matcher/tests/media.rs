@@ -1490,3 +1490,27 @@ fn containers_this_build_does_not_read_are_named() {
         }
     }
 }
+
+/// A WAV written to a pipe (`ffmpeg ... -f wav -`: RIFF and `data` sizes 0xFFFFFFFF,
+/// "length unknown") decodes to the end of the body at true offsets, with a note. (Before,
+/// it was refused as truncated: "decoded 9.000 s of the 24347.887 s the container
+/// declares".)
+#[test]
+fn a_wav_written_to_a_pipe_decodes_to_its_end() {
+    let f = fixture();
+    let piped = ffmpeg_piped(&f.master, 44_100, &["-c:a", "pcm_s16le"], "wav");
+    assert_eq!(&piped[4..8], &[0xff; 4], "ffmpeg wrote a RIFF size");
+    let p = written("piped.wav", &piped);
+    let d = decode_file(&p).unwrap();
+    assert!(
+        d.warnings.iter().any(|w| w.contains("a streamed WAV")),
+        "{:?}",
+        d.warnings
+    );
+    assert!(
+        (d.duration_s - f.duration_s).abs() < 0.005,
+        "{}",
+        d.duration_s
+    );
+    check_shifted("WAV written to a pipe", &p, 0.0);
+}

@@ -477,6 +477,7 @@ pub fn decode_source(
             reason,
         })?;
     }
+    let wav_streamed = source.is_seekable() && wav::streamed(&mut source);
     if source.is_seekable() {
         wav::check_data_chunks(&mut source).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
@@ -497,6 +498,12 @@ pub fn decode_source(
     };
     // Bytes appended after an MP4's last box: the reader sees only the boxes.
     let mut notes = Vec::new();
+    if wav_streamed {
+        notes.push(
+            "a streamed WAV (size 0xFFFFFFFF: length unknown): decoded to the end of the body"
+                .to_string(),
+        );
+    }
     if source.is_seekable() {
         if let Some(end) = mp4::boxes_end(&mut source) {
             let total = source.byte_len().unwrap_or(end);
@@ -683,6 +690,8 @@ pub fn decode_source(
             .map(|n| n - AAC_PRIMING),
         Some(t) => t.keep.map(|k| k + mp4_delay),
         None if is_mp3 && params.delay.is_none() => None,
+        // A WAV written to a pipe declares no length: read to the end of the body.
+        None if wav_streamed => None,
         None => params.n_frames,
     };
     let head = tail.as_ref().map(|t| t.head.as_slice()).unwrap_or_default();
