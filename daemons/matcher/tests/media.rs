@@ -1514,3 +1514,33 @@ fn a_wav_written_to_a_pipe_decodes_to_its_end() {
     );
     check_shifted("WAV written to a pipe", &p, 0.0);
 }
+
+/// A LAME-tagged MP3 cut at a frame boundary near its end (the download whole: the file
+/// on the server is short) is refused saying so, naming how many frames are missing.
+/// (Before: "data inserted or lost midway", sending the operator after damage in the
+/// middle of a file that was simply cut short.)
+#[test]
+fn a_lame_file_cut_at_a_frame_boundary_is_called_cut_short() {
+    let _f = fixture();
+    let mp3 = encoded(
+        "cut-end.mp3",
+        44_100,
+        2,
+        &["-c:a", "libmp3lame", "-b:a", "128k"],
+    );
+    let bytes = std::fs::read(&mp3).unwrap();
+    // The fifth frame from the end: cut there, on its header.
+    let mut starts = Vec::new();
+    let mut at = frame_at(&bytes, 0, layer3_frame_len);
+    while let Some(len) = bytes.get(at..).and_then(layer3_frame_len) {
+        starts.push(at);
+        at += len;
+    }
+    let cut = &bytes[..starts[starts.len() - 5]];
+    let p = written("cut-end-5.mp3", cut);
+    expect_incomplete(
+        &p,
+        "LAME MP3 cut at a frame boundary",
+        &["5 frames missing, the file cut short at the end"],
+    );
+}

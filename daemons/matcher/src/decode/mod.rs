@@ -383,6 +383,15 @@ impl Mp3Plan {
                     } else {
                         "the stream".to_string()
                     };
+                    if s.frames < declared && k + 1 == self.segments.len() {
+                        // Fewer frames at the end, none skipped midway (the walk would
+                        // have said): a file cut short, whatever its download said.
+                        return Some(format!(
+                            "{which} holds {} MP3 frames where its Xing/LAME header declares {declared}: {} frames missing, the file cut short at the end (or whole frames cut out midway), so a clip in the missing part would be stored as not found",
+                            s.frames,
+                            declared - s.frames
+                        ));
+                    }
                     return Some(format!(
                         "{which} holds {} MP3 frames where its Xing/LAME header declares {declared}: data inserted or lost midway (damage, or an ad the server stitched in: dynamic ad insertion is not supported), so offsets after it would be wrong",
                         s.frames
