@@ -43,18 +43,19 @@ pub struct DownloadSettings {
         rename = "max_backoff_ms"
     )]
     pub max_backoff: Duration,
-    /// The download budget's fixed part: time every download may take on top of its size
-    /// at [`DownloadSettings::min_bytes_per_s`]. Defaults to 60 s.
+    /// The download budget's fixed part: time every download may take on top of the
+    /// bytes received at [`DownloadSettings::min_bytes_per_s`]. Defaults to 60 s.
     #[serde(
         with = "archivist_engine::durations::millis",
         rename = "download_grace_ms"
     )]
     pub download_grace: Duration,
     /// The download budget's rate: a body must arrive at least this fast on average
-    /// (bytes/s) once the grace is spent, so a download may take at most
-    /// `grace + max(Content-Length, bytes so far) / min_bytes_per_s`. The read timeout
-    /// alone cannot stop a server that sends one byte every few seconds. Defaults to
-    /// 16 KiB/s (a 128 kbit/s podcast arrives at least in real time).
+    /// (bytes/s) once the grace is spent: after `t` seconds at least
+    /// `(t - grace) * min_bytes_per_s` bytes must have arrived, whatever Content-Length
+    /// announces (a server controls that: announcing 2 GB bought a drip ~34 h). The
+    /// read timeout alone cannot stop a server that sends one byte every few seconds.
+    /// Defaults to 16 KiB/s (a 128 kbit/s podcast arrives at least in real time).
     pub min_bytes_per_s: u64,
     /// Longest `Retry-After` (on 429 or 503) honoured; a server asking for more fails
     /// the download at once with a reason naming the wait. Defaults to 120 s.
@@ -120,7 +121,7 @@ impl DownloadSettings {
         self
     }
 
-    /// Sets the download budget: a grace period plus the size at `min_bytes_per_s`
+    /// Sets the download budget: a grace period plus the bytes received at `min_bytes_per_s`
     /// (at least 1). Defaults to 60 s and 16 KiB/s.
     pub fn with_budget(mut self, grace: Duration, min_bytes_per_s: u64) -> Self {
         self.download_grace = grace;

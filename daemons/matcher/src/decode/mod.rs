@@ -41,13 +41,16 @@
 //!   midway) is incomplete: every offset after the insertion would be wrong.
 
 mod band;
+pub mod container;
 mod continuity;
+pub mod guard;
 mod id3;
 mod mp3;
 mod mp4;
 mod opus;
 mod resample;
 mod tail;
+mod walk;
 mod wav;
 
 pub use band::ANALYSIS_BAND_HZ;
@@ -71,6 +74,12 @@ pub use symphonia::core::io::MediaSource as Source;
 
 /// Lowest accepted source sample rate (Hz).
 pub const MIN_SOURCE_RATE: u32 = 1000;
+/// Lowest sample rate (Hz) whose audio holds the whole analysis band
+/// ([`ANALYSIS_BAND_HZ`], twice it by Nyquist): below it the band's top is missing, the
+/// whitened clip weighs it as much as the rest, and a clip plainly there was "not
+/// found" (every clip in a 4 kHz episode). Such a stream is refused
+/// ([`DecodeError::RateBelowBand`]), never matched to a silent "not found".
+pub const MIN_MATCH_RATE: u32 = ANALYSIS_BAND_HZ as u32 * 2;
 /// Highest accepted source sample rate (Hz).
 pub const MAX_SOURCE_RATE: u32 = 768_000;
 /// Most audio (seconds, in total) that may be replaced by silence because its packets
@@ -169,6 +178,14 @@ pub enum DecodeError {
         /// Offending input.
         input: String,
     },
+    /// The sample rate is too low to hold the analysis band ([`MIN_MATCH_RATE`]).
+    #[error("{input}: sample rate {rate} Hz is below the {min} Hz the matcher needs: it compares audio up to {band} Hz, which a stream at {rate} Hz does not hold, so every clip would be \"not found\"; encode it at {min} Hz or more (8000 Hz is enough)", min = MIN_MATCH_RATE, band = ANALYSIS_BAND_HZ)]
+    RateBelowBand {
+        /// Offending input.
+        input: String,
+        /// The stream's rate.
+        rate: u32,
+    },
     /// The sample rate is missing or outside [`MIN_SOURCE_RATE`]..=[`MAX_SOURCE_RATE`].
     #[error("{input}: absurd or missing sample rate {rate:?} Hz")]
     AbsurdSampleRate {
@@ -206,6 +223,7 @@ impl DecodeError {
             DecodeError::AbsurdSampleRate { rate, .. } => {
                 DecodeError::AbsurdSampleRate { input, rate }
             }
+            DecodeError::RateBelowBand { rate, .. } => DecodeError::RateBelowBand { input, rate },
         }
     }
 }
@@ -327,7 +345,7 @@ struct Mp3Plan {
 }
 
 impl Mp3Plan {
-    fn new((segments, trailing): (Vec<mp3::Segment>, bool)) -> Mp3Plan {
+    fn new((segments, walked): (Vec<mp3::Segment>, walk::Walk)) -> Mp3Plan {
         let starts = segments
             .iter()
             .scan(0u64, |at, s| {
@@ -338,7 +356,7 @@ impl Mp3Plan {
             .collect();
         Mp3Plan {
             segments,
-            trailing,
+            trailing: walked.trailing,
             starts,
         }
     }
@@ -365,8 +383,17 @@ impl Mp3Plan {
                     } else {
                         "the stream".to_string()
                     };
+                    if s.frames < declared && k + 1 == self.segments.len() {
+                        // Fewer frames at the end, none skipped midway (the walk would
+                        // have said): a file cut short, whatever its download said.
+                        return Some(format!(
+                            "{which} holds {} MP3 frames where its Xing/LAME header declares {declared}: {} frames missing, the file cut short at the end (or whole frames cut out midway), so a clip in the missing part would be stored as not found",
+                            s.frames,
+                            declared - s.frames
+                        ));
+                    }
                     return Some(format!(
-                        "{which} holds {} MP3 frames where its Xing/LAME header declares {declared}: data inserted or lost midway, so offsets after it would be wrong",
+                        "{which} holds {} MP3 frames where its Xing/LAME header declares {declared}: data inserted or lost midway (damage, or an ad the server stitched in: dynamic ad insertion is not supported), so offsets after it would be wrong",
                         s.frames
                     ));
                 }
@@ -444,12 +471,22 @@ pub fn decode_source(
     } else {
         None
     };
+    if let Some(name) = container::sniff(&mut source) {
+        return Err(DecodeError::Unsupported {
+            input,
+            reason: format!(
+                "its container is {name}, which this build does not read (it reads {})",
+                container::READ_CONTAINERS
+            ),
+        });
+    }
     if source.is_seekable() {
         id3::check_tag_size(&mut source).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
             reason,
         })?;
     }
+    let wav_streamed = source.is_seekable() && wav::streamed(&mut source);
     if source.is_seekable() {
         wav::check_data_chunks(&mut source).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
@@ -470,6 +507,12 @@ pub fn decode_source(
     };
     // Bytes appended after an MP4's last box: the reader sees only the boxes.
     let mut notes = Vec::new();
+    if wav_streamed {
+        notes.push(
+            "a streamed WAV (size 0xFFFFFFFF: length unknown): decoded to the end of the body"
+                .to_string(),
+        );
+    }
     if source.is_seekable() {
         if let Some(end) = mp4::boxes_end(&mut source) {
             let total = source.byte_len().unwrap_or(end);
@@ -495,6 +538,21 @@ pub fn decode_source(
         }
         _ => None,
     };
+    // Raw ADTS: every frame walked too, for bytes skipped midway ([`walk`]).
+    let adts_walk = match &tail {
+        Some(t)
+            if mp4_statement == mp4::Statement::NotMp4
+                && walk::starts_with(&mut source, tail::Frames::Adts) =>
+        {
+            walk::walk(
+                &mut source,
+                tail::Frames::Adts,
+                tail::trailer_len(t),
+                |_, _| {},
+            )
+        }
+        _ => None,
+    };
     let mss = MediaSourceStream::new(source, Default::default());
     let mut hint = Hint::new();
     if let Some(ext) = hint_ext {
@@ -504,29 +562,48 @@ pub fn decode_source(
         enable_gapless: true,
         ..Default::default()
     };
-    let probed = symphonia::default::get_probe()
-        .format(&hint, mss, &fmt_opts, &MetadataOptions::default())
-        .map_err(|e| match e {
-            SymError::IoError(ref io) if io.kind() != std::io::ErrorKind::UnexpectedEof => {
-                DecodeError::Io {
-                    input: input.clone(),
-                    reason: e.to_string(),
-                }
-            }
-            _ => DecodeError::NotAudio {
+    let container = tail
+        .as_ref()
+        .map_or("container", |t| guard::container_name(&t.head));
+    let corrupt = |reason: String| DecodeError::Corrupt {
+        input: input.clone(),
+        reason,
+    };
+    let probed = guard::guarded(
+        || format!("the {container} reader, reading the header"),
+        || {
+            symphonia::default::get_probe().format(
+                &hint,
+                mss,
+                &fmt_opts,
+                &MetadataOptions::default(),
+            )
+        },
+    )
+    .map_err(corrupt)?
+    .map_err(|e| match e {
+        SymError::IoError(ref io) if io.kind() != std::io::ErrorKind::UnexpectedEof => {
+            DecodeError::Io {
                 input: input.clone(),
                 reason: e.to_string(),
-            },
-        })?;
+            }
+        }
+        _ => DecodeError::NotAudio {
+            input: input.clone(),
+            reason: e.to_string(),
+        },
+    })?;
     let mut format = probed.format;
-    let track = format
-        .tracks()
-        .iter()
-        .find(|t| t.codec_params.codec != CODEC_TYPE_NULL)
-        .ok_or_else(|| DecodeError::NotAudio {
+    let track = audio_track(format.tracks()).map_err(|reason| match reason {
+        None => DecodeError::NotAudio {
             input: input.clone(),
             reason: "no audio track".into(),
-        })?;
+        },
+        Some(reason) => DecodeError::Unsupported {
+            input: input.clone(),
+            reason,
+        },
+    })?;
     let track_id = track.id;
     let mut params = track.codec_params.clone();
     // MP4's sample entry holds the rate as 16.16 fixed point: 88.2 and 96 kHz do not fit.
@@ -544,7 +621,16 @@ pub fn decode_source(
     }
     let params = params;
     let source_rate = check_rate(params.sample_rate, &input)?;
-    let mut decoder = make_decoder(&params, &input)?;
+    let mut decoder = guard::guarded(
+        || {
+            format!(
+                "the {} decoder, reading its configuration",
+                codec_name(params.codec)
+            )
+        },
+        || make_decoder(&params, &input),
+    )
+    .map_err(corrupt)??;
     let is_mp3 = params.codec == sc::CODEC_TYPE_MP3;
     // Without a Xing/Info/VBRI frame symphonia's MP3 reader estimates the length from the
     // first frame's bitrate and, in gapless mode, cuts every packet past it: a VBR file
@@ -613,6 +699,8 @@ pub fn decode_source(
             .map(|n| n - AAC_PRIMING),
         Some(t) => t.keep.map(|k| k + mp4_delay),
         None if is_mp3 && params.delay.is_none() => None,
+        // A WAV written to a pipe declares no length: read to the end of the body.
+        None if wav_streamed => None,
         None => params.n_frames,
     };
     let head = tail.as_ref().map(|t| t.head.as_slice()).unwrap_or_default();
@@ -649,6 +737,16 @@ pub fn decode_source(
                 || PCM_CODECS.contains(&params.codec)
                 || ADPCM_CODECS.contains(&params.codec)
         });
+    let is_mpeg = matches!(
+        params.codec,
+        sc::CODEC_TYPE_MP1 | sc::CODEC_TYPE_MP2 | sc::CODEC_TYPE_MP3
+    );
+    // The frame walk of this stream, for bytes skipped midway (lost audio).
+    let frame_walk = match (&mp3_segments, adts_walk) {
+        (Some((_, w)), _) if is_mpeg => Some((*w, "MPEG audio")),
+        (_, Some(w)) if is_adts => Some((w, "ADTS")),
+        _ => None,
+    };
     let mp3_plan = mp3_segments.filter(|_| is_mp3).map(Mp3Plan::new);
     // Ogg pages and FLAC frames say where their audio starts: a jump is a lost stretch.
     // (A body that cannot be sniffed, not seekable, is known by its codec.)
@@ -736,7 +834,27 @@ pub fn decode_source(
                 None
             } else {
                 loop {
-                    match format.next_packet() {
+                    let read = guard::guarded(
+                        || {
+                            format!(
+                                "the {container} reader, after {:.3} s of audio",
+                                state.decoded_s
+                            )
+                        },
+                        || format.next_packet(),
+                    );
+                    let read = match read {
+                        Ok(read) => read,
+                        Err(reason) if state.frames_in == 0 && held.is_none() => {
+                            return Err(DecodeError::Corrupt { input, reason });
+                        }
+                        Err(reason) => {
+                            broke = Some(reason);
+                            ended = true;
+                            break None;
+                        }
+                    };
+                    match read {
                         Ok(p) if p.track_id() == track_id => break Some(p),
                         Ok(_) => continue,
                         Err(SymError::IoError(e))
@@ -839,9 +957,10 @@ pub fn decode_source(
                 && broke.is_none()
                 && mp3_walked.is_none_or(|n| mp3_packets + 1 < n)
             {
+                let declared =
+                    expected_s.map_or("the length".to_string(), |e| format!("the {e:.3} s"));
                 broke = Some(format!(
-                    "the stream goes on past the {:.3} s its Xing/LAME header declares with no new file's header there: data inserted midway (every offset after it would be late) or a file joined without a header",
-                    expected_s.unwrap_or(0.0)
+                    "the stream goes on past {declared} its Xing/LAME header declares with no new file's header there: data inserted midway (damage, or an ad the server stitched in: dynamic ad insertion is not supported; every offset after it would be late) or a file joined without a header"
                 ));
                 ended = true;
                 held = None;
@@ -849,7 +968,27 @@ pub fn decode_source(
             if is_mp3 {
                 mp3_packets += 1;
             }
-            let frames = match decoder.decode(&packet) {
+            let packet_at = state.decoded_s;
+            let decoded = guard::guarded(
+                || {
+                    format!(
+                        "the {} decoder, on the packet at {packet_at:.3} s",
+                        codec_name(params.codec)
+                    )
+                },
+                || decoder.decode(&packet),
+            );
+            let decoded = match decoded {
+                Ok(d) => d,
+                Err(reason) if state.frames_in == 0 => {
+                    return Err(DecodeError::Corrupt { input, reason });
+                }
+                Err(reason) => {
+                    broke = Some(reason);
+                    break;
+                }
+            };
+            let frames = match decoded {
                 Ok(buf) => {
                     let spec = *buf.spec();
                     if spec.rate != state.rate {
@@ -935,6 +1074,11 @@ pub fn decode_source(
             if chunk.len() >= SEND_CHUNK {
                 flush(&tx, &mut chunk);
             }
+        }
+        // Frames skipped midway come first: what the reader then did with the rest
+        // (read more or fewer frames than declared) follows from them.
+        if let Some(reason) = frame_walk.and_then(|(walked, name)| walked.lost_reason(name)) {
+            broke = Some(reason);
         }
         if let (Some(plan), None) = (&mp3_plan, &broke) {
             broke = plan.check(mp3_packets);
@@ -1177,8 +1321,40 @@ fn asc_rate(asc: &[u8]) -> Option<u32> {
     }
 }
 
+/// The one audio track of a file (tracks symphonia has no codec for, video among them,
+/// are not audio). `Err(None)` when there is none; `Err(Some(reason))` when there are
+/// several (a language or commentary version, an ad-free mix): only one would be
+/// examined, and a clip in another stored as "not found" in audio nobody looked at, so
+/// such a file is refused naming its tracks rather than half-researched.
+fn audio_track(
+    tracks: &[symphonia::core::formats::Track],
+) -> Result<&symphonia::core::formats::Track, Option<String>> {
+    let audio: Vec<_> = tracks
+        .iter()
+        .filter(|t| t.codec_params.codec != CODEC_TYPE_NULL)
+        .collect();
+    match audio.as_slice() {
+        [] => Err(None),
+        [one] => Ok(one),
+        many => Err(Some(format!(
+            "it holds {} audio tracks ({}): only one would be examined, so a clip in another would be stored as not found; serve each episode with one audio track",
+            many.len(),
+            many.iter()
+                .map(|t| format!("track {}: {}", t.id, codec_name(t.codec_params.codec)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
 fn check_rate(rate: Option<u32>, input: &str) -> Result<u32, DecodeError> {
     match rate {
+        Some(r) if (MIN_SOURCE_RATE..MIN_MATCH_RATE).contains(&r) => {
+            Err(DecodeError::RateBelowBand {
+                input: input.to_string(),
+                rate: r,
+            })
+        }
         Some(r) if (MIN_SOURCE_RATE..=MAX_SOURCE_RATE).contains(&r) => Ok(r),
         _ => Err(DecodeError::AbsurdSampleRate {
             input: input.to_string(),

@@ -11,6 +11,9 @@ use std::io::{Read, Seek, SeekFrom};
 
 use symphonia::core::io::MediaSource;
 
+use super::tail::Frames;
+use super::walk;
+
 /// The MP3 decoder's fixed delay (samples), present in every MP3 whatever encoded it.
 pub(super) const DECODER_DELAY: u64 = 529;
 /// LAME's encoder delay (samples), assumed when no tag declares one: measured with
@@ -151,48 +154,16 @@ impl Segment {
     }
 }
 
-/// Walks every MPEG audio frame of a seekable source by the lengths its headers declare
-/// (resynchronising byte by byte over anything else, as the reader does), splitting it
-/// into [`Segment`]s, up to the `trailer` bytes of tags at the end, and whether any bytes
-/// (tags, junk) follow the last frame; rewinds the source. None when the walk cannot be made (not
-/// seekable, no frame).
+/// Splits the MPEG audio frames of a seekable source into [`Segment`]s, up to the
+/// `trailer` bytes of tags at the end, with what the walk found ([`walk::walk`]: whether
+/// bytes follow the last frame, and bytes skipped midway); rewinds the source. None when
+/// the walk cannot be made (not seekable, no frame).
 pub(super) fn segments(
     source: &mut Box<dyn MediaSource>,
     trailer: u64,
-) -> Option<(Vec<Segment>, bool)> {
-    let whole = source.byte_len()?;
-    let len = whole.saturating_sub(trailer);
-    let mut last_end = 0;
-    source.seek(SeekFrom::Start(0)).ok()?;
-    let mut r = std::io::BufReader::with_capacity(1 << 16, source.by_ref());
-    let mut head = [0u8; 10];
-    let mut pos: u64 = 0;
-    if r.read_exact(&mut head).is_ok() && &head[..3] == b"ID3" {
-        let size = head[6..10]
-            .iter()
-            .fold(0u64, |acc, b| (acc << 7) | (*b as u64 & 0x7f));
-        pos = 10 + size + if head[5] & 0x10 != 0 { 10 } else { 0 };
-    }
+) -> Option<(Vec<Segment>, walk::Walk)> {
     let mut segs: Vec<Segment> = Vec::new();
-    let mut buf = [0u8; 200];
-    // The reader's position is `at`; a move forward or back within its buffer is cheap.
-    r.seek(SeekFrom::Start(pos)).ok()?;
-    let mut at = pos;
-    while pos + 4 <= len {
-        r.seek_relative(pos as i64 - at as i64).ok()?;
-        let n = read_up_to(&mut r, &mut buf);
-        at = pos + n as u64;
-        let Some(flen) = buf[..n].get(..4).and_then(super::tail::mpeg_frame_len) else {
-            // Resynchronise at the next 0xff.
-            pos += buf[1..n.max(1)]
-                .iter()
-                .position(|b| *b == 0xff)
-                .map_or(n.max(1), |i| i + 1) as u64;
-            continue;
-        };
-        if pos + flen as u64 > len {
-            break; // a frame cut by the end of the body: the reader drops it too
-        }
+    let walked = walk::walk(source, Frames::Mpeg, trailer, |buf, _| {
         let b1 = buf[1];
         let mpeg1 = (b1 >> 3) & 3 == 3;
         let layer3 = (b1 >> 1) & 3 == 1;
@@ -209,7 +180,7 @@ pub(super) fn segments(
             _ => 1152,
         };
         let tag = if layer3 {
-            info_tag(&buf[..n.min(flen)], mpeg1, buf[3] >> 6 == 3)
+            info_tag(buf, mpeg1, buf[3] >> 6 == 3)
         } else {
             None
         };
@@ -230,24 +201,8 @@ pub(super) fn segments(
                 last.frames += 1;
             }
         }
-        pos += flen as u64;
-        last_end = pos;
-    }
-    drop(r);
-    source.seek(SeekFrom::Start(0)).ok()?;
-    (!segs.is_empty()).then_some((segs, last_end < whole))
-}
-
-/// Reads as much of `buf` as the reader gives (less at the end).
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> usize {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) | Err(_) => break,
-            Ok(k) => n += k,
-        }
-    }
-    n
+    })?;
+    Some((segs, walked))
 }
 
 /// The Xing/Info tag of a layer III frame where the reader looks for one (right after

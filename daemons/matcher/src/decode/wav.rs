@@ -21,6 +21,38 @@ pub(super) fn check_data_chunks(source: &mut Box<dyn MediaSource>) -> Result<(),
     found.map_or(Ok(()), Err)
 }
 
+/// Whether the source is a WAV written to a pipe (`ffmpeg ... -f wav -`, live
+/// recorders): its RIFF or `data` size is 0xFFFFFFFF, "length unknown, read to the end".
+/// Its frame count is then unknown too (the reader read 120 s where the size "declared"
+/// 24,348 s and the file was refused as truncated); the download's length check guards
+/// such a body, as it does a streamed FLAC. Rewinds the source.
+pub(super) fn streamed(source: &mut Box<dyn MediaSource>) -> bool {
+    let unknown = u64::from(u32::MAX);
+    let mut found = || -> Option<bool> {
+        let (riff, riff_size) = read_chunk_head(source, 0)?;
+        let mut wave = [0u8; 4];
+        source.read_exact(&mut wave).ok()?;
+        if &riff != b"RIFF" || &wave != b"WAVE" {
+            return Some(false);
+        }
+        if riff_size == unknown {
+            return Some(true);
+        }
+        let mut at = 12u64;
+        for _ in 0..MAX_CHUNKS {
+            let (id, size) = read_chunk_head(source, at)?;
+            if &id == b"data" {
+                return Some(size == unknown);
+            }
+            at += 8 + size + (size & 1);
+        }
+        Some(false)
+    };
+    let is = found().unwrap_or(false);
+    let _ = source.seek(SeekFrom::Start(0));
+    is
+}
+
 fn read_chunk_head(source: &mut Box<dyn MediaSource>, at: u64) -> Option<([u8; 4], u64)> {
     let mut h = [0u8; 8];
     source.seek(SeekFrom::Start(at)).ok()?;

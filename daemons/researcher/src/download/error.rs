@@ -73,10 +73,10 @@ pub enum DownloadError {
         /// The configured bound.
         limit: Duration,
     },
-    /// The body came too slowly: the download budget (a grace period plus the size at
-    /// the minimum throughput) ran out. A server dribbling bytes must not hold a slot
+    /// The body came too slowly: the download budget (a grace period plus the bytes
+    /// received at the minimum throughput) ran out. A server dribbling bytes must not hold a slot
     /// forever.
-    #[error("GET {url}: too slow: {got} bytes{expected} in {:.1} s, over the download budget of {:.1} s (at least {min_rate} bytes/s after a {:.0} s grace)", .elapsed.as_secs_f64(), .budget.as_secs_f64(), .grace.as_secs_f64(), expected = match .expected { Some(n) => format!(" of {n}"), None => String::new() })]
+    #[error("GET {url}: too slow: {got} bytes{expected} in {:.1} s, over the download budget of {:.1} s (at least {min_rate} bytes/s on average after a {:.0} s grace, whatever the Content-Length)", .elapsed.as_secs_f64(), .budget.as_secs_f64(), .grace.as_secs_f64(), expected = match .expected { Some(n) => format!(" of {n}"), None => String::new() })]
     TooSlow {
         /// The URL.
         url: String,

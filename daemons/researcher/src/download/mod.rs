@@ -285,13 +285,14 @@ impl Downloader {
         })
     }
 
-    /// The download budget for a body of `size` bytes: the grace plus the size at the
-    /// minimum throughput. One rule for known and unknown lengths: with `size` the larger
-    /// of the Content-Length and the bytes so far, an unannounced body must keep up the
-    /// minimum rate as it goes.
-    pub fn budget(&self, size: u64) -> Duration {
+    /// The download budget once `received` bytes have arrived: the grace plus those
+    /// bytes at the minimum throughput, so after the grace a body must keep up the
+    /// minimum average rate as it goes. One rule whatever the Content-Length says: the
+    /// time is earned by bytes that arrive, never bought by the size a server announces
+    /// (a drip announcing 2 GB held a slot for ~34 h under a budget computed from it).
+    pub fn budget(&self, received: u64) -> Duration {
         let rate = self.settings.min_bytes_per_s.max(1);
-        self.settings.download_grace + Duration::from_secs_f64(size as f64 / rate as f64)
+        self.settings.download_grace + Duration::from_secs_f64(received as f64 / rate as f64)
     }
 
     fn map_reqwest(&self, url: &str, e: &reqwest::Error, phase: &'static str) -> DownloadError {
@@ -418,7 +419,7 @@ impl Downloader {
         loop {
             // Whichever comes first: the read timeout (nothing arrives) or the end of the
             // download budget (bytes arrive, but too slowly).
-            let budget = self.budget(expected.unwrap_or(0).max(wire));
+            let budget = self.budget(wire);
             let left = budget.saturating_sub(started.elapsed());
             let wait = self.settings.read_timeout.min(left);
             let chunk = match tokio::time::timeout(wait, response.chunk()).await {

@@ -12,7 +12,7 @@ use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
-use archivist_matcher::decode::{make_codec_decoder, SUPPORTED_CODECS};
+use archivist_matcher::decode::{container, guard, make_codec_decoder, SUPPORTED_CODECS};
 
 use super::DownloadError;
 
@@ -28,12 +28,32 @@ pub enum Refusal {
 /// Probes a file; `Err` when no supported container with an audio track whose codec
 /// this build decodes is found.
 pub fn probe_audio(path: &Path) -> Result<(), Refusal> {
+    let mut first = Vec::with_capacity(400);
+    if let Ok(f) = File::open(path) {
+        let _ = f.take(400).read_to_end(&mut first);
+    }
+    if let Some(name) = container::unsupported_container(&first) {
+        return Err(Refusal::NotAudio(format!(
+            "its container is {name}, which this build does not read (it reads {})",
+            container::READ_CONTAINERS
+        )));
+    }
     if let Some(codec) = unsupported_magic(path) {
         return Err(Refusal::Codec(format!(
             "{codec} is not supported (this build decodes {SUPPORTED_CODECS})"
         )));
     }
-    probe_container(path)
+    // A malformed header can panic symphonia's reader: a reason naming the container.
+    let mut head = [0u8; 8];
+    let n = File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let container = guard::container_name(&head[..n]);
+    guard::guarded(
+        || format!("the {container} reader, reading the header"),
+        || probe_container(path),
+    )
+    .map_err(Refusal::NotAudio)?
 }
 
 fn probe_container(path: &Path) -> Result<(), Refusal> {

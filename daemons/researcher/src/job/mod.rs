@@ -378,7 +378,9 @@ impl Worker {
             }
         });
         let decoded = tokio::select! {
-            r = decoding => r.map_err(|e| EngineError::Config(format!("decode task failed: {e}")))?,
+            // The decoder's own panics are caught inside it (`decode::guard`); anything
+            // else failing the task is this file's fault too, not the configuration's.
+            r = decoding => r.unwrap_or_else(|e| Decoded::Failed(format!("{url}: the decode task failed: {e}"))),
             _ = ctx.stop.cancelled() => return self.obey(ctx).await,
             _ = shutdown.cancelled() => return self.hand_back(ctx).await,
             _ = lost.cancelled() => return Err(EngineError::SessionLost("while decoding".into())),

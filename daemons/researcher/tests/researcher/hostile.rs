@@ -43,6 +43,9 @@ async fn hostile_servers_and_media_fail_with_reasons_and_retry_works() {
     chain("r10", 10);
     chain("r11", 11);
     let gzipped = Arc::new(tool(Command::new("gzip").arg("-c"), &episode));
+    // Raw deflate (RFC 1951) as some servers send for `deflate`: a gzip member without
+    // its 10-byte header (no name: stdin) and 8-byte trailer.
+    let raw_deflate = Arc::new(gzipped[10..gzipped.len() - 8].to_vec());
     let opus = Arc::new(ffmpeg_to(
         &episode,
         "ogg",
@@ -75,11 +78,29 @@ async fn hostile_servers_and_media_fail_with_reasons_and_retry_works() {
             route: Route::Drip {
                 body: episode.clone(),
                 every: Duration::from_millis(300),
+                claimed: None,
             },
             reason: Some(vec![
                 "too slow".into(),
                 "over the download budget".into(),
                 format!("of {}", episode.len()),
+            ]),
+            hits: 1,
+        },
+        // The same drip announcing 1 GB (under max_bytes): the budget is earned by the
+        // bytes that arrive, not bought by the announced size (it held the slot for
+        // 0.5 s + 1 GB at 200 kB/s, over an hour; ~34 h with the defaults and 2 GB).
+        Case {
+            path: "/drip-claiming.wav".into(),
+            route: Route::Drip {
+                body: episode.clone(),
+                every: Duration::from_millis(300),
+                claimed: Some(1_000_000_000),
+            },
+            reason: Some(vec![
+                "too slow".into(),
+                "over the download budget".into(),
+                "of 1000000000".into(),
             ]),
             hits: 1,
         },
@@ -138,6 +159,29 @@ async fn hostile_servers_and_media_fail_with_reasons_and_retry_works() {
             },
             reason: Some(vec![
                 "the body does not decode as its Content-Encoding says".into(),
+            ]),
+            hits: 1,
+        },
+        Case {
+            path: "/deflate-raw.wav".into(),
+            route: Route::Encoded {
+                body: raw_deflate,
+                encoding: "deflate",
+            },
+            reason: None,
+            hits: 1,
+        },
+        Case {
+            // Plain media labelled deflate: at once, naming what it is (it was
+            // "truncated body: got 0 bytes" after 4 tries).
+            path: "/not-deflate.wav".into(),
+            route: Route::Encoded {
+                body: episode.clone(),
+                encoding: "deflate",
+            },
+            reason: Some(vec![
+                "the body does not decode as its Content-Encoding says".into(),
+                "it starts like a WAV file".into(),
             ]),
             hits: 1,
         },

@@ -35,7 +35,13 @@ pub enum Route {
     /// plain GET (no `Range` asked).
     Partial { body: Arc<Vec<u8>>, send: usize },
     /// 200 with the whole Content-Length announced, then one byte every `every`.
-    Drip { body: Arc<Vec<u8>>, every: Duration },
+    Drip {
+        body: Arc<Vec<u8>>,
+        every: Duration,
+        /// The Content-Length announced instead of the body's (a server lying to buy
+        /// time), if any.
+        claimed: Option<u64>,
+    },
     /// `status` with `Retry-After: <retry_after>` for the first `times` requests, then
     /// `then`.
     RetryAfter {
@@ -274,10 +280,14 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             stream.write_all(header.as_bytes()).await?;
             stream.write_all(&body[..send]).await?;
         }
-        Route::Drip { body, every } => {
+        Route::Drip {
+            body,
+            every,
+            claimed,
+        } => {
             let header = format!(
                 "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: audio/wav\r\nConnection: close\r\n\r\n",
-                body.len()
+                claimed.unwrap_or(body.len() as u64)
             );
             stream.write_all(header.as_bytes()).await?;
             for b in body.iter() {
