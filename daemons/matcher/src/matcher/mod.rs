@@ -95,11 +95,11 @@ impl Matcher {
         }
     }
 
-    /// Detection threshold for one clip: the configured threshold, raised to
+    /// Detection threshold for one clip: its floor ([`Self::floor`]), raised to
     /// `null_sigmas` standard deviations of the NCC that this clip would have
     /// against the most similar (in spectrum) section of the episode. Tonal
     /// clips against music get a higher threshold, broadband ones keep the
-    /// configured one (a CFAR detector with an analytic null).
+    /// floor (a CFAR detector with an analytic null).
     fn clip_threshold(&self, clip: &PreparedClip) -> f32 {
         self.floor(clip.len())
             .max(self.config.null_sigmas * self.null_sigma(clip))
