@@ -17,7 +17,9 @@
 //! `BENCH_SKIP_SPEED=1` (accuracy rows only), `BENCH_AUDFPRINT_BIN` (path
 //! of the audfprint script, default `.local/audfprint/bin/audfprint`),
 //! `BENCH_GENERATE_ONLY=1` (generate the corpus and exit),
-//! `BENCH_PROBE_CLIPS` (clips of the 2-hour memory probe, default 100).
+//! `BENCH_PROBE_CLIPS` (clips of the 2-hour memory probe, default 100),
+//! `BENCH_MATCH_CONFIG` (a `MatchConfig` JSON object for our configs, e.g.
+//! `{"long_clip_threshold":0.26}`).
 //!
 //! Corpus: a library of clips (spoken drops, ~1 s tonal stings, jingles,
 //! 10-30 s themes); three episodes built from the first 100 clips
@@ -379,13 +381,16 @@ fn run_matcher(
     mode: MatchMode,
 ) -> Run {
     let t = Instant::now();
-    let m = Matcher::new(
-        episode,
-        MatchConfig {
-            mode,
-            ..Default::default()
-        },
-    );
+    // Settings under test (a `MatchConfig` JSON object, missing fields default);
+    // the baseline keeps the defaults.
+    let mut config = match std::env::var("BENCH_MATCH_CONFIG") {
+        Ok(j) if mode != MatchMode::Exhaustive => {
+            serde_json::from_str(&j).expect("BENCH_MATCH_CONFIG: MatchConfig JSON")
+        }
+        _ => MatchConfig::default(),
+    };
+    config.mode = mode;
+    let m = Matcher::new(episode, config);
     let build_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let res = m.find_all(clips);

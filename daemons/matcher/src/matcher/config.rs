@@ -32,6 +32,15 @@ pub struct MatchConfig {
     /// 0.26). In `Full`/`Fast` mode the NCC is that of the whitened signals
     /// (see docs/matcher.md); `Exhaustive` uses the raw signals.
     pub threshold: f32,
+    /// Floor of the whole-clip threshold for clips of at least `long_clip_min_s`
+    /// (default 0.2), used instead of `threshold` (the adaptive threshold still
+    /// applies). The 0.26 floor guards short tonal clips against music sharing their
+    /// notes; a clip of several seconds mixed 6 dB under music of the same
+    /// synthesiser scores 0.22-0.24 whitened (20+ sigma of its null) and was lost
+    /// under it (issue 20, split A). Calibrated on split A: see docs/matcher.md.
+    pub long_clip_threshold: f32,
+    /// Clips this long or longer (s) use `long_clip_threshold` (default 3.0).
+    pub long_clip_min_s: f64,
     /// Minimum feature-domain correlation for a coarse candidate in `Fast`
     /// mode (default 0.12).
     pub coarse_threshold: f32,
@@ -114,8 +123,9 @@ impl MatchConfig {
     /// Checks every setting's range, so a typo in a configuration file is an error
     /// instead of a matcher that silently finds nothing (or everything).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let unit: [(&'static str, f32); 11] = [
+        let unit: [(&'static str, f32); 12] = [
             ("threshold", self.threshold),
+            ("long_clip_threshold", self.long_clip_threshold),
             ("coarse_threshold", self.coarse_threshold),
             ("band_threshold", self.band_threshold),
             ("segment_threshold", self.segment_threshold),
@@ -142,7 +152,8 @@ impl MatchConfig {
                 });
             }
         }
-        let non_negative: [(&'static str, f64); 8] = [
+        let non_negative: [(&'static str, f64); 9] = [
+            ("long_clip_min_s", self.long_clip_min_s),
             ("null_sigmas", f64::from(self.null_sigmas)),
             ("local_check_ratio", f64::from(self.local_check_ratio)),
             ("local_check_max_clip_s", self.local_check_max_clip_s),
@@ -190,6 +201,8 @@ impl Default for MatchConfig {
         Self {
             mode: MatchMode::Full,
             threshold: 0.26,
+            long_clip_threshold: 0.2,
+            long_clip_min_s: 3.0,
             coarse_threshold: 0.12,
             band_threshold: 0.15,
             max_candidates: 32,

@@ -95,15 +95,25 @@ impl Matcher {
         }
     }
 
-    /// Detection threshold for one clip: the configured threshold, raised to
+    /// Detection threshold for one clip: its floor ([`Self::floor`]), raised to
     /// `null_sigmas` standard deviations of the NCC that this clip would have
     /// against the most similar (in spectrum) section of the episode. Tonal
     /// clips against music get a higher threshold, broadband ones keep the
-    /// configured one (a CFAR detector with an analytic null).
+    /// floor (a CFAR detector with an analytic null).
     fn clip_threshold(&self, clip: &PreparedClip) -> f32 {
-        self.config
-            .threshold
+        self.floor(clip.len())
             .max(self.config.null_sigmas * self.null_sigma(clip))
+    }
+
+    /// The fixed floor of a clip's whole-clip threshold: `long_clip_threshold` for
+    /// clips of at least `long_clip_min_s`, else `threshold`.
+    fn floor(&self, len: usize) -> f32 {
+        let cfg = &self.config;
+        if len as f64 >= cfg.long_clip_min_s * ANALYSIS_RATE as f64 {
+            cfg.long_clip_threshold
+        } else {
+            cfg.threshold
+        }
     }
 
     /// Largest analytic null standard deviation of the clip's NCC over the
