@@ -2,7 +2,8 @@
 # Installs what Archivist needs from Debian's packages, if missing: ZooKeeper (3.8, with
 # Java) for every test and daemon; sox, lame and espeak-ng for the audio corpus; ffmpeg
 # (with libmp3lame, libvorbis, libopus: the media matrix and hostile-media tests encode
-# with it) and gzip (a gzip-encoded episode).
+# with it) and gzip (a gzip-encoded episode); postgresql (scripts/pg.sh: the tests run
+# against both database backends).
 set -euo pipefail
 need=()
 [[ -f /usr/share/java/zookeeper.jar ]] || need+=(zookeeper)
@@ -15,6 +16,8 @@ command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v gzip >/dev/null || need+=(gzip)
 command -v oggenc >/dev/null || need+=(vorbis-tools) # Ogg pages cut out midway (matcher media)
 command -v flac >/dev/null || need+=(flac) # FLAC with trailing bytes (matcher decode)
+# The database's PostgreSQL backend: scripts/pg.sh runs a private cluster for the tests.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 if [[ ${#need[@]} -gt 0 ]]; then
     echo "deps.sh: installing ${need[*]} from Debian's packages" >&2
     sudo=""

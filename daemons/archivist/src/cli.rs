@@ -85,6 +85,12 @@ pub struct GlobalOpts {
     /// SASL user granted READ (only) on the nodes this process creates.
     #[arg(long, global = true, env = "ARCHIVIST_ZK_SASL_READER")]
     pub zk_sasl_reader: Option<String>,
+    /// Database of the catalog and the research archive: `sqlite://PATH` or
+    /// `postgres://USER@HOST:PORT/DB` [default: sqlite://<data dir>/archivist.db]. A URL
+    /// with a password is refused here (`ps` shows it): use ARCHIVIST_DATABASE_URL or
+    /// `database.url`.
+    #[arg(long, global = true)]
+    pub database_url: Option<String>,
     /// Log format.
     #[arg(long, global = true, env = "ARCHIVIST_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,
@@ -99,7 +105,7 @@ pub struct GlobalOpts {
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create the tree in ZooKeeper (idempotent).
+    /// Create the tree in ZooKeeper and the database's schema (idempotent).
     Init,
     /// Show or check the znode schema and state machine.
     #[command(subcommand)]

@@ -62,12 +62,23 @@ pub struct SaslSection {
     pub reader: Option<String>,
 }
 
+/// `database`: where the catalog and the research archive live.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSection {
+    /// `sqlite://PATH` or `postgres://USER:PASSWORD@HOST:PORT/DB` (absent: a SQLite file
+    /// in the data directory; see `context::default_database_url`).
+    pub url: Option<String>,
+}
+
 /// Everything the file can set.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct FileConfig {
     /// ZooKeeper.
     pub zookeeper: ZkSection,
+    /// The database.
+    pub database: DatabaseSection,
     /// Address for /metrics, /healthz and /readyz.
     pub metrics_addr: Option<SocketAddr>,
     /// Planner settings.

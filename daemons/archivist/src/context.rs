@@ -24,6 +24,10 @@ pub const AUTH_VAR: &str = "ARCHIVIST_ZK_AUTH";
 /// The variable holding the read-only digest user `user:password`.
 pub const READER_VAR: &str = "ARCHIVIST_ZK_READER";
 
+/// The variable holding the database URL (it may carry a password, so it is not a
+/// flag's `env`: a password in `--database-url` is refused, one here is fine).
+pub const DATABASE_URL_VAR: &str = "ARCHIVIST_DATABASE_URL";
+
 /// Secrets are never taken from the command line, which every user of the host can read
 /// (`ps`, `/proc/*/cmdline`) and shells keep in their history. The flags exist only to
 /// say so and where the secret goes instead; the value given is never printed.
@@ -48,6 +52,16 @@ fn refuse_secret_flags(global: &GlobalOpts) -> Result<()> {
             "zookeeper.sasl.password_file",
         ),
     ];
+    if let Some(url) = &global.database_url {
+        if archivist_db::url::has_password(url) {
+            anyhow::bail!(
+                "--database-url {} is refused: a password on the command line is readable by every \
+                 user of this host (ps); set {DATABASE_URL_VAR} in the environment or database.url in \
+                 the configuration file",
+                archivist_db::redact(url)
+            );
+        }
+    }
     for (set, flag, var, key) in given {
         if set {
             anyhow::bail!(
@@ -216,6 +230,52 @@ fn loose_mode(_: &std::path::Path) -> Option<u32> {
     None
 }
 
+/// The directory Archivist keeps its default database in: `$XDG_DATA_HOME/archivist`,
+/// else `~/.local/share/archivist` (the XDG base directory rule), else
+/// `/var/lib/archivist` for a user without a home.
+pub fn data_dir() -> std::path::PathBuf {
+    let nonempty = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
+    if let Some(dir) = nonempty("XDG_DATA_HOME") {
+        return std::path::PathBuf::from(dir).join("archivist");
+    }
+    match nonempty("HOME") {
+        Some(home) => std::path::PathBuf::from(home).join(".local/share/archivist"),
+        None => std::path::PathBuf::from("/var/lib/archivist"),
+    }
+}
+
+/// The database when none is configured: a SQLite file in [`data_dir`], shared by the
+/// daemons of one machine (so the quickstart and `run --all` need nothing new).
+pub fn default_database_url() -> String {
+    format!("sqlite://{}", data_dir().join("archivist.db").display())
+}
+
+/// The database URL: `--database-url`, else [`DATABASE_URL_VAR`], else `database.url`,
+/// else [`default_database_url`].
+pub fn database_url(global: &GlobalOpts) -> Result<String> {
+    refuse_secret_flags(global)?;
+    let file = file_config(global)?.database;
+    Ok(global
+        .database_url
+        .clone()
+        .or_else(|| {
+            std::env::var(DATABASE_URL_VAR)
+                .ok()
+                .filter(|u| !u.is_empty())
+        })
+        .or(file.url)
+        .unwrap_or_else(default_database_url))
+}
+
+/// Opens the database the options name and brings its schema up to date (every daemon
+/// and admin command that reads the catalog or the research archive starts here).
+pub async fn database(global: &GlobalOpts) -> Result<archivist_db::Database> {
+    let url = database_url(global)?;
+    let db = archivist_db::Database::connect(&url).await?;
+    tracing::debug!(database = db.shown_url(), "database open");
+    Ok(db)
+}
+
 /// Connects and checks the tree was initialised (for admin commands).
 pub async fn connect_initialised(global: &GlobalOpts) -> Result<Session> {
     let session = Session::connect(&zk_config(global)?).await?;
@@ -235,6 +295,35 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
         path
+    }
+
+    fn global(args: &[&str]) -> GlobalOpts {
+        use clap::Parser;
+        let mut all = vec!["archivist"];
+        all.extend_from_slice(args);
+        all.push("init");
+        crate::cli::Cli::try_parse_from(all).expect("parse").global
+    }
+
+    #[test]
+    fn a_database_password_on_the_command_line_is_refused_unshown() {
+        let err = database_url(&global(&["--database-url", "postgres://a:hunter2@h/db"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("refused") && err.contains("a:***@h/db"),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
+        let url = database_url(&global(&["--database-url", "postgres://a@h/db"])).unwrap();
+        assert_eq!(url, "postgres://a@h/db");
+    }
+
+    #[test]
+    fn the_default_database_is_a_sqlite_file_in_the_data_dir() {
+        let url = default_database_url();
+        assert!(url.starts_with("sqlite://"), "{url}");
+        assert!(url.ends_with("/archivist/archivist.db"), "{url}");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::time::Duration;
 use archivist_engine::{Session, ZkConfig};
 
 pub mod child;
+pub mod db;
 pub mod secured;
 
 pub use child::{child_args, child_process, expect_args, number_arg, run_child};

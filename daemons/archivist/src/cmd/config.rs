@@ -36,6 +36,16 @@ pub async fn run(global: &GlobalOpts, command: ConfigCommand) -> Result<ExitCode
             crate::context::zk_config(&with_file).context(
                 "zookeeper settings (flags, ARCHIVIST_ZK_* variables, zookeeper section)",
             )?;
+            // The database URL as every command reads it; opens nothing.
+            let url = crate::context::database_url(&with_file).context(
+                "database settings (--database-url, ARCHIVIST_DATABASE_URL, database.url)",
+            )?;
+            if archivist_db::Backend::of(&url).is_none() {
+                anyhow::bail!(
+                    "database URL {}: expected sqlite://PATH or postgres://USER@HOST:PORT/DB",
+                    archivist_db::redact(&url)
+                );
+            }
             if config.reaper.work_item_ttl != config.planner.work_item_ttl {
                 eprintln!(
                     "warning: reaper.work_item_ttl_ms ({:?}) differs from planner.work_item_ttl_ms ({:?}); the planner's is the one that must stay below the lease duration",

@@ -26,8 +26,15 @@ pub enum SchemaCommand {
     Check,
 }
 
-/// `archivist init`: creates the tree; safe to run again.
+/// `archivist init`: creates the tree and the database's schema; safe to run again.
 pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
+    let db = crate::context::database(global).await?;
+    outln!(
+        "database {} at schema version {}",
+        db.shown_url(),
+        db.schema_version().await?
+    );
+    db.close().await;
     let session = Session::connect(&zk_config(global)?).await?;
     let report =
         archivist_engine::tree::init(&session, concat!("archivist ", env!("CARGO_PKG_VERSION")))

@@ -1,0 +1,327 @@
+//! Archivist's database: the catalog and the research archive, in SQLite (an embedded
+//! file, the default) or PostgreSQL (deployments across machines). ZooKeeper keeps only
+//! coordination (docs/architecture.md, "ZooKeeper and the database"): its guide says it
+//! is not a general database, and a catalog of 100k episodes outgrew it.
+//!
+//! This crate is the only one that writes SQL; the others call its functions with
+//! `znode_schema::records` types or the small row types it defines.
+//!
+//! Why sqlx: it is async on tokio like the rest of Archivist, one API and one migration
+//! system serve SQLite and PostgreSQL, and it is well kept. Queries are bound at run time
+//! (`sqlx::query`), never the compile-time checked macros, which need a live database to
+//! build. One [`sqlx::AnyPool`] serves both backends, so each query is written once in
+//! the SQL both understand (`$1` parameters, `ON CONFLICT`); the few differences
+//! (locking, how a write transaction starts) live in [`Database::begin_write`]. SQLite
+//! is bundled (compiled into the binary), so a fresh machine needs nothing.
+//!
+//! The schema is `migrations/NNNN_name.sql`, the same files for both backends, applied
+//! by [`Database::connect`]; a database with a migration this build does not know is
+//! refused ([`DbError::TooNew`]).
+#![deny(missing_docs)]
+
+use std::time::Duration;
+
+use sqlx::any::AnyPoolOptions;
+use sqlx::AnyConnection;
+use sqlx::{AnyPool, Executor};
+
+pub mod catalog;
+pub mod error;
+pub mod provision;
+pub mod research;
+pub mod url;
+
+pub use error::DbError;
+pub use url::{redact, Backend};
+
+use error::Context;
+
+/// The schema: `migrations/*.sql`, embedded at build time.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// How long SQLite waits for another process's write lock before giving up. Several
+/// daemons on one machine share the file; a write transaction is short (one job's
+/// reports), so a long wait means something is stuck.
+pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long [`Database::connect`] (and every query, for a connection) waits for the
+/// server: a database restarting is waited for, one that is down is reported.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections per process: SQLite has one writer at a time anyway; PostgreSQL serves
+/// many, but Archivist's daemons each run a few queries at once.
+const MAX_CONNECTIONS: u32 = 8;
+
+/// Attempts at bringing a fresh SQLite file's schema up to date: daemons started at
+/// once race to create it (SQLite has no migration lock), and the loser retries and
+/// finds it done.
+const MIGRATE_ATTEMPTS: u32 = 5;
+
+/// The counters whose next value stamps the rows a transaction changes (`seq`), so
+/// readers can ask for what changed since their watermark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    /// Episodes, clips and aliases.
+    Catalog,
+    /// The research archive.
+    Research,
+}
+
+impl Counter {
+    fn name(self) -> &'static str {
+        match self {
+            Counter::Catalog => "catalog",
+            Counter::Research => "research",
+        }
+    }
+}
+
+/// An open database: a connection pool, the backend it talks to and its URL for
+/// messages (password redacted). Cheap to clone (the pool is shared).
+#[derive(Debug, Clone)]
+pub struct Database {
+    pool: AnyPool,
+    backend: Backend,
+    shown: String,
+}
+
+impl Database {
+    /// Opens the database at `url` (`sqlite://PATH` or `postgres://...`) and brings its
+    /// schema up to date. A SQLite file (and its directory) is created if missing, and
+    /// runs in WAL mode with a busy timeout so several processes share it.
+    pub async fn connect(url: &str) -> Result<Database, DbError> {
+        Database::connect_within(url, CONNECT_TIMEOUT).await
+    }
+
+    /// [`Database::connect`], giving up on a server that does not answer (or a pool
+    /// that has no free connection) within `timeout`.
+    pub async fn connect_within(url: &str, timeout: Duration) -> Result<Database, DbError> {
+        let shown = redact(url);
+        let backend = Backend::of(url).ok_or_else(|| DbError::BadUrl {
+            url: shown.clone(),
+            reason: "expected sqlite://PATH or postgres://USER@HOST:PORT/DATABASE".into(),
+        })?;
+        sqlx::any::install_default_drivers();
+        let url = match backend {
+            Backend::Sqlite => sqlite_url(url, &shown)?,
+            Backend::Postgres => url.to_string(),
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(timeout)
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        sqlite_session(conn).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await
+            .map_err(|source| DbError::Connect {
+                url: shown.clone(),
+                source,
+            })?;
+        let db = Database {
+            pool,
+            backend,
+            shown,
+        };
+        if backend == Backend::Sqlite {
+            db.sqlite_wal().await?;
+        }
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The URL, password redacted: for messages.
+    pub fn shown_url(&self) -> &str {
+        &self.shown
+    }
+
+    /// The connection pool, for this crate's modules.
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// The highest schema version (migration) this build knows.
+    pub fn known_schema_version() -> i64 {
+        MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+    }
+
+    /// The highest schema version applied to the database (0: none).
+    pub async fn schema_version(&self) -> Result<i64, DbError> {
+        applied_version(&self.pool)
+            .await
+            .context(|| format!("reading the schema version of the database {}", self.shown))
+    }
+
+    /// The last value `counter` handed out: a watermark, for readers that then ask for
+    /// the rows changed after it.
+    pub async fn current_seq(&self, counter: Counter) -> Result<i64, DbError> {
+        let (value,): (i64,) = sqlx::query_as("SELECT value FROM counters WHERE name = $1")
+            .bind(counter.name())
+            .fetch_one(&self.pool)
+            .await
+            .context(|| format!("reading the {} sequence number", counter.name()))?;
+        Ok(value)
+    }
+
+    /// Closes the pool, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Starts a transaction that will write. SQLite: `BEGIN IMMEDIATE`, which takes the
+    /// write lock at once (waiting up to the busy timeout) instead of failing when a
+    /// read transaction later tries to write; PostgreSQL: a plain transaction (rows are
+    /// locked as they are written, or with `FOR UPDATE`).
+    pub(crate) async fn begin_write(
+        &self,
+        what: impl Fn() -> String,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, DbError> {
+        match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.pool.begin().await,
+        }
+        .context(|| format!("{}: starting a transaction", what()))
+    }
+
+    /// Refuses a newer schema, then applies the migrations this database lacks.
+    async fn migrate(&self) -> Result<(), DbError> {
+        let known = Database::known_schema_version();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            // Absent table (a new database): version 0.
+            let found = applied_version(&self.pool).await.unwrap_or(0);
+            if found > known {
+                return Err(DbError::TooNew {
+                    url: self.shown.clone(),
+                    found,
+                    known,
+                });
+            }
+            match MIGRATOR.run(&self.pool).await {
+                Ok(()) => return Ok(()),
+                Err(e) if self.backend == Backend::Sqlite && attempt < MIGRATE_ATTEMPTS => {
+                    tracing::debug!(url = %self.shown, error = %e, attempt, "migrating again (another process may be creating the schema)");
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+                }
+                Err(source) => {
+                    return Err(DbError::Migrate {
+                        url: self.shown.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Puts a SQLite file in WAL mode (readers never block the writer; it persists in
+    /// the file). Changing the mode needs the file to itself, which a busy timeout does
+    /// not wait for, so this retries while another process holds it.
+    async fn sqlite_wal(&self) -> Result<(), DbError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.pool.execute("PRAGMA journal_mode = WAL").await {
+                Ok(_) => return Ok(()),
+                Err(e) if attempt < MIGRATE_ATTEMPTS * 4 => {
+                    tracing::debug!(url = %self.shown, error = %e, "WAL mode: retrying");
+                    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+                }
+                Err(source) => {
+                    return Err(DbError::query(
+                        format!("putting the database {} in WAL mode", self.shown),
+                        source,
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// Takes the next value of `counter`, for the rows this transaction writes. The counter
+/// row stays locked until the transaction ends, so values are handed out in commit order.
+pub(crate) async fn next_seq(conn: &mut AnyConnection, counter: Counter) -> Result<i64, DbError> {
+    let (value,): (i64,) =
+        sqlx::query_as("UPDATE counters SET value = value + 1 WHERE name = $1 RETURNING value")
+            .bind(counter.name())
+            .fetch_one(&mut *conn)
+            .await
+            .context(|| format!("taking the next {} sequence number", counter.name()))?;
+    Ok(value)
+}
+
+/// The highest migration applied, 0 for none.
+async fn applied_version(pool: &AnyPool) -> Result<i64, sqlx::Error> {
+    let (version,): (Option<i64>,) = sqlx::query_as("SELECT MAX(version) FROM _sqlx_migrations")
+        .fetch_one(pool)
+        .await?;
+    Ok(version.unwrap_or(0))
+}
+
+/// Per-connection SQLite settings: wait for the write lock instead of failing at once,
+/// and a commit is on disk before it returns (`FULL`): the recorder deletes reports from
+/// ZooKeeper once the commit returns, so a commit lost in a power cut would lose results.
+async fn sqlite_session(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
+    conn.execute(format!("PRAGMA busy_timeout = {}", SQLITE_BUSY_TIMEOUT.as_millis()).as_str())
+        .await?;
+    conn.execute("PRAGMA synchronous = FULL").await?;
+    Ok(())
+}
+
+/// A SQLite URL that creates the file (and its directory) when missing.
+fn sqlite_url(url: &str, shown: &str) -> Result<String, DbError> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let (path, query) = match rest.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (rest, None),
+    };
+    if path.is_empty() || path == ":memory:" {
+        return Ok(url.to_string());
+    }
+    if let Some(dir) = std::path::Path::new(path).parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir).map_err(|e| DbError::BadUrl {
+                url: shown.to_string(),
+                reason: format!("creating the directory {}: {e}", dir.display()),
+            })?;
+        }
+    }
+    Ok(match query {
+        Some(q) if q.contains("mode=") => url.to_string(),
+        Some(q) => format!("sqlite://{path}?{q}&mode=rwc"),
+        None => format!("sqlite://{path}?mode=rwc"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_urls_create_the_file() {
+        let dir = std::env::temp_dir().join(format!("archivist-db-url-{}", std::process::id()));
+        let path = dir.join("sub/a.db");
+        let url = format!("sqlite://{}", path.display());
+        assert_eq!(
+            sqlite_url(&url, &url).unwrap(),
+            format!("sqlite://{}?mode=rwc", path.display())
+        );
+        assert!(path.parent().unwrap().is_dir());
+        let ro = format!("sqlite://{}?mode=ro", path.display());
+        assert_eq!(sqlite_url(&ro, &ro).unwrap(), ro);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,208 @@
+//! The research archive in the database, on every test backend (SQLite always,
+//! PostgreSQL when ARCHIVIST_TEST_PG is set): what is stored reads back the same, a
+//! replayed store writes nothing, concurrent stores of one episode lose nothing and
+//! store no pair twice, and the readers (by clip, changed since, pages, counts) agree.
+
+use std::collections::BTreeMap;
+
+use archivist_db::research::{self, Counts};
+use archivist_db::{Counter, Database};
+use archivist_testkit::db::fresh_databases;
+use time::OffsetDateTime;
+use znode_schema::clipset::ClipSet;
+use znode_schema::records::{Occurrence, ResearchRecord, ResearchRun};
+
+fn at(ms: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).unwrap()
+}
+
+/// The recorder's rule in miniature: a clip number already in a run is not stored
+/// again; otherwise it joins the job's run (made if missing). Returns whether it stored.
+fn add(record: &mut ResearchRecord, job: &str, clip: u32, found_at: Option<f64>) -> bool {
+    if record.is_researched(clip) {
+        return false;
+    }
+    let index = match record.runs.iter().position(|r| r.job == job) {
+        Some(i) => i,
+        None => {
+            record.runs.push(ResearchRun {
+                job: job.into(),
+                researcher: format!("researcher-{job}"),
+                at: at(1_700_000_000_000 + record.runs.len() as i64),
+                clips: ClipSet::new(),
+            });
+            record.runs.len() - 1
+        }
+    };
+    record.runs[index].clips.insert(clip);
+    if let Some(t) = found_at {
+        record.found.insert(
+            format!("c{clip:06}"),
+            vec![Occurrence {
+                at: t,
+                conf: 0.875,
+                speed: None,
+                part: None,
+            }],
+        );
+    }
+    true
+}
+
+#[tokio::test]
+async fn a_stored_record_reads_back_the_same() {
+    for db in fresh_databases("research-roundtrip").await {
+        let stored = research::update(&db, "e0000001", |r| {
+            r.episode_duration_s = Some(5400.125);
+            add(r, "j1", 1, Some(12.5));
+            add(r, "j1", 2, None);
+            add(r, "j1", 3, None);
+            add(r, "j2", 7, Some(99.25));
+            r.errors
+                .insert("c000003".into(), "clip download failed".into());
+            r.error_stamps.insert("c000003".into(), "1000/abcd".into());
+            r.errors
+                .insert("c000002".into(), "old error, no stamp".into());
+            r.clone()
+        })
+        .await
+        .expect("store");
+        assert!(stored.seq.is_some());
+        let read = research::read(&db, "e0000001").await.unwrap().unwrap();
+        assert_eq!(read, stored.value, "{:?}", db.backend());
+        assert_eq!(read.runs[0].clips.to_string(), "1-3");
+        assert!(research::is_researched(&db, "e0000001", 7).await.unwrap());
+        assert!(!research::is_researched(&db, "e0000001", 4).await.unwrap());
+        assert!(!research::is_researched(&db, "e0000002", 1).await.unwrap());
+        assert_eq!(research::read(&db, "e0000002").await.unwrap(), None);
+        let by_clip = research::found_by_clip(&db, "c000007").await.unwrap();
+        assert_eq!(by_clip.len(), 1);
+        assert_eq!(by_clip[0].episode, "e0000001");
+        assert_eq!(by_clip[0].occurrences[0].at, 99.25);
+        assert_eq!(
+            research::counts(&db).await.unwrap(),
+            Counts {
+                episodes: 1,
+                runs: 2,
+                found: 2,
+                errors: 2
+            }
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_replayed_store_writes_nothing() {
+    for db in fresh_databases("research-replay").await {
+        let store = |db: Database| async move {
+            research::update(&db, "e0000009", |r| {
+                (1..=40)
+                    .filter(|n| add(r, "j1", *n, Some(f64::from(*n))))
+                    .count()
+            })
+            .await
+            .expect("store")
+        };
+        let first = store(db.clone()).await;
+        assert_eq!(first.value, 40);
+        let seq = db.current_seq(Counter::Research).await.unwrap();
+        // The crash-and-replay case: the same reports merge again into what was stored.
+        let again = store(db.clone()).await;
+        assert_eq!(again.value, 0, "nothing is stored twice");
+        assert_eq!(again.seq, None, "nothing was written");
+        assert_eq!(db.current_seq(Counter::Research).await.unwrap(), seq);
+        let record = research::read(&db, "e0000009").await.unwrap().unwrap();
+        assert_eq!(record.researched().len(), 40);
+        assert_eq!(record.found.len(), 40);
+        assert_eq!(research::counts(&db).await.unwrap().runs, 1);
+    }
+}
+
+#[tokio::test]
+async fn concurrent_stores_of_one_episode_lose_nothing_and_store_no_pair_twice() {
+    for db in fresh_databases("research-concurrent").await {
+        // 8 writers, each storing 60 clips of which half overlap its neighbour's.
+        let writers: Vec<_> = (0..8u32)
+            .map(|w| {
+                let db = db.clone();
+                tokio::spawn(async move {
+                    let mut stored = 0;
+                    for chunk in 0..6u32 {
+                        let first = w * 30 + chunk * 10 + 1;
+                        let job = format!("j{w}");
+                        let done = research::update(&db, "e0000005", |r| {
+                            (first..first + 10)
+                                .filter(|n| add(r, &job, *n, None))
+                                .count()
+                        })
+                        .await
+                        .expect("store");
+                        stored += done.value;
+                    }
+                    stored
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for w in writers {
+            total += w.await.unwrap();
+        }
+        let record = research::read(&db, "e0000005").await.unwrap().unwrap();
+        // Clips 1..=270: writer w covers w*30+1 ..= w*30+60.
+        assert_eq!(record.researched().len(), 270, "{:?}", db.backend());
+        assert_eq!(total, 270, "every pair stored exactly once");
+        let in_runs: usize = record.runs.iter().map(|r| r.clips.len()).sum();
+        assert_eq!(in_runs, 270, "no clip in two runs");
+    }
+}
+
+#[tokio::test]
+async fn readers_walk_and_follow_changes() {
+    for db in fresh_databases("research-readers").await {
+        let start = db.current_seq(Counter::Research).await.unwrap();
+        let mut expected = BTreeMap::new();
+        for e in 1..=25u32 {
+            let episode = format!("e{e:07}");
+            let u = research::update(&db, &episode, |r| {
+                add(r, "j1", e, (e % 3 == 0).then_some(1.5));
+                r.clone()
+            })
+            .await
+            .unwrap();
+            expected.insert(episode, u.value);
+        }
+        // Pages of 7 walk every episode once, in order.
+        let mut walked = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = research::page(&db, after.as_deref(), 7).await.unwrap();
+            let Some(last) = page.last() else { break };
+            after = Some(last.episode.clone());
+            walked.extend(page);
+        }
+        assert_eq!(walked, expected.values().cloned().collect::<Vec<_>>());
+        // Everything changed after the start; a second change to one episode moves it
+        // past the others' watermark.
+        let changed = research::changed_since(&db, start, 100).await.unwrap();
+        assert_eq!(changed.len(), 25);
+        let mark = changed.last().unwrap().0;
+        research::update(&db, "e0000004", |r| add(r, "j2", 100, None))
+            .await
+            .unwrap();
+        let later = research::changed_since(&db, mark, 100).await.unwrap();
+        assert_eq!(later.len(), 1);
+        assert_eq!(later[0].1.episode, "e0000004");
+        assert!(later[0].1.is_researched(100));
+        assert_eq!(
+            research::changed_since(&db, later[0].0, 100)
+                .await
+                .unwrap()
+                .len(),
+            0
+        );
+        assert_eq!(
+            research::found_by_clip(&db, "c000003").await.unwrap().len(),
+            1
+        );
+    }
+}
