@@ -98,3 +98,20 @@ pub async fn fresh_databases(name: &str) -> Vec<Database> {
     }
     all
 }
+
+/// For each of [`backends`]: a fresh ZooKeeper chroot (as [`crate::fresh_tree`]) and a
+/// fresh database, so a test of a daemon that uses both runs once per backend.
+pub async fn fresh_stores(
+    name: &str,
+) -> Vec<(
+    archivist_engine::ZkConfig,
+    archivist_engine::Session,
+    Database,
+)> {
+    let mut all = Vec::new();
+    for db in fresh_databases(name).await {
+        let (config, session) = crate::fresh_tree(name).await;
+        all.push((config, session, db));
+    }
+    all
+}
