@@ -259,7 +259,7 @@ pub async fn episodes_since(
     db: &Database,
     after: i64,
     upto: i64,
-    mut visit: impl FnMut(Vec<EpisodeSummary>),
+    mut visit: impl FnMut(Vec<EpisodeSummary>) + Send,
 ) -> Result<(), DbError> {
     read::episodes_since(db, after, upto, &mut visit).await
 }
@@ -270,7 +270,7 @@ pub async fn clips_since(
     db: &Database,
     after: i64,
     upto: i64,
-    mut visit: impl FnMut(Vec<ClipSummary>),
+    mut visit: impl FnMut(Vec<ClipSummary>) + Send,
 ) -> Result<(), DbError> {
     read::clips_since(db, after, upto, &mut visit).await
 }
@@ -279,7 +279,7 @@ pub async fn clips_since(
 pub async fn each_record(
     db: &Database,
     target: AliasTarget,
-    mut visit: impl FnMut(Vec<CatalogRecord>),
+    mut visit: impl FnMut(Vec<CatalogRecord>) + Send,
 ) -> Result<(), DbError> {
     read::each_record(db, target, &mut visit).await
 }
@@ -289,7 +289,7 @@ pub async fn each_record(
 pub async fn each_id(
     db: &Database,
     target: AliasTarget,
-    mut visit: impl FnMut(Vec<String>),
+    mut visit: impl FnMut(Vec<String>) + Send,
 ) -> Result<(), DbError> {
     read::each_id(db, target, &mut visit).await
 }
@@ -311,7 +311,7 @@ pub async fn existing(
 }
 
 /// Every alias in name order, a page at a time (`fsck`).
-pub async fn each_alias(db: &Database, mut visit: impl FnMut(Vec<Alias>)) -> Result<(), DbError> {
+pub async fn each_alias(db: &Database, mut visit: impl FnMut(Vec<Alias>) + Send) -> Result<(), DbError> {
     read::each_alias(db, &mut visit).await
 }
 

@@ -131,7 +131,7 @@ pub(super) async fn episodes_since(
     db: &Database,
     after: i64,
     upto: i64,
-    visit: &mut dyn FnMut(Vec<EpisodeSummary>),
+    visit: &mut (dyn FnMut(Vec<EpisodeSummary>) + Send),
 ) -> Result<(), DbError> {
     let mut cursor: Option<(i64, String)> = None;
     loop {
@@ -172,7 +172,7 @@ pub(super) async fn clips_since(
     db: &Database,
     after: i64,
     upto: i64,
-    visit: &mut dyn FnMut(Vec<Versioned>),
+    visit: &mut (dyn FnMut(Vec<Versioned>) + Send),
 ) -> Result<(), DbError> {
     let mut cursor: Option<(i64, String)> = None;
     loop {
@@ -207,7 +207,7 @@ pub(super) async fn clips_since(
 pub(super) async fn each_record(
     db: &Database,
     target: AliasTarget,
-    visit: &mut dyn FnMut(Vec<CatalogRecord>),
+    visit: &mut (dyn FnMut(Vec<CatalogRecord>) + Send),
 ) -> Result<(), DbError> {
     let statement = format!(
         "SELECT {} FROM {} WHERE id > $1 ORDER BY id LIMIT $2",
@@ -231,7 +231,7 @@ pub(super) async fn each_record(
 pub(super) async fn each_id(
     db: &Database,
     target: AliasTarget,
-    visit: &mut dyn FnMut(Vec<String>),
+    visit: &mut (dyn FnMut(Vec<String>) + Send),
 ) -> Result<(), DbError> {
     let statement = format!(
         "SELECT id FROM {} WHERE id > $1 ORDER BY id LIMIT $2",
@@ -258,7 +258,7 @@ pub(super) async fn each_id(
 
 pub(super) async fn each_alias(
     db: &Database,
-    visit: &mut dyn FnMut(Vec<Alias>),
+    visit: &mut (dyn FnMut(Vec<Alias>) + Send),
 ) -> Result<(), DbError> {
     let statement =
         format!("SELECT {ALIAS_COLUMNS} FROM aliases WHERE key > $1 ORDER BY key LIMIT $2");

@@ -1,7 +1,7 @@
 //! A planner process for the planner's multi-process tests (SIGKILL mid-run).
 //!
 //! Run by `archivist_testkit::child_process("child::planner_test_daemon")` (a test, not a shipped
-//! binary); arguments: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>
+//! binary); arguments: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name> <database-url>
 
 use std::time::Duration;
 
@@ -20,8 +20,8 @@ fn planner_test_daemon() {
 async fn run(args: Vec<String>) {
     archivist_testkit::expect_args(
         &args,
-        7,
-        "planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>",
+        8,
+        "planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name> <database-url>",
     );
     let number = |i: usize| archivist_testkit::number_arg(&args, i);
     let config = ZkConfig::new(&args[1])
@@ -36,9 +36,17 @@ async fn run(args: Vec<String>) {
         let _ = tokio::signal::ctrl_c().await;
         stop.cancel();
     });
+    let db = match archivist_db::Database::connect(&args[7]).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("planner stopped: {e}");
+            std::process::exit(1);
+        }
+    };
     println!("started");
     if let Err(e) = archivist_planner::run(
         &config,
+        &db,
         settings,
         Identity::named("planner", &args[6]),
         shutdown,

@@ -1,6 +1,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use archivist_db::catalog::{self, CatalogRecord};
+use archivist_db::Database;
 use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::queue_key::QueueEntry;
@@ -9,6 +11,7 @@ use archivist_engine::schema::records::{
     ResearchRun,
 };
 use archivist_engine::schema::{JobState, SCHEMA_VERSION};
+use archivist_engine::signal::{self, Signal};
 use archivist_engine::{store, zk, Session};
 use archivist_planner::PlannerSettings;
 use time::OffsetDateTime;
@@ -20,7 +23,7 @@ pub fn at(ms: i64) -> OffsetDateTime {
     archivist_engine::clock::to_datetime(ms)
 }
 
-pub fn fields(title: &str, priority: i64, curated_ms: i64, held: bool) -> CatalogFields {
+pub fn fields(title: &str, priority: i64, curated_ms: i64) -> CatalogFields {
     CatalogFields {
         title: title.to_string(),
         description: None,
@@ -34,7 +37,7 @@ pub fn fields(title: &str, priority: i64, curated_ms: i64, held: bool) -> Catalo
         content_hash: None,
         duration_s: None,
         guid: None,
-        held,
+        held: false,
     }
 }
 
@@ -42,8 +45,30 @@ pub fn episode_id(n: u64) -> String {
     paths::episode_id(n)
 }
 
+/// A fresh ZooKeeper chroot and a fresh database, once per backend the machine offers
+/// (SQLite always, PostgreSQL when `ARCHIVIST_TEST_PG` is set).
+pub use archivist_testkit::db::fresh_stores as stores;
+
+/// Stores a catalog record as curators do (the database, then `/signals/catalog`), and
+/// its hold as operators do (`/control/hold/{id}`).
+async fn put_record(session: &Session, db: &Database, record: CatalogRecord, held: bool) {
+    let id = record.id().to_string();
+    catalog::put(db, &[record]).await.unwrap();
+    let hold = paths::hold(&id);
+    if held {
+        write(session, paths::HOLDS, b"").await;
+        write(session, &hold, b"by: test\n").await;
+    } else {
+        store::delete_if_present(session, &hold).await.unwrap();
+    }
+    signal::bump(session, Signal::Catalog, "test")
+        .await
+        .unwrap();
+}
+
 pub async fn put_episode(
     session: &Session,
+    db: &Database,
     n: u64,
     priority: i64,
     curated_ms: i64,
@@ -54,19 +79,15 @@ pub async fn put_episode(
         schema: SCHEMA_VERSION,
         id: id.clone(),
         air_date: None,
-        fields: fields(&id, priority, curated_ms, held),
+        fields: fields(&id, priority, curated_ms),
     };
-    write(
-        session,
-        &paths::episode(&id),
-        &store::encode(&paths::episode(&id), &record).unwrap(),
-    )
-    .await;
+    put_record(session, db, CatalogRecord::Episode(record), held).await;
     id
 }
 
 pub async fn put_clip(
     session: &Session,
+    db: &Database,
     n: u32,
     priority: i64,
     curated_ms: i64,
@@ -76,14 +97,9 @@ pub async fn put_clip(
     let record = ClipRecord {
         schema: SCHEMA_VERSION,
         id: id.clone(),
-        fields: fields(&id, priority, curated_ms, held),
+        fields: fields(&id, priority, curated_ms),
     };
-    write(
-        session,
-        &paths::clip(&id),
-        &store::encode(&paths::clip(&id), &record).unwrap(),
-    )
-    .await;
+    put_record(session, db, CatalogRecord::Clip(record), held).await;
     id
 }
 
