@@ -385,7 +385,8 @@ impl Planner {
             }
         };
         let expires = lease::expires_at(self.now_ms(), duration_ms);
-        self.loaded.index
+        self.loaded
+            .index
             .upsert_lease(&job.id, &job.episode, pick.clip_numbers.clone(), expires);
         self.loaded.index.add_job(
             &job.id,

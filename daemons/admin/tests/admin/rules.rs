@@ -81,12 +81,16 @@ async fn cancel_says_the_pairs_stay_unplanned_until_delete_which_is_allowed() {
 #[tokio::test]
 async fn delete_on_a_held_episode_says_the_pairs_wait_for_release() {
     let (_c, s) = archivist_testkit::fresh_tree("rules-delete-held").await;
+    let db = fixtures::database("rules-delete-held").await;
     let e = fixtures::episode(&s, 1, "One").await;
+    fixtures::db_episode(&db, 1, "One").await;
     let job = fixtures::job(&s, &e, &["c000001"]).await;
     archivist_admin::control::set_catalog_hold(
         &s,
+        &db,
         &archivist_admin::control::CatalogTarget::Episode(e.clone()),
         true,
+        "ops",
     )
     .await
     .unwrap();

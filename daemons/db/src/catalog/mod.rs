@@ -311,7 +311,10 @@ pub async fn existing(
 }
 
 /// Every alias in name order, a page at a time (`fsck`).
-pub async fn each_alias(db: &Database, mut visit: impl FnMut(Vec<Alias>) + Send) -> Result<(), DbError> {
+pub async fn each_alias(
+    db: &Database,
+    mut visit: impl FnMut(Vec<Alias>) + Send,
+) -> Result<(), DbError> {
     read::each_alias(db, &mut visit).await
 }
 
