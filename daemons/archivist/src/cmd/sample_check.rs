@@ -50,31 +50,30 @@ struct Catalog {
     clips: BTreeMap<String, ClipRecord>,
 }
 
-async fn read_all<T: archivist_engine::schema::records::Record>(
-    session: &Session,
-    dir: &str,
-) -> Result<Vec<T>> {
-    let paths: Vec<String> = store::children(session, dir)
-        .await?
-        .into_iter()
-        .map(|name| format!("{dir}/{name}"))
-        .collect();
-    // One bad record is fsck's business (logged, left out); the sample's are checked below.
-    Ok(store::read_many_readable(session, &paths, 512).await?)
-}
-
-async fn catalog(session: &Session, truth: &SampleTruth) -> Result<Catalog> {
+async fn catalog(db: &archivist_db::Database, truth: &SampleTruth) -> Result<Catalog> {
+    use archivist_db::catalog::{each_record, CatalogRecord};
+    use archivist_engine::schema::records::AliasTarget;
     let mut episodes = BTreeMap::new();
-    for e in read_all::<EpisodeRecord>(session, paths::EPISODES).await? {
-        if let Some(t) = truth.episodes.iter().find(|t| t.url == e.fields.media_url) {
-            episodes.insert(t.title.clone(), e);
-        }
-    }
     let mut clips = BTreeMap::new();
-    for c in read_all::<ClipRecord>(session, paths::CLIPS).await? {
-        if truth.clips.contains(&c.fields.title) {
-            clips.insert(c.fields.title.clone(), c);
-        }
+    for target in [AliasTarget::Episode, AliasTarget::Clip] {
+        each_record(db, target, |page| {
+            for record in page {
+                match record {
+                    CatalogRecord::Episode(e) => {
+                        if let Some(t) = truth.episodes.iter().find(|t| t.url == e.fields.media_url)
+                        {
+                            episodes.insert(t.title.clone(), e);
+                        }
+                    }
+                    CatalogRecord::Clip(c) => {
+                        if truth.clips.contains(&c.fields.title) {
+                            clips.insert(c.fields.title.clone(), c);
+                        }
+                    }
+                }
+            }
+        })
+        .await?;
     }
     if episodes.len() != truth.episodes.len() || clips.len() != truth.clips.len() {
         bail!(
@@ -136,7 +135,8 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
     )
     .with_context(|| format!("parsing {}", truth_path.display()))?;
     let session = connect_initialised(global).await?;
-    let cat = catalog(&session, &truth).await?;
+    let db = crate::context::database(global).await?;
+    let cat = catalog(&db, &truth).await?;
     let total = cat.episodes.len() * cat.clips.len();
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
