@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{ClipRecord, EpisodeRecord, Occurrence, ResearchRecord};
-use archivist_engine::{store, Session};
 use clap::Args;
 use serde::Serialize;
 
@@ -88,16 +87,19 @@ async fn catalog(db: &archivist_db::Database, truth: &SampleTruth) -> Result<Cat
     Ok(Catalog { episodes, clips })
 }
 
+/// The pairs of the sample recorded so far, and the research of each episode, from the
+/// database's research archive.
 async fn researched_pairs(
-    session: &Session,
+    db: &archivist_db::Database,
     cat: &Catalog,
 ) -> Result<(usize, BTreeMap<String, ResearchRecord>)> {
     let mut done = 0;
     let mut records = BTreeMap::new();
     for (title, episode) in &cat.episodes {
-        if let Some((record, _)) =
-            store::read::<ResearchRecord>(session, &paths::research(&episode.id)).await?
-        {
+        let record = archivist_db::research::read(db, &episode.id)
+            .await
+            .with_context(|| format!("reading the research of episode {}", episode.id))?;
+        if let Some(record) = record {
             done += cat
                 .clips
                 .values()
@@ -134,7 +136,8 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
             .with_context(|| format!("reading {}", truth_path.display()))?,
     )
     .with_context(|| format!("parsing {}", truth_path.display()))?;
-    let session = connect_initialised(global).await?;
+    // The tree must be initialised (the daemons of the sample run on it).
+    connect_initialised(global).await?;
     let db = crate::context::database(global).await?;
     let cat = catalog(&db, &truth).await?;
     let total = cat.episodes.len() * cat.clips.len();
@@ -147,7 +150,7 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
     );
     let started = Instant::now();
     let records = loop {
-        let (done, records) = researched_pairs(&session, &cat).await?;
+        let (done, records) = researched_pairs(&db, &cat).await?;
         bar.set_position(done as u64);
         if done >= total {
             break records;

@@ -26,7 +26,7 @@ use archivist_engine::consumer::Claimed;
 use archivist_engine::lock::LockGuard;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{
-    clip_stamp, ClipRecord, JobRequest, LeaseRecord, ResearchRecord,
+    clip_stamp, ClipRecord, JobRequest, LeaseRecord, RecordError,
 };
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Role, Transition};
@@ -106,9 +106,20 @@ impl Worker {
         session: &Session,
         job: &archivist_engine::schema::records::JobRecord,
     ) -> Result<Vec<String>, EngineError> {
-        let research = store::read::<ResearchRecord>(session, &paths::research(&job.episode))
-            .await?
-            .map(|(r, _)| r);
+        let research = match archivist_db::research::read(&self.db, &job.episode).await {
+            Ok(r) => r,
+            // Stored research that does not parse will not parse on the next try either:
+            // the job fails saying why (serve.rs), as an unreadable node did.
+            Err(DbError::Corrupt { what, reason }) => {
+                return Err(EngineError::Record(RecordError::Malformed {
+                    path: what,
+                    kind: "research",
+                    reason,
+                }))
+            }
+            // The database is down or busy: the job is left for a later try.
+            Err(e) => return Err(EngineError::daemon(e)),
+        };
         let mut todo = Vec::new();
         for clip in &job.clips {
             let researched = paths::clip_number(clip)

@@ -128,7 +128,7 @@ async fn jobs_go_from_pending_to_recorded_with_the_right_offsets_and_clips_are_f
         }
 
         // The recorder stand-in stores the reports and closes the jobs.
-        let stored = record_reports(&session).await;
+        let stored = record_reports(&session, &db).await;
         assert_eq!(stored.len(), 8);
         for job in [&job1, &job2] {
             close_reported(&session, &job.id).await;
@@ -143,10 +143,7 @@ async fn jobs_go_from_pending_to_recorded_with_the_right_offsets_and_clips_are_f
                 .status,
                 JobState::Recorded
             );
-            let (research, _) =
-                store::read_required::<ResearchRecord>(&session, &paths::research(&job.episode))
-                    .await
-                    .unwrap();
+            let research = research(&db, &job.episode).await;
             assert_eq!(research.researched().len(), 4);
             assert_eq!(research.found.len(), 3, "three of four clips occur");
         }
@@ -300,11 +297,9 @@ async fn a_stale_clip_error_is_researched_again_and_a_current_one_skipped() {
         record
             .error_stamps
             .insert(clip_ids[1].clone(), clip_stamp(&now.fields));
-        assert!(
-            store::create_if_absent(&session, &paths::research("e0000001"), &record)
-                .await
-                .unwrap()
-        );
+        archivist_db::research::update(&db, "e0000001", |r| *r = record.clone())
+            .await
+            .unwrap();
         let url = server.route("/e1.wav", Route::audio(&audio().episode));
         let job = plan(&session, "e0000001", &url, &clip_ids).await;
         let work = work_dir("stale-error");

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use archivist_engine::member;
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{LeaseRecord, ResearchRecord};
+use archivist_engine::schema::records::LeaseRecord;
 use archivist_engine::schema::JobState;
 use archivist_engine::store;
 use archivist_testkit::eventually;
@@ -96,12 +96,9 @@ async fn shutdown_mid_job_finishes_the_clip_flags_it_final_and_releases_the_job(
             .unwrap()
             .is_empty());
         // The recorder stores what was done; the other clips stay unresearched (re-plannable).
-        record_reports(&session).await;
+        record_reports(&session, &db).await;
         close_reported(&session, &job.id).await;
-        let (research, _) =
-            store::read_required::<ResearchRecord>(&session, &paths::research("e0000001"))
-                .await
-                .unwrap();
+        let research = research(&db, "e0000001").await;
         assert_eq!(research.researched().len(), 2);
     }
 }
@@ -168,7 +165,7 @@ async fn a_killed_researcher_loses_the_job_and_another_redoes_only_the_unreporte
 
         // Recorder stores what was reported; the reaper expires the lease; the planner plans
         // the episode again (with every clip: the researcher skips what is researched).
-        assert_eq!(record_reports(&session).await.len(), 1);
+        assert_eq!(record_reports(&session, &db).await.len(), 1);
         expire(&session, &job1.id).await;
         let job2 = plan(&session, "e0000001", &url, &clips).await;
 
@@ -197,12 +194,9 @@ async fn a_killed_researcher_loses_the_job_and_another_redoes_only_the_unreporte
         expected.retain(|c| c != &reported_by_a[0].clip);
         assert_eq!(redone, expected, "only the unreported clips are redone");
         // The stand-in recorder panics on a duplicate result.
-        assert_eq!(record_reports(&session).await.len(), 3);
+        assert_eq!(record_reports(&session, &db).await.len(), 3);
         close_reported(&session, &job2.id).await;
-        let (research, _) =
-            store::read_required::<ResearchRecord>(&session, &paths::research("e0000001"))
-                .await
-                .unwrap();
+        let research = research(&db, "e0000001").await;
         assert_eq!(research.researched().len(), 4);
         assert_eq!(research.runs.len(), 2);
         researcher.stop().await;

@@ -278,75 +278,64 @@ pub async fn reports(session: &Session, job: &str) -> Vec<ReportRecord> {
     out
 }
 
-/// A minimal stand-in for the recorder: moves every report into the research record
-/// of its episode (deleting the report) and returns what it stored.
-pub async fn record_reports(session: &Session) -> Vec<ReportRecord> {
+/// A minimal stand-in for the recorder: moves every report into the research archive
+/// (the database, as the recorder does: the database first, then the report's delete)
+/// and returns what it stored.
+pub async fn record_reports(session: &Session, db: &Database) -> Vec<ReportRecord> {
     let mut stored = Vec::new();
     for name in store::children(session, paths::REPORTS).await.unwrap() {
         let path = paths::report(&name);
         let Some((report, _)) = store::read::<ReportRecord>(session, &path).await.unwrap() else {
             continue;
         };
-        let rpath = paths::research(&report.episode);
-        let current = store::read::<ResearchRecord>(session, &rpath)
-            .await
-            .unwrap();
-        let (mut record, version) = match current {
-            Some((r, s)) => (r, Some(s.version)),
-            None => (ResearchRecord::new(&report.episode), None),
-        };
         let number = paths::clip_number(&report.clip).expect("clip number");
-        assert!(
-            !record.is_researched(number),
-            "duplicate result for {} in {}",
-            report.clip,
-            report.episode
-        );
-        match record.runs.iter_mut().find(|r| r.job == report.job) {
-            Some(run) => {
-                run.clips.insert(number);
+        archivist_db::research::update(db, &report.episode, |record| {
+            assert!(
+                !record.is_researched(number),
+                "duplicate result for {} in {}",
+                report.clip,
+                report.episode
+            );
+            match record.runs.iter_mut().find(|r| r.job == report.job) {
+                Some(run) => {
+                    run.clips.insert(number);
+                }
+                None => record.runs.push(ResearchRun {
+                    job: report.job.clone(),
+                    researcher: report.researcher.clone(),
+                    at: report.researched_at,
+                    clips: [number].into_iter().collect::<ClipSet>(),
+                }),
             }
-            None => record.runs.push(ResearchRun {
-                job: report.job.clone(),
-                researcher: report.researcher.clone(),
-                at: report.researched_at,
-                clips: [number].into_iter().collect::<ClipSet>(),
-            }),
-        }
-        if !report.occurrences.is_empty() {
-            record
-                .found
-                .insert(report.clip.clone(), report.occurrences.clone());
-        }
-        record.episode_duration_s = Some(report.episode_duration_s);
-        let data = store::encode(&rpath, &record).unwrap();
-        let write = match version {
-            Some(v) => Op::SetData {
-                path: rpath.clone(),
-                data,
-                version: Some(v),
-            },
-            None => Op::Create {
-                path: rpath.clone(),
-                data,
-                mode: Mode::Persistent,
-            },
-        };
-        ops::commit(
-            session,
-            &[
-                write,
-                Op::Delete {
-                    path,
-                    version: None,
-                },
-            ],
-        )
+            if !report.occurrences.is_empty() {
+                record
+                    .found
+                    .insert(report.clip.clone(), report.occurrences.clone());
+            }
+            record.episode_duration_s = Some(report.episode_duration_s);
+        })
         .await
         .expect("store report");
+        ops::commit(
+            session,
+            &[Op::Delete {
+                path,
+                version: None,
+            }],
+        )
+        .await
+        .expect("delete report");
         stored.push(report);
     }
     stored
+}
+
+/// The research record of `episode` in the database (panics if there is none).
+pub async fn research(db: &Database, episode: &str) -> ResearchRecord {
+    archivist_db::research::read(db, episode)
+        .await
+        .expect("reading research")
+        .unwrap_or_else(|| panic!("no research for {episode}"))
 }
 
 /// The recorder stand-in's close: `reported -> recorded`, lock released, lease deleted.

@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use archivist_engine::schema::paths;
 use archivist_engine::schema::JobState;
 
 use crate::support::*;
@@ -13,17 +12,23 @@ use crate::support::*;
 async fn a_job_on_an_unreadable_research_record_fails_and_says_why() {
     for (config, session, db) in stores("researcher-unreadable").await {
         let episode = "e0000001";
-        archivist_engine::ops::commit(
-            &session,
-            &[archivist_engine::ops::Op::Create {
-                path: paths::research(episode),
-                data: b"schema: 1\nepisode: e0000001\nruns: []\nfound:\n  c000001: [{at: x}]\n"
-                    .to_vec(),
-                mode: archivist_engine::ops::Mode::Persistent,
-            }],
-        )
+        // A stored run whose clip set does not parse (the database's research archive).
+        archivist_db::research::update(&db, episode, |r| {
+            r.runs.push(archivist_engine::schema::records::ResearchRun {
+                job: "j0000000009".into(),
+                researcher: "r-old".into(),
+                at: time::OffsetDateTime::now_utc(),
+                clips: [1u32].into_iter().collect(),
+            })
+        })
         .await
         .unwrap();
+        assert_eq!(
+            archivist_db::testing::damage_research_runs(&db, episode)
+                .await
+                .unwrap(),
+            1
+        );
         let job = plan(
             &session,
             episode,
@@ -43,7 +48,8 @@ async fn a_job_on_an_unreadable_research_record_fails_and_says_why() {
         running.stop().await;
         let message = failed.message.unwrap_or_default();
         assert!(
-            message.contains("unreadable record") && message.contains(&paths::research(episode)),
+            message.contains("unreadable record")
+                && message.contains("research_runs (e0000001, j0000000009)"),
             "{message}"
         );
     }
