@@ -204,7 +204,7 @@ zk_figures() { # design
 # --- today's design -------------------------------------------------------------------
 say "generating $episodes x $clips, $researched researched (load $(load))"
 gen_load=$(load)
-"$synth" --zk "$zk" --chroot "$chroot" generate --episodes "$episodes" --clips "$clips" \
+"$synth" --zk "$zk" --chroot "$chroot" generate --catalog nodes --episodes "$episodes" --clips "$clips" \
     --researched "$researched" --seed "$seed" | tee "$out/generate.out"
 record today "curation" "$(sed -n 's/^summary: curation //p' "$out/generate.out") (load $gen_load)"
 record today "research written" "$(sed -n 's/^summary: research //p' "$out/generate.out")"

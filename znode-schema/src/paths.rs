@@ -46,6 +46,14 @@ pub const DAEMONS: &str = "/daemons";
 pub const CONSUMERS: &str = "/consumers";
 /// `/control/pause`
 pub const PAUSES: &str = "/control/pause";
+/// `/control/hold`: holds of catalog records.
+pub const HOLDS: &str = "/control/hold";
+/// `/signals`
+pub const SIGNALS: &str = "/signals";
+/// `/signals/catalog`: bumped after a catalog transaction commits.
+pub const SIGNAL_CATALOG: &str = "/signals/catalog";
+/// `/signals/research`: bumped after research is stored.
+pub const SIGNAL_RESEARCH: &str = "/signals/research";
 
 /// Every persistent directory `archivist init` creates, parents first.
 pub fn directories() -> Vec<String> {
@@ -71,6 +79,10 @@ pub fn directories() -> Vec<String> {
         "/election",
         "/control",
         PAUSES,
+        HOLDS,
+        SIGNALS,
+        SIGNAL_CATALOG,
+        SIGNAL_RESEARCH,
         BATCHES,
     ]
     .iter()
@@ -82,7 +94,12 @@ pub fn directories() -> Vec<String> {
     dirs
 }
 
-/// `/catalog/episodes/{episode}`
+/// `/control/hold/{record}`: the hold of an episode or clip (`e0000042`, `c000007`).
+pub fn hold(record: &str) -> String {
+    format!("{HOLDS}/{record}")
+}
+
+/// `/catalog/episodes/{episode}` (before the database; read only by `migrate`)
 pub fn episode(id: &str) -> String {
     format!("{EPISODES}/{id}")
 }
@@ -293,6 +310,11 @@ pub const EXAMPLES: &[Example] = &[
     ("/control/pause", || PAUSES.to_string()),
     ("/control/pause/{state}", || pause(JobState::Pending)),
     ("/control/hold-batches", || HOLD_BATCHES.to_string()),
+    ("/control/hold", || HOLDS.to_string()),
+    ("/control/hold/{record}", || hold("e0000001")),
+    ("/signals", || SIGNALS.to_string()),
+    ("/signals/catalog", || SIGNAL_CATALOG.to_string()),
+    ("/signals/research", || SIGNAL_RESEARCH.to_string()),
     ("/batches", || BATCHES.to_string()),
     ("/batches/{batch}", || batch(&batch_id(1))),
     ("/batches/{batch}/lock", || batch_lock("b0000001")),

@@ -205,6 +205,7 @@ fn every_data_type_in_the_schema_is_a_record_of_the_code() {
         MemberRecord::KIND,
         ConsumerRecord::KIND,
         PauseRecord::KIND,
+        SignalRecord::KIND,
         BatchRecord::KIND,
         BatchReport::KIND,
         WebhookSecret::KIND,

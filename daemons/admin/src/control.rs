@@ -1,11 +1,12 @@
-//! Holds on catalog records (the planner plans nothing for a held episode or clip) and
+//! Holds on catalog records (`/control/hold/{id}`: the planner plans nothing for a held
+//! episode or clip) and
 //! pauses of a state's queue (Merritt's queue hold: consumers claim nothing new).
 
+use archivist_db::catalog;
+use archivist_db::Database;
 use archivist_engine::consumer::PAUSABLE_STATES;
 use archivist_engine::ops::{self, Mode, Op};
-use archivist_engine::schema::records::{
-    CatalogFields, ClipRecord, EpisodeRecord, PauseRecord, Record,
-};
+use archivist_engine::schema::records::PauseRecord;
 use archivist_engine::schema::{paths, JobState, SCHEMA_VERSION};
 use archivist_engine::{store, zk, EngineError, Session};
 use serde::Serialize;
@@ -37,83 +38,97 @@ pub struct CatalogHoldReport {
     pub changed: bool,
 }
 
-trait Catalog: Record + Clone {
-    fn fields_mut(&mut self) -> &mut CatalogFields;
-}
-
-impl Catalog for EpisodeRecord {
-    fn fields_mut(&mut self) -> &mut CatalogFields {
-        &mut self.fields
-    }
-}
-
-impl Catalog for ClipRecord {
-    fn fields_mut(&mut self) -> &mut CatalogFields {
-        &mut self.fields
-    }
-}
-
-async fn set_held<T: Catalog>(
+/// Sets or clears the hold of an episode or clip: `/control/hold/{id}` in ZooKeeper
+/// (holds are coordination; the catalog itself is in the database, and a curator never
+/// touches a hold). The record must exist in the catalog. The planner watches
+/// `/control/hold` and plans nothing for a held record; jobs already planned are not
+/// touched.
+pub async fn set_catalog_hold(
     session: &Session,
-    kind: &'static str,
-    id: &str,
-    path: String,
+    db: &Database,
+    target: &CatalogTarget,
     held: bool,
+    by: &str,
 ) -> Result<CatalogHoldReport> {
-    let Some((mut record, stat)) = store::read::<T>(session, &path).await? else {
+    let (kind, id) = match target {
+        CatalogTarget::Episode(id) => ("episode", id),
+        CatalogTarget::Clip(id) => ("clip", id),
+    };
+    let title = match target {
+        CatalogTarget::Episode(id) => catalog::episode(db, id).await?.map(|r| r.fields.title),
+        CatalogTarget::Clip(id) => catalog::clip(db, id).await?.map(|r| r.fields.title),
+    };
+    let Some(title) = title else {
         return Err(AdminError::NotFound {
             what: kind,
             id: id.to_string(),
-            path,
+            path: format!("the {kind}s of the catalog ({})", db.shown_url()),
         });
     };
-    let title = record.fields_mut().title.clone();
-    if record.fields_mut().held == held {
-        return Ok(CatalogHoldReport {
-            kind,
-            id: id.to_string(),
-            title,
-            held,
-            changed: false,
-        });
+    let path = paths::hold(id);
+    let changed = if held {
+        let record = PauseRecord {
+            schema: SCHEMA_VERSION,
+            by: by.to_string(),
+            reason: String::new(),
+            at: Some(archivist_engine::clock::local_now()),
+        };
+        match ops::commit(
+            session,
+            &[Op::Create {
+                data: store::encode(&path, &record)?,
+                path: path.clone(),
+                mode: Mode::Persistent,
+            }],
+        )
+        .await
+        {
+            Ok(_) => true,
+            Err(EngineError::Precondition {
+                source: zk::Error::NodeExists,
+                ..
+            }) => false,
+            // A tree made before holds moved here has no `/control/hold`.
+            Err(EngineError::Precondition {
+                source: zk::Error::NoNode,
+                ..
+            }) => {
+                let dir = Op::Create {
+                    path: paths::HOLDS.to_string(),
+                    data: Vec::new(),
+                    mode: Mode::Persistent,
+                };
+                match ops::commit(session, &[dir]).await {
+                    Ok(_)
+                    | Err(EngineError::Precondition {
+                        source: zk::Error::NodeExists,
+                        ..
+                    }) => {}
+                    Err(e) => return Err(AdminError::from_commit(paths::HOLDS, e)),
+                }
+                store::create_if_absent(session, &path, &record).await?
+            }
+            Err(e) => return Err(AdminError::from_commit(&path, e)),
+        }
+    } else {
+        store::delete_if_present(session, &path).await?
+    };
+    if changed {
+        tracing::info!(kind, id, held, "catalog hold changed");
+        metrics::counter!("archivist_admin_catalog_holds_total", "held" => if held { "true" } else { "false" }).increment(1);
     }
-    record.fields_mut().held = held;
-    ops::commit(
-        session,
-        &[Op::SetData {
-            data: store::encode(&path, &record)?,
-            path: path.clone(),
-            version: Some(stat.version),
-        }],
-    )
-    .await
-    .map_err(|e| AdminError::from_commit(&path, e))?;
-    tracing::info!(kind, id, held, "catalog hold changed");
-    metrics::counter!("archivist_admin_catalog_holds_total", "held" => if held { "true" } else { "false" }).increment(1);
     Ok(CatalogHoldReport {
         kind,
         id: id.to_string(),
         title,
         held,
-        changed: true,
+        changed,
     })
 }
 
-/// Sets or clears `held` on an episode or clip record (version-checked): the planner
-/// plans nothing for a held record. Jobs already planned are not touched.
-pub async fn set_catalog_hold(
-    session: &Session,
-    target: &CatalogTarget,
-    held: bool,
-) -> Result<CatalogHoldReport> {
-    match target {
-        CatalogTarget::Episode(id) => {
-            set_held::<EpisodeRecord>(session, "episode", id, paths::episode(id), held).await
-        }
-        CatalogTarget::Clip(id) => {
-            set_held::<ClipRecord>(session, "clip", id, paths::clip(id), held).await
-        }
-    }
+/// Whether an episode or clip is held (`/control/hold/{id}` exists).
+pub async fn is_held(session: &Session, id: &str) -> Result<bool> {
+    Ok(store::exists(session, &paths::hold(id)).await?.is_some())
 }
 
 /// A state's pause, as `pause`/`resume` report it.

@@ -11,6 +11,9 @@ pub enum AdminError {
     /// ZooKeeper or the tree failed (unreachable, session lost, unreadable node...).
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The database (catalog, research archive) failed.
+    #[error(transparent)]
+    Db(#[from] archivist_db::DbError),
     /// The node the operator named does not exist.
     #[error("{what} {id} does not exist ({path})")]
     NotFound {

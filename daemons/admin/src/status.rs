@@ -3,12 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use archivist_engine::schema::records::{
-    BatchRecord, EpisodeRecord, JobRecord, LeaseRecord, ResearchRecord,
-};
+use archivist_engine::schema::records::{BatchRecord, JobRecord, LeaseRecord, ResearchRecord};
 use archivist_engine::schema::{paths, BatchState, JobState};
 use archivist_engine::{clock, member, queue, store, Session};
 use serde::Serialize;
+
+use archivist_db::catalog;
+use archivist_db::Database;
+use archivist_engine::schema::records::AliasTarget;
 
 use crate::control::{self, PauseReport};
 use crate::error::Result;
@@ -279,6 +281,7 @@ pub struct StatusReport {
 /// Builds the status report. `per_episode` adds a row per catalog episode.
 pub async fn status(
     session: &Session,
+    db: &Database,
     settings: &AdminSettings,
     per_episode: bool,
     progress: &dyn Progress,
@@ -381,11 +384,13 @@ pub async fn status(
         expired_leases,
     };
 
+    // The catalog lives in the database (issue 22).
+    let counts = catalog::counts(db).await?;
     let catalog = CatalogSize {
-        episodes: count_children(session, paths::EPISODES).await?,
-        clips: count_children(session, paths::CLIPS).await?,
+        episodes: counts.episodes as usize,
+        clips: counts.clips as usize,
     };
-    let research = research_progress(session, settings, per_episode, progress).await?;
+    let research = research_progress(session, db, settings, per_episode, progress).await?;
     let (oldest_waiting, unreadable_waiting) =
         waiting(session, settings, now_ms, &pending.strays).await?;
 
@@ -444,11 +449,12 @@ pub async fn batches(
 /// no longer in the catalog does not count).
 pub async fn research_progress(
     session: &Session,
+    db: &Database,
     settings: &AdminSettings,
     per_episode: bool,
     progress: &dyn Progress,
 ) -> Result<ResearchProgress> {
-    let clip_ids: BTreeSet<String> = store::children(session, paths::CLIPS)
+    let clip_ids: BTreeSet<String> = catalog::ids(db, AliasTarget::Clip)
         .await?
         .into_iter()
         .collect();
@@ -456,7 +462,7 @@ pub async fn research_progress(
         .iter()
         .filter_map(|c| paths::clip_number(c))
         .collect();
-    let episode_ids = store::children(session, paths::EPISODES).await?;
+    let episode_ids = catalog::ids(db, AliasTarget::Episode).await?;
     let research =
         scan::load_dir::<ResearchRecord>(session, paths::RESEARCH, settings, progress).await?;
     let mut by_episode: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -484,30 +490,36 @@ pub async fn research_progress(
     }
     let total_pairs = episode_ids.len() as u64 * clip_numbers.len() as u64;
     let per_episode = if per_episode {
-        let records = scan::load::<EpisodeRecord>(
-            session,
-            episode_ids.iter().map(|e| paths::episode(e)).collect(),
-            settings,
-            progress,
-            "episodes",
-        )
-        .await?;
+        // Titles from the database, holds from `/control/hold` (issue 22).
+        let records = catalog::records(db, AliasTarget::Episode, &episode_ids).await?;
+        // A tree made before holds moved there has no `/control/hold`.
+        let holds: BTreeSet<String> = if store::exists(session, paths::HOLDS).await?.is_some() {
+            store::children(session, paths::HOLDS)
+                .await?
+                .into_iter()
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         Some(
-            records
+            episode_ids
                 .iter()
-                .map(|node| {
-                    let (researched, found) = by_episode.get(&node.name).copied().unwrap_or((0, 0));
+                .map(|id| {
+                    let (researched, found) = by_episode.get(id).copied().unwrap_or((0, 0));
+                    let title = match records.get(id).map(|v| &v.record) {
+                        Some(archivist_db::catalog::CatalogRecord::Episode(e)) => {
+                            e.fields.title.clone()
+                        }
+                        _ => "(gone)".into(),
+                    };
                     EpisodeProgress {
-                        episode: node.name.clone(),
-                        title: node
-                            .ok()
-                            .map(|e| e.fields.title.clone())
-                            .unwrap_or_else(|| "(unreadable)".into()),
+                        episode: id.clone(),
+                        title,
                         researched,
                         clips: clip_numbers.len(),
                         found,
                         fraction: fraction(researched as u64, clip_numbers.len() as u64),
-                        held: node.ok().is_some_and(|e| e.fields.held),
+                        held: holds.contains(id),
                     }
                 })
                 .collect(),

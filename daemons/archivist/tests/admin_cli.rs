@@ -29,6 +29,10 @@ async fn archivist(config: &ZkConfig, args: &[&str]) -> Output {
         .args(args)
         .env("RUST_LOG", "warn")
         .env("ARCHIVIST_ADMIN_ACTOR", "cli-test")
+        .env(
+            "ARCHIVIST_DATABASE_URL",
+            archivist_testkit::db::tree_database_url(&chroot),
+        )
         .stdin(Stdio::null())
         .output()
         .await
@@ -907,6 +911,10 @@ async fn every_write_refused_to_the_reader_names_the_identity() {
             .env("RUST_LOG", "warn")
             .env("ARCHIVIST_ADMIN_ACTOR", "cli-test")
             .env("ARCHIVIST_ZK_AUTH", "ops:look")
+            .env(
+                "ARCHIVIST_DATABASE_URL",
+                archivist_testkit::db::tree_database_url(&chroot),
+            )
             .stdin(Stdio::null())
             .output()
     };

@@ -12,7 +12,7 @@ use std::process::{Output, Stdio};
 use archivist_db::migrate::{self, Counts};
 use archivist_db::Database;
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::ResearchRecord;
+use archivist_engine::schema::records::{ClipRecord, EpisodeRecord, ResearchRecord};
 use archivist_engine::{store, Session, ZkConfig};
 
 const SHAPE: synth::Shape = synth::Shape {
@@ -98,9 +98,38 @@ async fn migrate_moves_verifies_is_idempotent_and_deletes_only_after() {
             .map(|(r, _)| r)
             .collect();
         migrate::insert_research(&db, &partial).await.unwrap();
+        // An episode and a clip held in the old tree (`held: true` in the record).
+        let episode = paths::episode(&paths::episode_id(1));
+        let (mut e, _) = store::read_required::<EpisodeRecord>(&s, &episode)
+            .await
+            .unwrap();
+        e.fields.held = true;
+        let data = store::encode(&episode, &e).unwrap();
+        s.client().set_data(&episode, &data, None).await.unwrap();
+        let clip = paths::clip(&paths::clip_id(1));
+        let (mut c, _) = store::read_required::<ClipRecord>(&s, &clip).await.unwrap();
+        c.fields.held = true;
+        let data = store::encode(&clip, &c).unwrap();
+        s.client().set_data(&clip, &data, None).await.unwrap();
 
         let out = archivist(&config, &db_url, &["migrate"]).await;
         assert!(out.status.success(), "{}", text(&out));
+        // Their holds are ZooKeeper nodes now (issue 22: holds are coordination).
+        for id in [paths::episode_id(1), paths::clip_id(1)] {
+            assert!(
+                store::exists(&s, &paths::hold(&id))
+                    .await
+                    .unwrap()
+                    .is_some(),
+                "{id} not held: {}",
+                text(&out)
+            );
+        }
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("2 hold(s)"),
+            "{}",
+            text(&out)
+        );
         assert_eq!(
             migrate::counts(&db).await.unwrap(),
             expected,
@@ -112,7 +141,8 @@ async fn migrate_moves_verifies_is_idempotent_and_deletes_only_after() {
         let again = archivist(&config, &db_url, &["migrate"]).await;
         assert!(again.status.success(), "{}", text(&again));
         assert!(
-            String::from_utf8_lossy(&again.stdout).contains("0 records new"),
+            String::from_utf8_lossy(&again.stdout).contains("0 records new")
+                && String::from_utf8_lossy(&again.stdout).contains("0 hold(s)"),
             "{}",
             text(&again)
         );

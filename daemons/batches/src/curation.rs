@@ -3,9 +3,9 @@
 //! pairs. A side that names nothing is the whole catalog as it is now.
 
 use archivist_catalog::{curate, CatalogItem, CurateSettings, Kind};
-use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{BatchSubmission, SubmittedItem};
-use archivist_engine::{store, Session};
+use archivist_db::{catalog, Database};
+use archivist_engine::schema::records::{AliasTarget, BatchSubmission, SubmittedItem};
+use archivist_engine::Session;
 
 use crate::error::BatchError;
 
@@ -34,15 +34,16 @@ fn item(kind: Kind, s: &SubmittedItem) -> Result<CatalogItem, String> {
 }
 
 async fn existing(
-    session: &Session,
+    db: &Database,
     ids: &[String],
-    path: fn(&str) -> String,
+    target: AliasTarget,
     what: &str,
     into: &mut Vec<String>,
     problems: &mut Vec<String>,
 ) -> Result<(), BatchError> {
+    let found = catalog::existing(db, target, ids).await?;
     for id in ids {
-        if store::exists(session, &path(id)).await?.is_some() {
+        if found.contains(id) {
             into.push(id.clone());
         } else {
             problems.push(format!("{what} {id} is not in the catalog"));
@@ -54,10 +55,12 @@ async fn existing(
 /// Curates a submission and works out its pairs.
 ///
 /// # Errors
-/// [`BatchError::Catalog`] / [`BatchError::Engine`] when curation or ZooKeeper fails
+/// [`BatchError::Catalog`] / [`BatchError::Db`] / [`BatchError::Engine`] when curation,
+/// the database or ZooKeeper fails
 /// (the batch stays `pending` and is tried again).
 pub async fn curate_submission(
     session: &Session,
+    db: &Database,
     names: &BatchSubmission,
     settings: &CurateSettings,
 ) -> Result<Curated, BatchError> {
@@ -72,7 +75,7 @@ pub async fn curate_submission(
         }
     }
     if !items.is_empty() {
-        let report = curate(session, items.clone(), settings).await?;
+        let report = curate(session, db, items.clone(), settings).await?;
         for i in &items {
             match report.outcome(&i.label) {
                 Some(done) if i.kind == Kind::Episode => out.episodes.push(done.id.clone()),
@@ -89,18 +92,18 @@ pub async fn curate_submission(
     }
     let mut problems = std::mem::take(&mut out.problems);
     existing(
-        session,
+        db,
         &names.episode_ids,
-        paths::episode,
+        AliasTarget::Episode,
         "episode",
         &mut out.episodes,
         &mut problems,
     )
     .await?;
     existing(
-        session,
+        db,
         &names.clip_ids,
-        paths::clip,
+        AliasTarget::Clip,
         "clip",
         &mut out.clips,
         &mut problems,
@@ -108,12 +111,12 @@ pub async fn curate_submission(
     .await?;
     out.problems = problems;
     if names.all_episodes() {
-        out.episodes = store::children(session, paths::EPISODES).await?;
+        out.episodes = catalog::ids(db, AliasTarget::Episode).await?;
     } else if out.episodes.is_empty() {
         out.unusable = Some("none of the episodes it names could be curated".into());
     }
     if names.all_clips() {
-        out.clips = store::children(session, paths::CLIPS).await?;
+        out.clips = catalog::ids(db, AliasTarget::Clip).await?;
     } else if out.clips.is_empty() {
         out.unusable = Some("none of the clips it names could be curated".into());
     }

@@ -15,6 +15,7 @@
 //! - after a report, with a webhook: POST it (retries, backoff) and record the delivery;
 //!   a delivery cut short by a crash is retried by the next pass.
 
+use archivist_db::Database;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -46,6 +47,8 @@ pub struct Batcher {
     settings: BatcherSettings,
     by: String,
     http: reqwest::Client,
+    /// The database holding the catalog.
+    db: Database,
 }
 
 /// What one pass did, for logs and tests.
@@ -125,13 +128,18 @@ impl Batcher {
     ///
     /// # Errors
     /// The HTTP client cannot be built (no TLS backend).
-    pub fn new(settings: BatcherSettings, by: impl Into<String>) -> Result<Batcher, BatchError> {
+    pub fn new(
+        settings: BatcherSettings,
+        by: impl Into<String>,
+        db: Database,
+    ) -> Result<Batcher, BatchError> {
         let http = webhook::client(&settings)
             .map_err(|e| EngineError::Config(format!("webhook HTTP client: {e}")))?;
         Ok(Batcher {
             settings,
             by: by.into(),
             http,
+            db,
         })
     }
 
@@ -288,8 +296,13 @@ impl Batcher {
         version: i32,
         release: LockAction,
     ) -> Result<Acted, BatchError> {
-        let curated =
-            curation::curate_submission(session, &record.submission, &self.settings.curate).await?;
+        let curated = curation::curate_submission(
+            session,
+            &self.db,
+            &record.submission,
+            &self.settings.curate,
+        )
+        .await?;
         let total = curated.episodes.len() as u64 * curated.clips.len() as u64;
         if let Some(why) = &curated.unusable {
             let message = if curated.problems.is_empty() {
@@ -517,12 +530,13 @@ impl Batcher {
 /// [`BatchError`] when the batcher cannot start; otherwise it keeps retrying.
 pub async fn run(
     config: &ZkConfig,
+    db: &Database,
     settings: BatcherSettings,
     identity: Identity,
     metrics_addr: Option<String>,
     shutdown: CancellationToken,
 ) -> Result<(), BatchError> {
-    let batcher = Batcher::new(settings, identity.name.clone())?;
+    let batcher = Batcher::new(settings, identity.name.clone(), db.clone())?;
     let name = identity.name.clone();
     daemon::supervise(config, &name, shutdown.clone(), |session| {
         let batcher = batcher.clone();

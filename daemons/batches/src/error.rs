@@ -14,6 +14,9 @@ pub enum BatchError {
     /// The submission has problems (every one listed, with its line), or curation failed.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// The database (the catalog) failed.
+    #[error(transparent)]
+    Db(#[from] archivist_db::DbError),
     /// No such batch.
     #[error("batch {0} does not exist (see `archivist batch list`)")]
     NotFound(String),

@@ -1,18 +1,20 @@
-//! Benchmark: curate 10,000 episodes (and 2,000 clips) into a fresh chroot of a real
-//! ZooKeeper and print the times, then re-curate the same items (all refreshes).
+//! Benchmark: curate 10,000 episodes (and 2,000 clips) into a fresh database (and a
+//! fresh chroot of a real ZooKeeper, for the wake-up signal) and print the times, then
+//! re-curate the same items (all refreshes).
 //!
 //! ```text
 //! CARGO_TARGET_DIR=.local/target-catalog cargo run --release -p archivist-catalog --example curate_bench
 //! ARCHIVIST_TEST_ZK=host:port  ... (default 127.0.0.1:2181)
-//! BENCH_EPISODES=10000 BENCH_CLIPS=2000 BENCH_CHUNK=100 BENCH_IN_FLIGHT=512
+//! BENCH_DATABASE=postgres://...  (default: a new SQLite file in the temporary directory)
+//! BENCH_EPISODES=10000 BENCH_CLIPS=2000 BENCH_CHUNK=1000
 //! ```
 //!
-//! The chroot is deleted at the end.
+//! The chroot and the SQLite file are deleted at the end.
 
 use std::time::{Duration, Instant};
 
 use archivist_catalog::{curate, CatalogItem, CurateSettings, Kind};
-use archivist_engine::schema::paths;
+use archivist_db::{catalog, Database};
 use archivist_engine::{store, Session, ZkConfig};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -48,9 +50,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clips = env_usize("BENCH_CLIPS", 2_000);
     let settings = CurateSettings::default()
         .with_curator("bench")
-        .with_chunk_records(env_usize("BENCH_CHUNK", 100))
-        .with_max_in_flight(env_usize("BENCH_IN_FLIGHT", 512))
+        .with_chunk_records(env_usize("BENCH_CHUNK", 1_000))
         .with_progress(true);
+    let file = std::env::temp_dir().join(format!("curate-bench-{}.db", std::process::id()));
+    let url =
+        std::env::var("BENCH_DATABASE").unwrap_or_else(|_| format!("sqlite://{}", file.display()));
+    let db = Database::connect(&url).await?;
     let connect = std::env::var("ARCHIVIST_TEST_ZK").unwrap_or_else(|_| "127.0.0.1:2181".into());
     let chroot = format!("/bench/curate-{}", std::process::id());
     let config = ZkConfig::new(connect)
@@ -84,25 +89,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let started = Instant::now();
-    let report = curate(&session, items.clone(), &settings).await?;
+    let report = curate(&session, &db, items.clone(), &settings).await?;
     let create = started.elapsed();
     assert_eq!(report.created(), episodes + clips, "every record created");
     let started = Instant::now();
-    let again = curate(&session, items, &settings).await?;
+    let again = curate(&session, &db, items, &settings).await?;
     let refresh = started.elapsed();
     assert_eq!(again.refreshed(), episodes + clips, "re-run only refreshes");
-    let counter = store::exists(&session, paths::EPISODE_COUNTER)
-        .await?
-        .map(|s| s.version)
-        .unwrap_or(-1);
+    let counts = catalog::counts(&db).await?;
 
     println!(
-        "curate_bench: {episodes} episodes + {clips} clips created in {:.2} s ({:.0} records/s, {} round(s)); re-curated (no-op) in {:.2} s; episode counter at {counter}",
+        "curate_bench ({}): {episodes} episodes + {clips} clips created in {:.2} s ({:.0} records/s, {} round(s)); re-curated (no-op) in {:.2} s ({:.0} records/s); {} episodes, {} clips, {} aliases stored",
+        db.backend().name(),
         create.as_secs_f64(),
         (episodes + clips) as f64 / create.as_secs_f64(),
         report.attempts,
         refresh.as_secs_f64(),
+        (episodes + clips) as f64 / refresh.as_secs_f64(),
+        counts.episodes,
+        counts.clips,
+        counts.aliases,
     );
+    db.close().await;
+    if std::env::var("BENCH_DATABASE").is_err() {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
+        }
+    }
 
     drop(session);
     let root = Session::connect(&config.clone().with_chroot("/")).await?;

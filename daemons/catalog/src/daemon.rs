@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use archivist_db::Database;
 use archivist_engine::member::{self, Identity};
 use archivist_engine::{EngineError, Session, ZkConfig};
 use tokio::sync::Mutex;
@@ -56,6 +57,7 @@ impl FeedPoller {
     pub async fn poll(
         &mut self,
         session: &Session,
+        db: &Database,
         feed_url: &str,
     ) -> Result<PollOutcome, CatalogError> {
         let (fetch_url, feed_url) = feed::feed_urls(feed_url)?;
@@ -77,6 +79,7 @@ impl FeedPoller {
         };
         let report = feed::curate_document(
             session,
+            db,
             &feed_url,
             body,
             self.settings.priority,
@@ -96,14 +99,18 @@ impl FeedPoller {
     ///
     /// # Errors
     /// [`CatalogError::Engine`] when the session is lost.
-    pub async fn poll_all(&mut self, session: &Session) -> Result<usize, CatalogError> {
+    pub async fn poll_all(
+        &mut self,
+        session: &Session,
+        db: &Database,
+    ) -> Result<usize, CatalogError> {
         let feeds = self.settings.feeds.clone();
         let mut failed = 0;
         for feed_url in &feeds {
             if session.is_lost() {
                 return Err(EngineError::SessionLost("session lost during a poll".into()).into());
             }
-            match self.poll(session, feed_url).await {
+            match self.poll(session, db, feed_url).await {
                 Ok(_) => {}
                 Err(e) if e.is_session_lost() => return Err(e),
                 Err(e) => {
@@ -127,6 +134,7 @@ fn engine_error(err: CatalogError) -> EngineError {
 
 async fn serve(
     session: Session,
+    db: Database,
     identity: Identity,
     poller: Arc<Mutex<FeedPoller>>,
     shutdown: CancellationToken,
@@ -138,7 +146,7 @@ async fn serve(
     let interval = poller.lock().await.settings.interval;
     loop {
         tokio::select! {
-            polled = async { poller.lock().await.poll_all(&session).await } => {
+            polled = async { poller.lock().await.poll_all(&session, &db).await } => {
                 polled.map_err(engine_error)?;
             }
             _ = shutdown.cancelled() => return Ok(()),
@@ -159,6 +167,7 @@ async fn serve(
 /// [`CatalogError::BadInput`] when no feed is configured or a feed URL is unusable.
 pub async fn run(
     config: &ZkConfig,
+    db: &Database,
     settings: CuratorSettings,
     identity: Identity,
     shutdown: CancellationToken,
@@ -175,7 +184,13 @@ pub async fn run(
     let poller = Arc::new(Mutex::new(FeedPoller::new(settings)?));
     let name = identity.name.clone();
     archivist_engine::daemon::supervise(config, &name, shutdown.clone(), |session| {
-        serve(session, identity.clone(), poller.clone(), shutdown.clone())
+        serve(
+            session,
+            db.clone(),
+            identity.clone(),
+            poller.clone(),
+            shutdown.clone(),
+        )
     })
     .await?;
     Ok(())

@@ -46,6 +46,9 @@ pub enum CatalogError {
     /// Talking to ZooKeeper failed (a lost session included).
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// Talking to the database failed (the catalog lives there).
+    #[error(transparent)]
+    Db(#[from] archivist_db::DbError),
     /// The input has problems; nothing was written.
     #[error("{input}: {} problem(s), nothing written:\n{}", problems.len(), list(problems))]
     Invalid {

@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 
+use archivist_db::Database;
 use archivist_engine::Session;
 
 use crate::charset;
@@ -736,9 +737,11 @@ pub fn feed_urls(url: &str) -> Result<(String, String), CatalogError> {
 ///
 /// # Errors
 /// [`CatalogError::Fetch`] or [`CatalogError::MalformedFeed`] before anything is
-/// written; [`CatalogError::Engine`] from ZooKeeper.
+/// written; [`CatalogError::Db`] from the database, [`CatalogError::Engine`] from
+/// ZooKeeper.
 pub async fn curate_feed(
     session: &Session,
+    db: &Database,
     url: &str,
     priority: Option<i64>,
     settings: &CurateSettings,
@@ -750,13 +753,14 @@ pub async fn curate_feed(
     else {
         return Ok(CurationReport::default());
     };
-    curate_document(session, &feed_url, body, priority, settings).await
+    curate_document(session, db, &feed_url, body, priority, settings).await
 }
 
 /// Parses a fetched feed (on a blocking thread: a large feed is CPU work) and curates its
 /// items.
 pub(crate) async fn curate_document(
     session: &Session,
+    db: &Database,
     feed_url: &str,
     body: FeedBody,
     priority: Option<i64>,
@@ -772,7 +776,7 @@ pub(crate) async fn curate_document(
     for problem in &parsed.skipped {
         tracing::warn!(feed = %identity::redact_credentials(feed_url), item = %problem.item, reason = %problem.reason, "feed item left out");
     }
-    let mut report = crate::upsert::curate(session, parsed.items, settings).await?;
+    let mut report = crate::upsert::curate(session, db, parsed.items, settings).await?;
     report.skipped.extend(parsed.skipped);
     Ok(report)
 }

@@ -1,16 +1,15 @@
-//! The catalog and its curators: episodes and clips registered in ZooKeeper from RSS/Atom
+//! The catalog and its curators: episodes and clips registered in the database from RSS/Atom
 //! feeds, YAML manifests and local files or single URLs.
 //!
-//! Every source turns its input into [`CatalogItem`]s; [`curate`] writes them with many
-//! requests in flight, each record created atomically with its aliases and its counter
-//! bump, and re-curation updating `last_curated` and changed fields (never
+//! Every source turns its input into [`CatalogItem`]s; [`curate`] writes them in chunks,
+//! one database transaction each, each record created with its aliases and its number, and re-curation updating `last_curated` and changed fields (never
 //! `initial_curated`). The format of manifests, the feed behaviour and the choices made
 //! for bad input are in `docs/catalog.md`.
 //!
 //! Layout:
 //! - [`item`]: what a curator wants registered; [`identity`]: URL normalization and
 //!   alias names.
-//! - [`upsert`]: the pipelined writes; [`merge`] builds and merges records; [`reprioritize`]: re-ordering pending work on priority changes.
+//! - [`upsert`]: the chunked writes; [`merge`] builds and merges records; [`reprioritize`]: re-ordering pending work on priority changes.
 //! - [`manifest`], [`feed`], [`local`]: the sources; [`charset`] and `xml_prep` read
 //!   real-world feeds for `feed-rs`.
 //! - [`daemon`]: the curator daemon polling feeds.

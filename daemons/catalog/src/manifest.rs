@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use archivist_db::Database;
 use archivist_engine::Session;
 use serde::Deserialize;
 
@@ -284,11 +285,12 @@ pub fn load_file<T>(
 /// As [`load_manifest`] (nothing written) and [`crate::upsert::curate`].
 pub async fn curate_manifest(
     session: &Session,
+    db: &Database,
     path: &Path,
     settings: &CurateSettings,
 ) -> Result<CurationReport, CatalogError> {
     let items = load_manifest(path)?;
-    upsert::curate(session, items, settings).await
+    upsert::curate(session, db, items, settings).await
 }
 
 #[cfg(test)]

@@ -2,81 +2,25 @@
 //!
 //! The rules (docs/catalog.md): a re-curation moves `last_curated`, replaces the fields
 //! the item gives that differ, and keeps everything else: `initial_curated`, the id, the
-//! curator that first registered it, `held`, and the content hash and duration that
-//! researchers learn later.
+//! curator that first registered it, and the content hash and duration that researchers
+//! learn later. Holds are not catalog fields: they are coordination and live in
+//! ZooKeeper (`/control/hold/{id}`), so curators never touch them.
 
-use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{CatalogFields, ClipRecord, EpisodeRecord};
 use archivist_engine::schema::SCHEMA_VERSION;
-use archivist_engine::{store, EngineError};
 use time::OffsetDateTime;
 
 use crate::item::{CatalogItem, Kind};
 
-/// A stored episode or clip.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StoredRecord {
-    /// `/catalog/episodes/{id}`.
-    Episode(EpisodeRecord),
-    /// `/catalog/clips/{id}`.
-    Clip(ClipRecord),
-}
+/// A stored episode or clip: the database's record type (`archivist_db::catalog`), which
+/// stores what these rules decide.
+pub use archivist_db::catalog::CatalogRecord as StoredRecord;
 
-impl StoredRecord {
-    /// The node path of a record of this kind and id.
-    pub fn path_of(kind: Kind, id: &str) -> String {
-        match kind {
-            Kind::Episode => paths::episode(id),
-            Kind::Clip => paths::clip(id),
-        }
-    }
-
-    /// Decodes a node's data as a record of this kind.
-    pub fn decode(kind: Kind, path: &str, bytes: &[u8]) -> Result<StoredRecord, EngineError> {
-        use archivist_engine::schema::records::decode;
-        Ok(match kind {
-            Kind::Episode => StoredRecord::Episode(decode(path, bytes)?),
-            Kind::Clip => StoredRecord::Clip(decode(path, bytes)?),
-        })
-    }
-
-    /// Encodes for writing at `path`.
-    pub fn encode(&self, path: &str) -> Result<Vec<u8>, EngineError> {
-        match self {
-            StoredRecord::Episode(r) => store::encode(path, r),
-            StoredRecord::Clip(r) => store::encode(path, r),
-        }
-    }
-
-    /// The record id.
-    pub fn id(&self) -> &str {
-        match self {
-            StoredRecord::Episode(r) => &r.id,
-            StoredRecord::Clip(r) => &r.id,
-        }
-    }
-
-    /// Episode or clip.
-    pub fn kind(&self) -> Kind {
-        match self {
-            StoredRecord::Episode(_) => Kind::Episode,
-            StoredRecord::Clip(_) => Kind::Clip,
-        }
-    }
-
-    /// The shared fields.
-    pub fn fields(&self) -> &CatalogFields {
-        match self {
-            StoredRecord::Episode(r) => &r.fields,
-            StoredRecord::Clip(r) => &r.fields,
-        }
-    }
-
-    fn fields_mut(&mut self) -> &mut CatalogFields {
-        match self {
-            StoredRecord::Episode(r) => &mut r.fields,
-            StoredRecord::Clip(r) => &mut r.fields,
-        }
+/// Episode or clip, of a stored record.
+pub fn kind_of(record: &StoredRecord) -> Kind {
+    match record {
+        StoredRecord::Episode(_) => Kind::Episode,
+        StoredRecord::Clip(_) => Kind::Clip,
     }
 }
 

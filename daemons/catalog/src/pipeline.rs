@@ -1,30 +1,12 @@
-//! Many ZooKeeper requests in flight at once.
+//! Many ZooKeeper reads in flight at once (re-ordering pending jobs).
 //!
 //! zookeeper-client sends a request when its future is created, and one session's
 //! requests are applied in the order they were sent. So building N futures first and
 //! awaiting them afterwards costs about one round trip instead of N
-//! (`archivist_engine::ops::await_all`). Multis go through `archivist_engine::ops::send`,
-//! which sends at the call, so the send order is exactly the order of the calls:
-//! creating multis rely on it, each one expecting the counter version the previous one
-//! leaves.
+//! (`archivist_engine::ops::await_all`).
 
-use std::future::Future;
-use std::pin::Pin;
-
-use archivist_engine::ops::Op;
 use archivist_engine::zk;
 use archivist_engine::{EngineError, Session};
-
-/// A multi already sent, waiting for its answer.
-pub(crate) type SentMulti<'a> = Pin<Box<dyn Future<Output = Result<(), EngineError>> + Send + 'a>>;
-
-/// Sends `ops` as one multi now; the returned future yields its outcome
-/// (`archivist_engine::ops::send`: a failed check is [`EngineError::Precondition`]
-/// naming the operation).
-pub(crate) fn send_multi<'a>(session: &'a Session, ops: &[Op]) -> SentMulti<'a> {
-    let sent = archivist_engine::ops::send(session, ops);
-    Box::pin(async move { sent.await.map(|_| ()) })
-}
 
 /// A node's data and stat, `None` when it does not exist.
 pub(crate) type Read = Option<(Vec<u8>, zk::Stat)>;

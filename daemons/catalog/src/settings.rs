@@ -4,15 +4,15 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// How one curation writes to ZooKeeper.
+/// How one curation writes to the database.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default)]
 pub struct CurateSettings {
     /// Curator name stored in new records. Defaults to `curator`.
     pub curator: String,
-    /// Records per creating multi. Defaults to 100.
+    /// Records per transaction. Defaults to 1,000.
     pub chunk_records: usize,
-    /// Requests in flight at once (reads, multis). Defaults to 512.
+    /// ZooKeeper reads in flight at once (re-ordering pending jobs). Defaults to 512.
     pub max_in_flight: usize,
     /// Rounds of re-read-and-retry after conflicts with other writers. Defaults to 8.
     pub max_attempts: u32,
@@ -25,7 +25,7 @@ impl Default for CurateSettings {
     fn default() -> Self {
         CurateSettings {
             curator: "curator".to_string(),
-            chunk_records: 100,
+            chunk_records: 1_000,
             max_in_flight: 512,
             max_attempts: 8,
             progress: false,
@@ -40,7 +40,7 @@ impl CurateSettings {
         self
     }
 
-    /// Sets the records per creating multi. Defaults to 100.
+    /// Sets the records per transaction. Defaults to 1,000.
     pub fn with_chunk_records(mut self, n: usize) -> Self {
         self.chunk_records = n.max(1);
         self
@@ -175,7 +175,7 @@ mod tests {
                 .unwrap();
         assert_eq!(s.interval, Duration::from_secs(60));
         assert_eq!(s.curate.curator, "x");
-        assert_eq!(s.curate.chunk_records, 100);
+        assert_eq!(s.curate.chunk_records, 1_000);
         assert_eq!(s.fetch.timeout, Duration::from_secs(30));
     }
 }

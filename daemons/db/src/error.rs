@@ -62,6 +62,21 @@ pub enum DbError {
         /// Why it does not parse.
         reason: String,
     },
+    /// Another writer got there first (a catalog record written since it was read, an
+    /// alias created meanwhile): nothing of the transaction was stored; read again and
+    /// retry.
+    #[error("conflict with another writer: {what}; nothing was written")]
+    Conflict {
+        /// What moved.
+        what: String,
+    },
+    /// An id range is used up (clip ids are 6 digits past which the format still works,
+    /// but not past `u32`).
+    #[error("no more {what}")]
+    Exhausted {
+        /// Which ids.
+        what: String,
+    },
 }
 
 impl DbError {

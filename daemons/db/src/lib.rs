@@ -30,6 +30,8 @@ pub mod error;
 pub mod migrate;
 pub mod provision;
 pub mod research;
+#[doc(hidden)]
+pub mod testing;
 pub mod url;
 
 pub use error::DbError;

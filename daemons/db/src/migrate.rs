@@ -95,7 +95,10 @@ macro_rules! unix_ms {
     };
 }
 
-const CATALOG_COLUMNS: [&str; 12] = [
+/// The catalog columns a record's fields fill. `held` is not one: holds are
+/// coordination and live in ZooKeeper (`/control/hold/{id}`, migration 0002); the
+/// binary's `migrate` turns an old record's `held: true` into that node.
+const CATALOG_COLUMNS: [&str; 11] = [
     "title",
     "description",
     "media_url",
@@ -107,7 +110,6 @@ const CATALOG_COLUMNS: [&str; 12] = [
     "content_hash",
     "duration_s",
     "guid",
-    "held",
 ];
 
 fn catalog_values(f: &CatalogFields) -> Vec<Value> {
@@ -123,7 +125,6 @@ fn catalog_values(f: &CatalogFields) -> Vec<Value> {
         Value::OptText(f.content_hash.clone()),
         Value::OptFloat(f.duration_s),
         Value::OptText(f.guid.clone()),
-        Value::Int(i64::from(f.held)),
     ]
 }
 

@@ -23,6 +23,7 @@
 //! - [`lease`]: the lease-and-TTL recipe (create, claim, extend, revoke, expire, and the
 //!   expiry formulas) every daemon and admin command uses.
 //! - [`counter`]: id counters, and moving one past the ids in use.
+//! - [`signal`]: wake-ups for changes committed to the database (`/signals/*`).
 #![deny(missing_docs)]
 
 pub mod clock;
@@ -44,6 +45,7 @@ pub mod ops;
 pub mod queue;
 pub mod secure;
 pub mod session;
+pub mod signal;
 pub mod store;
 pub mod transition;
 pub mod tree;

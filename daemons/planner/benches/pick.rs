@@ -370,6 +370,7 @@ fn run_case(name: &str, episodes: usize, clips: u32, naive_picks: usize) {
 }
 
 async fn zk_load(episodes: usize, clips: u32) -> Result<(), String> {
+    use archivist_db::catalog::CatalogRecord;
     use archivist_engine::schema::records::{
         CatalogFields, ClipRecord, EpisodeRecord, ResearchRecord, ResearchRun,
     };
@@ -382,6 +383,10 @@ async fn zk_load(episodes: usize, clips: u32) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let world = world(episodes, clips, 0.9);
+    let db =
+        archivist_testkit::db::fresh_database(archivist_testkit::db::Backend::Sqlite, "bench-pick")
+            .await;
+    let mut records = Vec::new();
     let fields = |title: &str, priority: i64, curated_ms: i64, held: bool| CatalogFields {
         title: title.to_string(),
         description: None,
@@ -397,31 +402,27 @@ async fn zk_load(episodes: usize, clips: u32) -> Result<(), String> {
         held,
     };
     let mut nodes: Vec<(String, Vec<u8>)> = Vec::new();
-    for (n, c) in &world.clips {
-        let path = paths::clip(&c.id);
-        let record = ClipRecord {
+    let mut holds: Vec<String> = Vec::new();
+    for (_, c) in &world.clips {
+        records.push(CatalogRecord::Clip(ClipRecord {
             schema: SCHEMA_VERSION,
             id: c.id.clone(),
             fields: fields(&c.id, c.priority, c.curated_ms, c.held),
-        };
-        let _ = n;
-        nodes.push((
-            path.clone(),
-            store::encode(&path, &record).map_err(|e| e.to_string())?,
-        ));
+        }));
+        if c.held {
+            holds.push(paths::hold(&c.id));
+        }
     }
     for (i, (id, e)) in world.episodes.iter().enumerate() {
-        let path = paths::episode(id);
-        let record = EpisodeRecord {
+        records.push(CatalogRecord::Episode(EpisodeRecord {
             schema: SCHEMA_VERSION,
             id: id.clone(),
             air_date: None,
             fields: fields(id, e.priority, e.curated_ms, e.held),
-        };
-        nodes.push((
-            path.clone(),
-            store::encode(&path, &record).map_err(|e| e.to_string())?,
-        ));
+        }));
+        if e.held {
+            holds.push(paths::hold(id));
+        }
         let mut research = ResearchRecord::new(id);
         research.runs.push(ResearchRun {
             job: "j0000000001".into(),
@@ -436,6 +437,12 @@ async fn zk_load(episodes: usize, clips: u32) -> Result<(), String> {
         ));
     }
     let t = Instant::now();
+    for chunk in records.chunks(5_000) {
+        archivist_db::catalog::put(&db, chunk)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    nodes.extend(holds.into_iter().map(|h| (h, Vec::new())));
     let options = session.create_options(zk::CreateMode::Persistent);
     for chunk in nodes.chunks(500) {
         let futures: Vec<_> = chunk
@@ -449,14 +456,16 @@ async fn zk_load(episodes: usize, clips: u32) -> Result<(), String> {
     let written = t.elapsed();
     let t = Instant::now();
     let ttl_ms = archivist_planner::PlannerSettings::default().work_item_ttl_ms();
-    let index = archivist_planner::load::load(&session, ttl_ms)
+    let index = archivist_planner::load::load(&session, &db, ttl_ms)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .index;
     let loaded = t.elapsed();
     let stats = index.stats();
     let t = Instant::now();
     let started = archivist_planner::Planner::start(
         &session,
+        &db,
         archivist_planner::PlannerSettings::default(),
         "bench",
     )

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use archivist_db::Database;
 use archivist_engine::daemon::supervise;
 use archivist_engine::health;
 use archivist_engine::leader;
@@ -23,6 +24,7 @@ pub const ROLE: &str = "planner";
 /// Runs the planner until `shutdown` fires. Refuses invalid settings before connecting.
 pub async fn run(
     config: &ZkConfig,
+    db: &Database,
     settings: PlannerSettings,
     identity: Identity,
     shutdown: CancellationToken,
@@ -32,8 +34,9 @@ pub async fn run(
         let settings = settings.clone();
         let identity = identity.clone();
         let shutdown = shutdown.clone();
+        let db = db.clone();
         async move {
-            role(&session, settings, &identity, &shutdown)
+            role(&session, &db, settings, &identity, &shutdown)
                 .await
                 .map_err(engine_error)
         }
@@ -68,6 +71,7 @@ fn candidate_record(identity: &Identity) -> MemberRecord {
 /// The planner's work on one session: register, win the election, plan.
 pub async fn role(
     session: &Session,
+    db: &Database,
     settings: PlannerSettings,
     identity: &Identity,
     shutdown: &CancellationToken,
@@ -80,7 +84,7 @@ pub async fn role(
     leader::run_while_leading(session, ROLE, &data, shutdown, |leading| {
         let settings = settings.clone();
         async move {
-            lead(session, settings, identity, &leading)
+            lead(session, db, settings, identity, &leading)
                 .await
                 .map_err(engine_error)
         }
@@ -93,13 +97,14 @@ pub async fn role(
 /// goes).
 async fn lead(
     session: &Session,
+    db: &Database,
     settings: PlannerSettings,
     identity: &Identity,
     leading: &CancellationToken,
 ) -> Result<(), PlannerError> {
     tracing::info!(planner = %identity.name, "leading /election/planner; loading the index");
     let tick = settings.tick;
-    let mut planner = Planner::start(session, settings, &identity.name).await?;
+    let mut planner = Planner::start(session, db, settings, &identity.name).await?;
     let lost = session.lost();
     let mut failures = Failures::default();
     loop {

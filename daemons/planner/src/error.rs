@@ -17,6 +17,9 @@ pub enum PlannerError {
     /// ZooKeeper or the tree failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The database (the catalog) failed.
+    #[error(transparent)]
+    Db(#[from] archivist_db::DbError),
 }
 
 impl PlannerError {

@@ -1,17 +1,25 @@
-//! Filling the index from ZooKeeper and keeping it current from watch events.
+//! Filling the index from the database and ZooKeeper and keeping it current.
 //!
-//! [`load`] reads the catalog, research records, leases and blocking jobs once, many
-//! reads in flight at a time (ZooKeeper pipelining). [`apply`] handles one watch event by
-//! re-reading the node it names, so replaying an event, or seeing an event for a change
-//! the load already saw, leaves the index the same. Unreadable records are logged with
-//! their path and skipped: one bad node must not stop planning for everything else.
+//! [`load`] reads the catalog from the database (a page at a time, in `seq` order, up to
+//! the catalog's last `seq`, which becomes the watermark), the holds, research records,
+//! leases and blocking jobs from ZooKeeper, many reads in flight at a time (ZooKeeper
+//! pipelining). [`apply`] handles one watch event: a catalog signal reads the rows
+//! changed after the watermark ([`read_catalog`]); any other event re-reads the node it
+//! names. So replaying an event, or seeing an event for a change the load already saw,
+//! leaves the index the same. Unreadable records are logged and skipped: one bad record
+//! must not stop planning for everything else.
 
+use std::collections::BTreeSet;
+
+use archivist_db::catalog::{self, CatalogRecord, EpisodeSummary, Versioned};
+use archivist_db::{Database, DbError};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::queue_key::QueueEntry;
 use archivist_engine::schema::records::{
-    self, clip_stamp, ClipRecord, EpisodeRecord, JobRecord, LeaseRecord, Record, ResearchRecord,
+    self, clip_stamp, JobRecord, LeaseRecord, Record, ResearchRecord,
 };
 use archivist_engine::schema::JobState;
+use archivist_engine::signal::Signal;
 use archivist_engine::zk;
 use archivist_engine::{store, EngineError, Session};
 
@@ -35,10 +43,10 @@ const BATCH: usize = 1_000;
 /// What a watched path is, for the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
-    /// `/catalog/episodes/{id}`
-    Episode(String),
-    /// `/catalog/clips/{id}`
-    Clip(String),
+    /// `/signals/catalog` or `/signals/research`: the database changed.
+    Signal(Signal),
+    /// `/control/hold/{id}`: an operator's hold of an episode or clip.
+    Hold(String),
     /// `/research/{episode}`
     Research(String),
     /// `/leases/{job}`
@@ -59,11 +67,11 @@ pub fn classify(path: &str) -> Node {
             .filter(|name| !name.is_empty() && !name.contains('/'))
             .map(str::to_string)
     };
-    if let Some(id) = child(paths::EPISODES) {
-        return Node::Episode(id);
+    if let Some(signal) = Signal::of_path(path) {
+        return Node::Signal(signal);
     }
-    if let Some(id) = child(paths::CLIPS) {
-        return Node::Clip(id);
+    if let Some(id) = child(paths::HOLDS) {
+        return Node::Hold(id);
     }
     if let Some(id) = child(paths::RESEARCH) {
         return Node::Research(id);
@@ -137,43 +145,88 @@ fn name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-fn put_episode(index: &mut Index, path: &str, data: Option<&[u8]>) {
-    let id = name_of(path);
-    match data.and_then(|d| decode::<EpisodeRecord>(path, d)) {
-        Some(r) => index.upsert_episode(
-            id,
-            EpisodeInfo {
-                priority: r.fields.priority,
-                curated_ms: unix_ms(r.fields.initial_curated),
-                held: r.fields.held,
-                media_url: r.fields.media_url,
-            },
-        ),
-        None => index.remove_episode(id),
+/// A database error on its way through the engine (the planner's rounds speak
+/// [`EngineError`]); its type is kept ([`EngineError::daemon`]).
+pub(crate) fn db_error(err: DbError) -> EngineError {
+    EngineError::daemon(crate::error::PlannerError::Db(err))
+}
+
+/// The holds in force: ids of held episodes and clips (`/control/hold/*`).
+pub type Holds = BTreeSet<String>;
+
+fn put_episode(index: &mut Index, holds: &Holds, e: EpisodeSummary) {
+    index.upsert_episode(
+        &e.id,
+        EpisodeInfo {
+            priority: e.priority,
+            curated_ms: e.initial_curated_ms,
+            held: holds.contains(&e.id),
+            media_url: e.media_url,
+        },
+    )
+}
+
+fn put_clip(index: &mut Index, holds: &Holds, v: Versioned) {
+    let CatalogRecord::Clip(r) = v.record else {
+        return;
+    };
+    let Some(number) = paths::clip_number(&r.id) else {
+        tracing::warn!(clip = %r.id, "clip id is not c + number; the planner ignores it");
+        return;
+    };
+    index.set_clip_stamp(number, clip_stamp(&r.fields), r.fields.last_curated);
+    index.upsert_clip(
+        number,
+        ClipInfo {
+            priority: r.fields.priority,
+            curated_ms: unix_ms(r.fields.initial_curated),
+            held: holds.contains(&r.id),
+            id: r.id,
+        },
+    )
+}
+
+/// Applies a hold (or its release) of an episode or clip the index knows.
+pub fn put_hold(index: &mut Index, id: &str, held: bool) {
+    if let Some(number) = paths::clip_number(id) {
+        if let Some(mut info) = index.clip_info(number).cloned() {
+            info.held = held;
+            index.upsert_clip(number, info);
+        }
+    } else if let Some(mut info) = index.episode_info(id).cloned() {
+        info.held = held;
+        index.upsert_episode(id, info);
     }
 }
 
-fn put_clip(index: &mut Index, path: &str, data: Option<&[u8]>) {
-    let id = name_of(path);
-    let Some(number) = paths::clip_number(id) else {
-        tracing::warn!(path, "clip id is not c + number; the planner ignores it");
-        return;
-    };
-    match data.and_then(|d| decode::<ClipRecord>(path, d)) {
-        Some(r) => {
-            index.set_clip_stamp(number, clip_stamp(&r.fields), r.fields.last_curated);
-            index.upsert_clip(
-                number,
-                ClipInfo {
-                    id: id.to_string(),
-                    priority: r.fields.priority,
-                    curated_ms: unix_ms(r.fields.initial_curated),
-                    held: r.fields.held,
-                },
-            )
-        }
-        None => index.remove_clip(number),
+/// Reads the catalog rows committed after `after` into the index (clips first: an
+/// episode's free count needs the active clips) and returns the new watermark, the
+/// catalog's last `seq` read before the rows (see `archivist_db::catalog`).
+pub async fn read_catalog(
+    db: &Database,
+    index: &mut Index,
+    holds: &Holds,
+    after: i64,
+) -> Result<i64, EngineError> {
+    let upto = catalog::last_seq(db).await.map_err(db_error)?;
+    if upto <= after {
+        return Ok(after);
     }
+    catalog::clips_since(db, after, upto, |page| {
+        for v in page {
+            put_clip(index, holds, v);
+        }
+    })
+    .await
+    .map_err(db_error)?;
+    catalog::episodes_since(db, after, upto, |page| {
+        for e in page {
+            put_episode(index, holds, e);
+        }
+    })
+    .await
+    .map_err(db_error)?;
+    Ok(upto)
 }
 
 fn put_research(index: &mut Index, path: &str, data: Option<&[u8]>) {
@@ -262,20 +315,28 @@ fn put_job(index: &mut Index, state: JobState, path: &str, data: Option<&[u8]>) 
     }
 }
 
-/// Loads the whole index (`ttl_ms`: the work-item TTL, for an undecodable lease). Set the watches first, then load, then apply the events that
-/// arrived meanwhile: nothing is missed.
-pub async fn load(session: &Session, ttl_ms: i64) -> Result<Index, EngineError> {
+/// What the planner has read: the index, the holds in force and the catalog
+/// watermark.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// The index.
+    pub index: Index,
+    /// Held episode and clip ids.
+    pub holds: Holds,
+    /// The catalog's `seq` read up to.
+    pub catalog_seq: i64,
+}
+
+/// Loads the whole index (`ttl_ms`: the work-item TTL, for an undecodable lease). Set
+/// the watches first, then load, then apply the events that arrived meanwhile: nothing
+/// is missed.
+pub async fn load(session: &Session, db: &Database, ttl_ms: i64) -> Result<Loaded, EngineError> {
     let mut index = Index::new();
-    let clips = read_many(session, children_paths(session, paths::CLIPS).await?).await?;
-    for (path, found) in &clips {
-        put_clip(&mut index, path, found.as_ref().map(|(d, _)| d.as_slice()));
-    }
-    drop(clips);
-    let episodes = read_many(session, children_paths(session, paths::EPISODES).await?).await?;
-    for (path, found) in &episodes {
-        put_episode(&mut index, path, found.as_ref().map(|(d, _)| d.as_slice()));
-    }
-    drop(episodes);
+    let holds: Holds = store::children(session, paths::HOLDS)
+        .await?
+        .into_iter()
+        .collect();
+    let catalog_seq = read_catalog(db, &mut index, &holds, 0).await?;
     let research_paths = children_paths(session, paths::RESEARCH).await?;
     for chunk in research_paths.chunks(BATCH) {
         for (path, found) in read_many(session, chunk.to_vec()).await? {
@@ -308,19 +369,26 @@ pub async fn load(session: &Session, ttl_ms: i64) -> Result<Index, EngineError> 
             );
         }
     }
-    Ok(index)
+    Ok(Loaded {
+        index,
+        holds,
+        catalog_seq,
+    })
 }
 
 /// Applies one watch event on `path` (`deleted`: the node is gone) by re-reading what
-/// it names (`ttl_ms`: the work-item TTL, for an undecodable lease). Returns what the path was.
+/// it names (for a catalog signal: the rows after the watermark in `loaded`; `ttl_ms`:
+/// the work-item TTL, for an undecodable lease). Returns what the path was.
 pub async fn apply(
     session: &Session,
-    index: &mut Index,
+    db: &Database,
+    loaded: &mut Loaded,
     path: &str,
     deleted: bool,
     ttl_ms: i64,
 ) -> Result<Node, EngineError> {
     let node = classify(path);
+    let index = &mut loaded.index;
     let read = |p: String| async move {
         if deleted {
             Ok(None)
@@ -329,13 +397,18 @@ pub async fn apply(
         }
     };
     match &node {
-        Node::Episode(_) => {
-            let found = read(path.to_string()).await?;
-            put_episode(index, path, found.as_ref().map(|(d, _)| d.as_slice()));
+        Node::Signal(Signal::Catalog) => {
+            loaded.catalog_seq = read_catalog(db, index, &loaded.holds, loaded.catalog_seq).await?;
         }
-        Node::Clip(_) => {
-            let found = read(path.to_string()).await?;
-            put_clip(index, path, found.as_ref().map(|(d, _)| d.as_slice()));
+        Node::Signal(Signal::Research) => {}
+        Node::Hold(id) => {
+            let held = !deleted;
+            if held {
+                loaded.holds.insert(id.clone());
+            } else {
+                loaded.holds.remove(id);
+            }
+            put_hold(index, id, held);
         }
         Node::Research(_) => {
             let found = read(path.to_string()).await?;
@@ -380,13 +453,14 @@ mod tests {
 
     #[test]
     fn paths_are_classified() {
+        assert_eq!(classify("/signals/catalog"), Node::Signal(Signal::Catalog));
         assert_eq!(
-            classify("/catalog/episodes/e0000001"),
-            Node::Episode("e0000001".into())
+            classify("/signals/research"),
+            Node::Signal(Signal::Research)
         );
         assert_eq!(
-            classify("/catalog/clips/c000001"),
-            Node::Clip("c000001".into())
+            classify("/control/hold/e0000001"),
+            Node::Hold("e0000001".into())
         );
         assert_eq!(
             classify("/research/e0000001"),
@@ -402,8 +476,9 @@ mod tests {
             Node::QueueEntry(JobState::Pending, "x-y-j1".into())
         );
         for other in [
-            "/catalog/episodes",
-            "/catalog/aliases/url-1",
+            "/catalog/episodes/e0000001",
+            "/signals",
+            "/control/hold",
             "/queues/bogus/x",
             "/leases",
         ] {

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use archivist_db::Database;
 use archivist_engine::clock::zk_now_ms;
 use archivist_engine::jobs::{self, NewJob};
 use archivist_engine::ops::Op;
@@ -17,9 +18,10 @@ use crate::capacity::{self, Capacity};
 use crate::error::PlannerError;
 use crate::expire;
 use crate::index::{Index, Pick};
-use crate::load::{self, Node};
+use crate::load::{self, Loaded, Node};
 use crate::settings::PlannerSettings;
 use crate::watch::{Event, Watches};
+use archivist_engine::signal::Signal;
 
 /// Why a round stopped adding work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,13 +50,21 @@ pub struct RoundReport {
     pub stop: Stop,
 }
 
-/// The planner on one session: its index, kept current by its watches.
+/// How often the planner compares the catalog's last `seq` with its watermark even
+/// without a signal (a curator that died between its commit and its signal): a slow
+/// safety net, not the wake-up path.
+pub const CATALOG_RECHECK: Duration = Duration::from_secs(120);
+
+/// The planner on one session: its index, kept current by its watches and the
+/// database's change watermark.
 #[derive(Debug)]
 pub struct Planner {
     session: Session,
+    db: Database,
     settings: PlannerSettings,
     by: String,
-    index: Index,
+    loaded: Loaded,
+    rechecked: Instant,
     watches: Watches,
     stale: bool,
     clock: Option<(i64, Instant)>,
@@ -108,7 +118,10 @@ pub async fn count_pending(
 
 fn is_wake(node: &Node, deleted: bool) -> bool {
     match node {
-        Node::Researcher | Node::Episode(_) | Node::Clip(_) => true,
+        // New catalog rows, or a hold released, may be new work (a hold placed only
+        // removes work; waking costs one pick).
+        Node::Researcher | Node::Signal(Signal::Catalog) | Node::Hold(_) => true,
+        Node::Signal(Signal::Research) => false,
         // A blocking job going away (an operator deleted a failed, held or cancelled
         // job) frees its pairs: plan them now rather than at the next tick.
         Node::QueueEntry(state, _) => {
@@ -123,13 +136,15 @@ impl Planner {
     /// Sets the watches and loads the index. Refuses invalid settings.
     pub async fn start(
         session: &Session,
+        db: &Database,
         settings: PlannerSettings,
         by: &str,
     ) -> Result<Planner, PlannerError> {
         settings.validate()?;
         let watches = Watches::set(session).await?;
         let started = Instant::now();
-        let index = load::load(session, settings.work_item_ttl_ms()).await?;
+        let loaded = load::load(session, db, settings.work_item_ttl_ms()).await?;
+        let index = &loaded.index;
         let took = started.elapsed();
         metrics::histogram!("archivist_planner_index_load_seconds").record(took.as_secs_f64());
         let stats = index.stats();
@@ -144,9 +159,11 @@ impl Planner {
         );
         let mut planner = Planner {
             session: session.clone(),
+            db: db.clone(),
             settings,
             by: by.to_string(),
-            index,
+            loaded,
+            rechecked: Instant::now(),
             watches,
             stale: false,
             clock: None,
@@ -159,7 +176,12 @@ impl Planner {
 
     /// The index (for tests and the benchmark).
     pub fn index(&self) -> &Index {
-        &self.index
+        &self.loaded.index
+    }
+
+    /// The catalog `seq` the index has read up to.
+    pub fn catalog_seq(&self) -> i64 {
+        self.loaded.catalog_seq
     }
 
     /// Whether the next round reloads the whole index (events may have been lost, or a
@@ -175,7 +197,7 @@ impl Planner {
 
     async fn reload(&mut self) -> Result<(), EngineError> {
         tracing::info!("reloading the planner index (events may have been lost)");
-        self.index = load::load(&self.session, self.settings.work_item_ttl_ms()).await?;
+        self.loaded = load::load(&self.session, &self.db, self.settings.work_item_ttl_ms()).await?;
         self.stale = false;
         metrics::counter!("archivist_planner_index_reloads_total").increment(1);
         Ok(())
@@ -186,7 +208,8 @@ impl Planner {
             Event::Node { path, deleted } => {
                 let node = load::apply(
                     &self.session,
-                    &mut self.index,
+                    &self.db,
+                    &mut self.loaded,
                     &path,
                     deleted,
                     self.settings.work_item_ttl_ms(),
@@ -218,6 +241,17 @@ impl Planner {
         if self.stale && self.session.state() == archivist_engine::zk::SessionState::SyncConnected {
             self.reload().await?;
             wake = true;
+        }
+        if self.rechecked.elapsed() >= CATALOG_RECHECK {
+            self.rechecked = Instant::now();
+            let before = self.loaded.catalog_seq;
+            let loaded = &mut self.loaded;
+            loaded.catalog_seq =
+                load::read_catalog(&self.db, &mut loaded.index, &loaded.holds, before).await?;
+            if loaded.catalog_seq > before {
+                tracing::warn!(from = before, to = loaded.catalog_seq, "catalog changes arrived without a signal (a curator stopped between its commit and /signals/catalog?); read now");
+                wake = true;
+            }
         }
         Ok(wake)
     }
@@ -257,7 +291,7 @@ impl Planner {
     /// Reports the index and catalog-progress gauges (set to 0 when this planner is
     /// dropped: see its `Drop`).
     fn report_gauges(&self) {
-        let stats = self.index.stats();
+        let stats = self.loaded.index.stats();
         metrics::gauge!("archivist_planner_index_episodes").set(stats.episodes as f64);
         metrics::gauge!("archivist_planner_index_active_leases").set(stats.active_leases as f64);
         metrics::gauge!("archivist_planner_index_bytes").set(stats.heap_bytes as f64);
@@ -298,7 +332,7 @@ impl Planner {
             Some((at, read)) => {
                 at.saturating_add(i64::try_from(read.elapsed().as_millis()).unwrap_or(i64::MAX))
             }
-            None => self.index.now_ms(),
+            None => self.loaded.index.now_ms(),
         }
     }
 
@@ -315,7 +349,10 @@ impl Planner {
     async fn pick_now(&mut self) -> Result<Option<Pick>, EngineError> {
         self.refresh().await?;
         let started = Instant::now();
-        let pick = self.index.pick(self.now_ms(), self.settings.max_clips);
+        let pick = self
+            .loaded
+            .index
+            .pick(self.now_ms(), self.settings.max_clips);
         metrics::histogram!("archivist_planner_pick_seconds")
             .record(started.elapsed().as_secs_f64());
         Ok(pick)
@@ -366,9 +403,10 @@ impl Planner {
             }
         };
         let expires = lease::expires_at(self.now_ms(), duration_ms);
-        self.index
+        self.loaded
+            .index
             .upsert_lease(&job.id, &job.episode, pick.clip_numbers.clone(), expires);
-        self.index.add_job(
+        self.loaded.index.add_job(
             &job.id,
             JobState::Pending,
             &job.episode,

@@ -24,6 +24,7 @@ use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::records::{self, LeaseRecord, ReportRecord, ResearchRecord};
 use archivist_engine::schema::JobState;
 use archivist_engine::schema::{occurrences, paths};
+use archivist_engine::signal::{self, Signal};
 use archivist_engine::{clock, lease, store, zk, EngineError, Session};
 use rand::Rng;
 use time::OffsetDateTime;
@@ -318,6 +319,12 @@ pub async fn store_reports(
                 stored = in_database,
                 "research committed to the database"
             );
+            // The wake-up for readers of the database (the planner watches it). A failed
+            // bump loses only the wake-up, not the research: the planner's slow re-check
+            // of the research seq finds it, so it does not fail the store.
+            if let Err(e) = signal::bump(session, Signal::Research, "recorder").await {
+                tracing::warn!(job, error = %e, "could not bump /signals/research after the database commit");
+            }
         }
         if prepared.ops.is_empty() {
             return Ok(prepared);

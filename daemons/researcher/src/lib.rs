@@ -25,6 +25,7 @@ pub mod settings;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use archivist_db::Database;
 use archivist_engine::member::Identity;
 use archivist_engine::{EngineError, ZkConfig};
 use tokio_util::sync::CancellationToken;
@@ -77,6 +78,7 @@ fn prepare_work_dir(settings: &ResearcherSettings) -> Result<(), ResearcherError
 /// An unusable work directory or HTTP client. ZooKeeper trouble is retried, not returned.
 pub async fn run(
     config: &ZkConfig,
+    db: &Database,
     settings: ResearcherSettings,
     identity: Identity,
     shutdown: CancellationToken,
@@ -85,6 +87,7 @@ pub async fn run(
     let downloader = Downloader::new(settings.download.clone())?;
     let worker = Arc::new(job::Worker {
         me: identity.name.clone(),
+        db: db.clone(),
         work_dir: settings.work_dir.clone(),
         heartbeat: settings.heartbeat,
         matching: settings.matching.clone(),

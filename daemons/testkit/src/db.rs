@@ -134,32 +134,61 @@ pub async fn fresh_databases(name: &str) -> Vec<Database> {
     all
 }
 
-/// The SQLite database belonging to the test tree `chroot` (made on first use, then the
-/// same one): tests that run the recorder in-process store through it, and two calls in
-/// one test see one archive.
+/// The database URL each test tree (chroot) uses, so the daemons a test runs in-process
+/// (recorder, planner, researcher...) and the test's own checks share one archive.
+fn tree_urls() -> &'static std::sync::Mutex<std::collections::HashMap<String, String>> {
+    static BY_TREE: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<String, String>>,
+    > = std::sync::OnceLock::new();
+    BY_TREE.get_or_init(Default::default)
+}
+
+/// The URL of the database belonging to the test tree `chroot`: the one
+/// [`fresh_stores`] made for it, else a SQLite file made on first use, then the same
+/// one (so a test that runs the binary gives it the database its fixtures wrote).
+pub fn tree_database_url(chroot: &str) -> String {
+    let known = tree_urls().lock().ok().and_then(|m| m.get(chroot).cloned());
+    if let Some(url) = known {
+        return url;
+    }
+    let name = chroot.rsplit('/').next().unwrap_or("tree").to_string();
+    let url = fresh_sqlite_url(&name);
+    match tree_urls().lock() {
+        Ok(mut m) => m.entry(chroot.to_string()).or_insert(url).clone(),
+        Err(_) => url,
+    }
+}
+
+/// The database belonging to the test tree `chroot` ([`tree_database_url`]): tests that
+/// run the recorder in-process store through it, and two calls in one test see one
+/// archive.
 pub async fn tree_database(chroot: &str) -> Database {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    static BY_TREE: std::sync::OnceLock<Mutex<HashMap<String, String>>> =
-        std::sync::OnceLock::new();
-    let known = BY_TREE
-        .get_or_init(Default::default)
-        .lock()
-        .ok()
-        .and_then(|m| m.get(chroot).cloned());
-    let url = match known {
-        Some(url) => url,
-        None => {
-            let name = chroot.rsplit('/').next().unwrap_or("tree").to_string();
-            let url = fresh_sqlite_url(&name);
-            if let Ok(mut m) = BY_TREE.get_or_init(Default::default).lock() {
-                m.entry(chroot.to_string()).or_insert(url).clone()
-            } else {
-                url
-            }
-        }
-    };
-    Database::connect(&url)
+    Database::connect(&tree_database_url(chroot))
         .await
         .unwrap_or_else(|e| panic!("opening the test tree's database: {e}"))
+}
+
+/// For each of [`backends`]: a fresh ZooKeeper chroot (as [`crate::fresh_tree`]) and a
+/// fresh database, bound to each other (so [`tree_database`] of the chroot is that
+/// database), so a test of a daemon that uses both runs once per backend.
+pub async fn fresh_stores(
+    name: &str,
+) -> Vec<(
+    archivist_engine::ZkConfig,
+    archivist_engine::Session,
+    Database,
+)> {
+    let mut all = Vec::new();
+    for backend in backends() {
+        let url = fresh_database_url(backend, name).await;
+        let (config, session) = crate::fresh_tree(name).await;
+        if let Ok(mut m) = tree_urls().lock() {
+            m.insert(session.chroot().to_string(), url.clone());
+        }
+        let db = Database::connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("opening the test database: {e}"));
+        all.push((config, session, db));
+    }
+    all
 }

@@ -72,7 +72,7 @@ pub struct ClipRecord {
 record!(ClipRecord, "ClipRecord");
 
 /// What an alias points at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AliasTarget {
     /// An episode.

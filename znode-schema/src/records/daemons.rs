@@ -71,3 +71,18 @@ pub struct PauseRecord {
     pub at: Option<OffsetDateTime>,
 }
 record!(PauseRecord, "PauseRecord");
+
+/// `/signals/{catalog,research}`: who committed the latest change to the database and
+/// when. The node's data version counts the bumps; watchers re-read the database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalRecord {
+    /// Record schema version.
+    #[serde(default = "schema_version")]
+    pub schema: u32,
+    /// The daemon that committed the change.
+    pub by: String,
+    /// When (its host's clock).
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+record!(SignalRecord, "SignalRecord");

@@ -233,18 +233,12 @@ async fn delete_lease_ops(session: &Session, job: &str) -> Result<Vec<Op>> {
     Ok(lease::revoke_ops(session, job).await?)
 }
 
-/// Is `episode` held in the catalog (`hold --episode`)? The planner plans nothing for a
-/// held episode, which changes what `delete` and `release` of one of its jobs lead to.
-/// An episode that cannot be read counts as not held (the message is only a hint).
+/// Is `episode` held (`hold --episode`: `/control/hold/{episode}`)? The planner plans
+/// nothing for a held episode, which changes what `delete` and `release` of one of its
+/// jobs lead to. A hold that cannot be read counts as not held (the message is only a
+/// hint).
 async fn episode_held(session: &Session, episode: &str) -> bool {
-    matches!(
-        store::read::<archivist_engine::schema::records::EpisodeRecord>(
-            session,
-            &paths::episode(episode)
-        )
-        .await,
-        Ok(Some((ref e, _))) if e.fields.held
-    )
+    matches!(crate::control::is_held(session, episode).await, Ok(true))
 }
 
 /// The paths of `job`'s reports in `/reports` (named `<job>-<clip>`,

@@ -33,6 +33,7 @@ mod jobs;
 mod records;
 mod repair;
 
+use archivist_db::Database;
 use archivist_engine::{clock, store, Session};
 use serde::Serialize;
 
@@ -137,7 +138,36 @@ impl FaultKind {
 }
 
 /// Every fault one read of the tree shows, by kind then path.
-fn findings(nodes: &[tree::RawNode], settings: &AdminSettings, now_ms: i64) -> Vec<Fault> {
+/// The ids of the catalog's episodes and clips (the database's, since issue 22), which
+/// research records are checked against.
+#[derive(Debug, Default)]
+pub(super) struct CatalogIds {
+    pub(super) episodes: std::collections::BTreeSet<String>,
+    pub(super) clips: std::collections::BTreeSet<String>,
+}
+
+impl CatalogIds {
+    async fn read(db: &Database) -> Result<CatalogIds> {
+        use archivist_engine::schema::records::AliasTarget;
+        Ok(CatalogIds {
+            episodes: archivist_db::catalog::ids(db, AliasTarget::Episode)
+                .await?
+                .into_iter()
+                .collect(),
+            clips: archivist_db::catalog::ids(db, AliasTarget::Clip)
+                .await?
+                .into_iter()
+                .collect(),
+        })
+    }
+}
+
+fn findings(
+    nodes: &[tree::RawNode],
+    catalog: &CatalogIds,
+    settings: &AdminSettings,
+    now_ms: i64,
+) -> Vec<Fault> {
     let mut faults = Vec::new();
     check_nodes(nodes, settings, &mut faults);
     let ix = index(nodes);
@@ -149,7 +179,7 @@ fn findings(nodes: &[tree::RawNode], settings: &AdminSettings, now_ms: i64) -> V
     check_members(nodes, &mut faults);
     check_directories(nodes, &mut faults);
     check_counters(&ix, &mut faults);
-    check_research(&ix, &mut faults);
+    check_research(&ix, catalog, &mut faults);
     check_catalog(nodes, &mut faults);
     faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
     faults
@@ -275,6 +305,7 @@ async fn settle_gone(session: &Session, faults: &mut [Fault]) -> Result<()> {
 /// Checks every invariant; with `repair`, fixes the safe faults and says what it did.
 pub async fn fsck(
     session: &Session,
+    db: &Database,
     settings: &AdminSettings,
     repair: bool,
     progress: &dyn Progress,
@@ -295,7 +326,8 @@ pub async fn fsck(
             .max()
             .unwrap_or(0)
     });
-    let mut faults = findings(&nodes, settings, now_ms);
+    let catalog = CatalogIds::read(db).await?;
+    let mut faults = findings(&nodes, &catalog, settings, now_ms);
     if faults.iter().any(|f| f.kind.may_be_in_flight()) {
         // The walk is not atomic: a job moving between queues while it was read looks
         // like a job in no queue, in the wrong one, or an entry without its job. A real
@@ -303,7 +335,7 @@ pub async fn fsck(
         // if it is found again with its job at the same version (every move of a job
         // writes the job, so a job that moved meanwhile has another version).
         let again = tree::walk(session, settings, "/", progress).await?;
-        let confirmed = findings(&again, settings, now_ms);
+        let confirmed = findings(&again, &catalog, settings, now_ms);
         let (first, second) = (index(&nodes), index(&again));
         let version = |ix: &index::Index<'_>, job: Option<&str>| {
             job.and_then(|j| ix.jobs.get(j).map(|(node, _)| node.stat.version))

@@ -13,7 +13,7 @@ use crate::settings::AdminSettings;
 use crate::tree::{self, RawNode};
 
 use super::index::{parts, Index};
-use super::{Fault, FaultKind, Plan, Severity};
+use super::{CatalogIds, Fault, FaultKind, Plan, Severity};
 
 pub(super) fn check_nodes(nodes: &[RawNode], settings: &AdminSettings, faults: &mut Vec<Fault>) {
     for node in nodes {
@@ -103,7 +103,7 @@ pub(super) fn check_counters(ix: &Index<'_>, faults: &mut Vec<Fault>) {
     }
 }
 
-pub(super) fn check_research(ix: &Index<'_>, faults: &mut Vec<Fault>) {
+pub(super) fn check_research(ix: &Index<'_>, catalog: &CatalogIds, faults: &mut Vec<Fault>) {
     for (episode, node) in &ix.research {
         let Ok(record) = records::decode::<ResearchRecord>(&node.path, &node.data) else {
             continue;
@@ -112,20 +112,20 @@ pub(super) fn check_research(ix: &Index<'_>, faults: &mut Vec<Fault>) {
         if record.episode != *episode {
             problems.push(format!("the record is for episode {}", record.episode));
         }
-        if !ix.episodes.contains(episode) {
+        if !catalog.episodes.contains(*episode) {
             problems.push(format!("episode {episode} is not in the catalog"));
         }
         let mut unknown: Vec<String> = record
             .researched()
             .iter()
             .map(paths::clip_id)
-            .filter(|c| !ix.clips.contains(c.as_str()))
+            .filter(|c| !catalog.clips.contains(c.as_str()))
             .collect();
         unknown.extend(
             record
                 .found
                 .keys()
-                .filter(|c| !ix.clips.contains(c.as_str()))
+                .filter(|c| !catalog.clips.contains(c.as_str()))
                 .cloned(),
         );
         unknown.sort();

@@ -4,7 +4,7 @@ use archivist_admin::{AdminError, AdminSettings};
 use archivist_engine::lock::JobLock;
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{EpisodeRecord, JobRequest};
+use archivist_engine::schema::records::{JobRequest, PauseRecord};
 use archivist_engine::schema::JobState;
 use archivist_engine::store;
 use archivist_testkit::queues_holding;
@@ -340,29 +340,35 @@ async fn retry_all_failed_filters_by_reason() {
 #[tokio::test]
 async fn catalog_holds_and_queue_pauses() {
     let (_c, s) = archivist_testkit::fresh_tree("admin-control").await;
-    let e = fixtures::episode(&s, 1, "Episode one").await;
+    let db = fixtures::database("admin-control").await;
+    let e = fixtures::db_episode(&db, 1, "Episode one").await;
     let target = CatalogTarget::Episode(e.clone());
-    let r = control::set_catalog_hold(&s, &target, true).await.unwrap();
-    assert!(r.held && r.changed);
-    let (record, _) = store::read_required::<EpisodeRecord>(&s, &paths::episode(&e))
+    let r = control::set_catalog_hold(&s, &db, &target, true, "ops")
         .await
         .unwrap();
-    assert!(record.fields.held);
+    assert!(r.held && r.changed);
+    assert_eq!(r.title, "Episode one");
+    // A hold is a ZooKeeper node, not a catalog field.
+    let (hold, _) = store::read_required::<PauseRecord>(&s, &paths::hold(&e))
+        .await
+        .unwrap();
+    assert_eq!(hold.by, "ops");
+    assert!(control::is_held(&s, &e).await.unwrap());
     assert!(
-        !control::set_catalog_hold(&s, &target, true)
+        !control::set_catalog_hold(&s, &db, &target, true, "ops")
             .await
             .unwrap()
             .changed
     );
-    assert!(
-        !control::set_catalog_hold(&s, &target, false)
-            .await
-            .unwrap()
-            .held
-    );
-    let missing = control::set_catalog_hold(&s, &CatalogTarget::Clip("c000404".into()), true)
+    let released = control::set_catalog_hold(&s, &db, &target, false, "ops")
         .await
-        .unwrap_err();
+        .unwrap();
+    assert!(!released.held && released.changed);
+    assert!(!control::is_held(&s, &e).await.unwrap());
+    let missing =
+        control::set_catalog_hold(&s, &db, &CatalogTarget::Clip("c000404".into()), true, "ops")
+            .await
+            .unwrap_err();
     assert!(matches!(missing, AdminError::NotFound { .. }));
 
     let p = control::pause(&s, &settings(), JobState::Pending, "maintenance")
@@ -475,10 +481,12 @@ async fn delete_of_a_reported_job_says_what_is_possible() {
 async fn release_of_a_job_of_a_held_episode_warns_as_delete_does() {
     // Outside test 17c, defect 10: `release --job J` into a held episode said nothing.
     let (_c, s) = archivist_testkit::fresh_tree("admin-release-held-episode").await;
+    let db = fixtures::database("admin-release-held-episode").await;
     let e = fixtures::episode(&s, 1, "Episode one").await;
+    fixtures::db_episode(&db, 1, "Episode one").await;
     let job = fixtures::job(&s, &e, &["c000001"]).await;
     actions::hold(&s, &settings(), &job.id, None).await.unwrap();
-    control::set_catalog_hold(&s, &CatalogTarget::Episode(e.clone()), true)
+    control::set_catalog_hold(&s, &db, &CatalogTarget::Episode(e.clone()), true, "ops")
         .await
         .unwrap();
     let report = actions::release(&s, &settings(), &job.id).await.unwrap();
@@ -519,6 +527,7 @@ async fn pause_without_the_pause_directory_says_run_init() {
     assert!(!text.contains("precondition"), "{text}");
     let report = archivist_admin::fsck::fsck(
         &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
         &AdminSettings::default(),
         false,
         &archivist_admin::Silent,

@@ -22,9 +22,15 @@ fn kinds(report: &FsckReport) -> Vec<(FaultKind, Option<String>)> {
 }
 
 async fn check(s: &archivist_engine::Session, repair: bool) -> FsckReport {
-    fsck::fsck(s, &AdminSettings::default(), repair, &Silent)
-        .await
-        .unwrap()
+    fsck::fsck(
+        s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        repair,
+        &Silent,
+    )
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -169,7 +175,15 @@ async fn stale_locks_unparsable_nodes_and_overdue_leases_are_reported_not_repair
     tokio::time::sleep(Duration::from_millis(50)).await;
 
     let settings = AdminSettings::default().with_reaper_interval(Duration::ZERO);
-    let report = fsck::fsck(&s, &settings, true, &Silent).await.unwrap();
+    let report = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &settings,
+        true,
+        &Silent,
+    )
+    .await
+    .unwrap();
     let k = kinds(&report);
     assert!(
         k.contains(&(FaultKind::StaleLock, Some(done.id.clone()))),
@@ -271,14 +285,30 @@ async fn a_pending_job_locked_for_long_is_flagged() {
         .unwrap()
         .unwrap();
     // Just taken: a claim in progress, not a fault.
-    let report = fsck::fsck(&s, &settings, true, &Silent).await.unwrap();
+    let report = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &settings,
+        true,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert!(
         !kinds(&report).contains(&(FaultKind::PendingLocked, Some(pending.id.clone()))),
         "{:?}",
         kinds(&report)
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let report = fsck::fsck(&s, &settings, true, &Silent).await.unwrap();
+    let report = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &settings,
+        true,
+        &Silent,
+    )
+    .await
+    .unwrap();
     let fault = report
         .faults
         .iter()
@@ -364,9 +394,15 @@ async fn a_hand_made_persistent_registration_is_not_capacity_and_is_flagged() {
     };
     fixtures::raw(&s, &path, &store::encode(&path, &ghost).unwrap()).await;
     archivist_engine::clock::zk_now_ms(&s).await.unwrap();
-    let status = archivist_admin::status::status(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let status = archivist_admin::status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert!(status.researchers.is_empty(), "{:?}", status.researchers);
     assert_eq!(status.slots, 0);
     let report = check(&s, false).await;
@@ -441,9 +477,15 @@ async fn hand_made_pauses_of_states_nothing_claims_from_are_flagged_not_shown_as
         fixtures::raw(&s, path, b"by: ops\nreason: test\n").await;
     }
     archivist_engine::clock::zk_now_ms(&s).await.unwrap();
-    let status = archivist_admin::status::status(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let status = archivist_admin::status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert!(status.paused.is_empty(), "{:?}", status.paused);
     let mut ignored = status.ignored_pauses.clone();
     ignored.sort();

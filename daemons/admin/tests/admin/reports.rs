@@ -41,9 +41,15 @@ async fn status_counts_researchers_load_leases_and_research_progress() {
     // nothing); the planner and the reaper stamp it every round.
     archivist_engine::clock::zk_now_ms(&s).await.unwrap();
 
-    let report = status::status(&s, &AdminSettings::default(), true, &Silent)
-        .await
-        .unwrap();
+    let report = status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        true,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.researchers.len(), 1);
     let r1 = &report.researchers[0];
     assert_eq!((r1.name.as_str(), r1.slots, r1.load), ("r1", 3, 1));
@@ -351,9 +357,15 @@ async fn status_counts_only_pending_entries_that_are_work_and_names_the_strays()
     for name in ["garbage1", "zz-j0000009999", orphan.as_str()] {
         fixtures::raw(&s, &format!("{queue}/{name}"), b"").await;
     }
-    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.jobs[&JobState::Pending], 1);
     let mut strays = report.pending_strays.clone();
     strays.sort();
@@ -378,9 +390,15 @@ async fn status_does_not_count_a_pending_entry_whose_job_is_in_another_state() {
     let queue = archivist_engine::schema::paths::queue(JobState::Pending);
     fixtures::raw(&s, &format!("{queue}/{entry}"), b"").await;
     archivist_engine::clock::zk_now_ms(&s).await.unwrap();
-    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.jobs[&JobState::Pending], 1);
     assert_eq!(report.jobs[&JobState::Recorded], 1);
     assert_eq!(report.pending_strays, vec![entry]);
@@ -405,9 +423,15 @@ async fn status_names_a_waiting_job_whose_record_does_not_decode() {
         )
         .await
         .unwrap();
-    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     let oldest = report.oldest_waiting.clone().unwrap();
     assert_eq!(oldest.job, broken.id);
     assert!(oldest.unreadable.is_some(), "{oldest:?}");
@@ -442,9 +466,15 @@ async fn status_names_a_job_outside_pending_whose_record_does_not_decode() {
             .await
             .unwrap();
     }
-    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.jobs[&JobState::Leased], 1);
     let mut named: Vec<(String, JobState)> = report
         .unreadable_jobs
@@ -467,9 +497,15 @@ async fn status_names_a_job_outside_pending_whose_record_does_not_decode() {
         b"lease: [garbage",
     )
     .await;
-    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.leases.undecodable, vec![running.id.clone()]);
     assert!(report
         .leases
@@ -498,9 +534,15 @@ async fn status_counts_a_lease_with_a_duration_that_is_not_positive_as_invalid()
     tokio::time::sleep(Duration::from_millis(100)).await;
     let data = archivist_engine::store::encode(&path, &lease).unwrap();
     s.client().set_data(&path, &data, None).await.unwrap();
-    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (report.leases.active, report.leases.invalid),
         (0, 1),
@@ -552,9 +594,15 @@ async fn status_without_the_clock_shows_the_rest_and_says_to_run_init() {
         .delete(archivist_engine::schema::paths::CLOCK, None)
         .await
         .unwrap();
-    let report = status::status(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     let note = report
         .clock_note
         .clone()

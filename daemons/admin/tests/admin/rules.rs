@@ -81,12 +81,16 @@ async fn cancel_says_the_pairs_stay_unplanned_until_delete_which_is_allowed() {
 #[tokio::test]
 async fn delete_on_a_held_episode_says_the_pairs_wait_for_release() {
     let (_c, s) = archivist_testkit::fresh_tree("rules-delete-held").await;
+    let db = fixtures::database("rules-delete-held").await;
     let e = fixtures::episode(&s, 1, "One").await;
+    fixtures::db_episode(&db, 1, "One").await;
     let job = fixtures::job(&s, &e, &["c000001"]).await;
     archivist_admin::control::set_catalog_hold(
         &s,
+        &db,
         &archivist_admin::control::CatalogTarget::Episode(e.clone()),
         true,
+        "ops",
     )
     .await
     .unwrap();
@@ -126,9 +130,15 @@ async fn fsck_flags_a_counter_behind_its_ids_and_repairs_it() {
     fixtures::job(&s, "e0000002", &["c000001"]).await;
     s.client().delete(paths::JOB_COUNTER, None).await.unwrap();
     fixtures::raw(&s, paths::JOB_COUNTER, b"").await;
-    let report = fsck::fsck(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert!(!report.is_clean(), "{:#?}", report.faults);
     let fault = report
         .faults
@@ -136,9 +146,15 @@ async fn fsck_flags_a_counter_behind_its_ids_and_repairs_it() {
         .find(|f| f.path == paths::JOB_COUNTER)
         .expect("a fault on /counters/jobs");
     assert!(fault.detail.contains("ids up to 2"), "{}", fault.detail);
-    let repaired = fsck::fsck(&s, &AdminSettings::default(), true, &Silent)
-        .await
-        .unwrap();
+    let repaired = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        true,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert!(repaired.is_clean(), "{:#?}", repaired.faults);
     let stat = store::exists(&s, paths::JOB_COUNTER)
         .await
@@ -157,9 +173,15 @@ async fn fsck_flags_a_missing_counter_and_repairs_it() {
     fixtures::job(&s, "e0000002", &["c000001"]).await;
     s.client().delete(paths::JOB_COUNTER, None).await.unwrap();
     s.client().delete(paths::CLIP_COUNTER, None).await.unwrap();
-    let report = fsck::fsck(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert!(!report.is_clean(), "{:#?}", report.faults);
     for path in [paths::JOB_COUNTER, paths::CLIP_COUNTER] {
         let fault = report
@@ -170,9 +192,15 @@ async fn fsck_flags_a_missing_counter_and_repairs_it() {
         assert_eq!(fault.kind, fsck::FaultKind::CounterMissing);
         assert_eq!(fault.severity, fsck::Severity::Error);
     }
-    let repaired = fsck::fsck(&s, &AdminSettings::default(), true, &Silent)
-        .await
-        .unwrap();
+    let repaired = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        true,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert!(repaired.is_clean(), "{:#?}", repaired.faults);
     let stat = store::exists(&s, paths::JOB_COUNTER)
         .await
@@ -189,9 +217,15 @@ async fn fsck_flags_a_missing_counter_and_repairs_it() {
 async fn a_lease_that_is_expired_when_written_is_flagged_and_refused() {
     let (_c, s) = archivist_testkit::fresh_tree("rules-negative").await;
     let job = fixtures::job_with_lease(&s, "e0000001", &["c000001"], -600_000).await;
-    let report = fsck::fsck(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     let fault = report
         .faults
         .iter()
@@ -253,9 +287,15 @@ async fn unreadable_research_is_named_by_status_and_export() {
     fixtures::clip(&s, 1, "Jingle").await;
     fixtures::research(&s, &good, "j0000000042", &[1], &[(1, 3.0, 0.9)]).await;
     fixtures::raw(&s, &paths::research(&bad), BAD_RESEARCH).await;
-    let progress = status::research_progress(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let progress = status::research_progress(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         progress
             .unreadable
@@ -303,9 +343,15 @@ async fn results_for_a_clip_name_unreadable_research() {
 async fn the_documented_manual_pause_is_clean() {
     let (_c, s) = archivist_testkit::fresh_tree("rules-pause-by-hand").await;
     fixtures::raw(&s, &paths::pause(JobState::Pending), b"by: ops").await;
-    let report = fsck::fsck(&s, &AdminSettings::default(), false, &Silent)
-        .await
-        .unwrap();
+    let report = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
     assert!(report.is_clean(), "{:#?}", report.faults);
     let (record, _) = store::read::<archivist_engine::schema::records::PauseRecord>(
         &s,
@@ -335,14 +381,26 @@ async fn the_read_only_role_runs_status_and_fsck() {
     let reader = Session::connect(&base.with_credentials(Credentials::parse("ops:look")))
         .await
         .unwrap();
-    let report = status::status(&reader, &AdminSettings::default(), false, &Silent)
-        .await
-        .expect("status must not write");
+    let report = status::status(
+        &reader,
+        &archivist_testkit::db::tree_database(reader.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .expect("status must not write");
     assert_eq!(report.jobs.get(&JobState::Pending), Some(&1));
     assert!(report.now_ms > 0);
-    let checked = fsck::fsck(&reader, &AdminSettings::default(), false, &Silent)
-        .await
-        .expect("fsck without --repair must not write");
+    let checked = fsck::fsck(
+        &reader,
+        &archivist_testkit::db::tree_database(reader.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .expect("fsck without --repair must not write");
     assert!(checked.nodes > 0);
 }
 

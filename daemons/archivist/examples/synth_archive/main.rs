@@ -57,9 +57,12 @@ enum Command {
 /// How the catalog is written.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum CatalogWriter {
-    /// Through `archivist_catalog::curate` (measures curation).
+    /// Through `archivist_catalog::curate` into the database named by `--database-url`
+    /// (measures curation; the curators write the catalog to the database since issue
+    /// 22, so this writes no `/catalog` nodes).
     Curate,
-    /// Created directly as nodes.
+    /// Created directly as nodes under `/catalog` (the layout before issue 22, what
+    /// `archivist migrate` reads).
     Nodes,
 }
 
@@ -78,8 +81,11 @@ struct GenerateArgs {
     #[arg(long, default_value_t = 0.5)]
     from_feeds: f64,
     /// How the catalog is written.
-    #[arg(long, value_enum, default_value_t = CatalogWriter::Curate)]
+    #[arg(long, value_enum, default_value_t = CatalogWriter::Nodes)]
     catalog: CatalogWriter,
+    /// The database `--catalog curate` curates into.
+    #[arg(long)]
+    database_url: Option<String>,
     /// Items per `curate` call.
     #[arg(long, default_value_t = 10_000)]
     curate_batch: usize,
@@ -111,6 +117,12 @@ async fn curate_catalog(
     shape: &synth::Shape,
     args: &GenerateArgs,
 ) -> Result<usize> {
+    let Some(url) = args.database_url.as_deref() else {
+        bail!("--catalog curate needs --database-url (the curators write the database)");
+    };
+    let db = archivist_db::Database::connect(url)
+        .await
+        .with_context(|| format!("opening {}", archivist_db::redact(url)))?;
     let settings = CurateSettings::default()
         .with_curator(synth::CURATOR)
         .with_chunk_records(100)
@@ -121,7 +133,9 @@ async fn curate_catalog(
         .map(synth::clip_item)
         .collect::<Result<_>>()?;
     for chunk in clips.chunks(args.curate_batch.max(1)) {
-        curated += curate(session, chunk.to_vec(), &settings).await?.created();
+        curated += curate(session, &db, chunk.to_vec(), &settings)
+            .await?
+            .created();
     }
     let mut next = 0;
     while next < args.episodes {
@@ -129,7 +143,7 @@ async fn curate_catalog(
         let items: Vec<CatalogItem> = (next..end)
             .map(|i| synth::episode_item(shape, i))
             .collect::<Result<_>>()?;
-        curated += curate(session, items, &settings).await?.created();
+        curated += curate(session, &db, items, &settings).await?.created();
         next = end;
         eprintln!(
             "synth_archive: curated {next}/{} episodes ({:.0} s)",

@@ -148,8 +148,10 @@ pub async fn run_daemon(global: &GlobalOpts, args: BatcherArgs) -> Result<ExitCo
         None => Identity::new("batcher"),
     };
     let metrics = global.metrics_addr.map(|a| a.to_string());
+    let db = crate::context::database(global).await?;
     daemon::run(
         &config,
+        &db,
         settings(file.batcher, &args),
         identity,
         metrics,

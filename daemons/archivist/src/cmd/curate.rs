@@ -172,6 +172,7 @@ fn print_report(global: &GlobalOpts, report: &CurationReport) -> Result<()> {
 /// (named in the output), 0 otherwise; a feed's non-audio items are listed but normal.
 pub async fn run(global: &GlobalOpts, command: CurateCommand) -> Result<ExitCode> {
     let session = connect_initialised(global).await?;
+    let db = crate::context::database(global).await?;
     let (report, strict) = match command {
         CurateCommand::Feed {
             url,
@@ -180,6 +181,7 @@ pub async fn run(global: &GlobalOpts, command: CurateCommand) -> Result<ExitCode
         } => {
             let report = archivist_catalog::feed::curate_feed(
                 &session,
+                &db,
                 &url,
                 priority,
                 &common.curate(),
@@ -189,13 +191,17 @@ pub async fn run(global: &GlobalOpts, command: CurateCommand) -> Result<ExitCode
             (report, false)
         }
         CurateCommand::Manifest { file, common } => {
-            let report =
-                archivist_catalog::manifest::curate_manifest(&session, &file, &common.curate())
-                    .await?;
+            let report = archivist_catalog::manifest::curate_manifest(
+                &session,
+                &db,
+                &file,
+                &common.curate(),
+            )
+            .await?;
             (report, true)
         }
-        CurateCommand::Episode(args) => (single(&session, Kind::Episode, args).await?, true),
-        CurateCommand::Clip(args) => (single(&session, Kind::Clip, args).await?, true),
+        CurateCommand::Episode(args) => (single(&session, &db, Kind::Episode, args).await?, true),
+        CurateCommand::Clip(args) => (single(&session, &db, Kind::Clip, args).await?, true),
     };
     print_report(global, &report)?;
     if strict && !report.skipped.is_empty() {
@@ -206,6 +212,7 @@ pub async fn run(global: &GlobalOpts, command: CurateCommand) -> Result<ExitCode
 
 async fn single(
     session: &archivist_engine::Session,
+    db: &archivist_db::Database,
     kind: Kind,
     args: SingleArgs,
 ) -> Result<CurationReport> {
@@ -220,7 +227,7 @@ async fn single(
         no_probe: args.no_probe,
     };
     let item = single_item(kind, &args.target, &options, &args.common.fetch()).await?;
-    Ok(archivist_catalog::curate(session, vec![item], &args.common.curate()).await?)
+    Ok(archivist_catalog::curate(session, db, vec![item], &args.common.curate()).await?)
 }
 
 /// Runs the curator daemon until SIGTERM/SIGINT.
@@ -241,6 +248,14 @@ pub async fn run_daemon(global: &GlobalOpts, args: CuratorArgs) -> Result<ExitCo
                 .with_curator(&identity.name),
         )
         .with_fetch(args.common.fetch());
-    archivist_catalog::run(&config, settings, identity, crate::shutdown::on_signal()).await?;
+    let db = crate::context::database(global).await?;
+    archivist_catalog::run(
+        &config,
+        &db,
+        settings,
+        identity,
+        crate::shutdown::on_signal(),
+    )
+    .await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -210,6 +210,7 @@ pub async fn run(global: &GlobalOpts, args: MigrateArgs) -> Result<ExitCode> {
     let (mut in_tree, mut in_db) = (Counts::default(), Counts::default());
     let mut unreadable = Vec::new();
     let mut inserted = 0u64;
+    let mut holds = 0u64;
     for dir in Dir::ALL {
         let names = archivist_engine::store::children(&session, dir.path()).await?;
         bar.begin(dir.name(), names.len() as u64);
@@ -221,6 +222,7 @@ pub async fn run(global: &GlobalOpts, args: MigrateArgs) -> Result<ExitCode> {
                 _ => migrate::insert_catalog(&db, &read.batch).await?,
             };
             inserted += written.records;
+            holds += migrate_holds(&session, &db, &read.batch).await?;
             add(&mut in_tree, &tally(dir, &read));
             add(&mut in_db, &present(&db, dir, &read).await?);
             bar.advance(chunk.len() as u64);
@@ -245,6 +247,7 @@ pub async fn run(global: &GlobalOpts, args: MigrateArgs) -> Result<ExitCode> {
         }
     }
     println!("{inserted} records new to the database {}", db.shown_url());
+    println!("{holds} hold(s) of the old records made /control/hold nodes");
     for why in &unreadable {
         eprintln!("unreadable, not migrated: {why}");
     }
@@ -269,6 +272,34 @@ pub async fn run(global: &GlobalOpts, args: MigrateArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Turns the batch's records held in the old tree (`held: true` in the record) into
+/// `/control/hold/{id}` nodes, where holds live since issue 22 (after the records are in
+/// the database, which the hold checks); idempotent: an existing hold is left. Returns
+/// how many it made.
+async fn migrate_holds(session: &Session, db: &Database, batch: &CatalogBatch) -> Result<u64> {
+    use archivist_admin::control::{set_catalog_hold, CatalogTarget};
+    let held = batch
+        .episodes
+        .iter()
+        .filter(|e| e.fields.held)
+        .map(|e| CatalogTarget::Episode(e.id.clone()))
+        .chain(
+            batch
+                .clips
+                .iter()
+                .filter(|c| c.fields.held)
+                .map(|c| CatalogTarget::Clip(c.id.clone())),
+        );
+    let mut made = 0;
+    for target in held {
+        let report = set_catalog_hold(session, db, &target, true, "migrate")
+            .await
+            .with_context(|| format!("holding {target:?} as the old tree did"))?;
+        made += u64::from(report.changed);
+    }
+    Ok(made)
 }
 
 /// Reads every node again and deletes, at the version read, those the database holds;

@@ -75,7 +75,15 @@ pub async fn run(global: &GlobalOpts, args: PlannerArgs) -> Result<ExitCode> {
         Some(n) => Identity::named("planner", n.clone()),
         None => Identity::new("planner"),
     };
-    archivist_planner::run(&config, settings, identity, crate::shutdown::on_signal()).await?;
+    let db = crate::context::database(global).await?;
+    archivist_planner::run(
+        &config,
+        &db,
+        settings,
+        identity,
+        crate::shutdown::on_signal(),
+    )
+    .await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -136,6 +136,14 @@ pub async fn run(global: &GlobalOpts, args: ResearcherArgs) -> Result<ExitCode> 
         Some(n) => Identity::named("researcher", n.clone()),
         None => Identity::new("researcher"),
     };
-    archivist_researcher::run(&config, settings, identity, crate::shutdown::on_signal()).await?;
+    let db = crate::context::database(global).await?;
+    archivist_researcher::run(
+        &config,
+        &db,
+        settings,
+        identity,
+        crate::shutdown::on_signal(),
+    )
+    .await?;
     Ok(ExitCode::SUCCESS)
 }

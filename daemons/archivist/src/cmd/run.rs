@@ -74,16 +74,17 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     for feed in &file.curator.feeds {
         archivist_catalog::feed::feed_urls(feed).context("curator.feeds")?;
     }
-    // The database: opened (and its schema brought up to date) once, before any role.
+    // One database for every role of this process (a pool: cheap to share).
     let db = crate::context::database(global).await?;
     let shutdown = crate::shutdown::on_signal();
     let mut roles = JoinSet::new();
     if want(args.planner) {
         let (zk, settings, stop) = (zk.clone(), file.planner.clone(), shutdown.clone());
+        let db = db.clone();
         roles.spawn(keep_running("planner", shutdown.clone(), move || {
-            let (zk, settings, stop) = (zk.clone(), settings.clone(), stop.clone());
+            let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
             async move {
-                archivist_planner::run(&zk, settings, Identity::new("planner"), stop)
+                archivist_planner::run(&zk, &db, settings, Identity::new("planner"), stop)
                     .await
                     .context("planner")
             }
@@ -94,11 +95,11 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
         if args.allow_file_urls {
             settings.download.allow_file_urls = true;
         }
-        let (zk, stop) = (zk.clone(), shutdown.clone());
+        let (zk, stop, db) = (zk.clone(), shutdown.clone(), db.clone());
         roles.spawn(keep_running("researcher", shutdown.clone(), move || {
-            let (zk, settings, stop) = (zk.clone(), settings.clone(), stop.clone());
+            let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
             async move {
-                archivist_researcher::run(&zk, settings, Identity::new("researcher"), stop)
+                archivist_researcher::run(&zk, &db, settings, Identity::new("researcher"), stop)
                     .await
                     .context("researcher")
             }
@@ -131,12 +132,14 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     if want(args.batcher) {
         let (zk, settings, stop) = (zk.clone(), file.batcher.clone(), shutdown.clone());
         let metrics = global.metrics_addr.map(|a| a.to_string());
+        let db = db.clone();
         roles.spawn(keep_running("batcher", shutdown.clone(), move || {
-            let (zk, settings, stop) = (zk.clone(), settings.clone(), stop.clone());
+            let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
             let metrics = metrics.clone();
             async move {
                 archivist_batches::daemon::run(
                     &zk,
+                    &db,
                     settings,
                     Identity::new("batcher"),
                     metrics,
@@ -149,10 +152,11 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     }
     if args.curator || (all && !file.curator.feeds.is_empty()) {
         let (zk, settings, stop) = (zk.clone(), file.curator.clone(), shutdown.clone());
+        let db = db.clone();
         roles.spawn(keep_running("curator", shutdown.clone(), move || {
-            let (zk, settings, stop) = (zk.clone(), settings.clone(), stop.clone());
+            let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
             async move {
-                archivist_catalog::run(&zk, settings, Identity::new("curator"), stop)
+                archivist_catalog::run(&zk, &db, settings, Identity::new("curator"), stop)
                     .await
                     .context("curator")
             }

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{ClipRecord, EpisodeRecord, Occurrence, ResearchRecord};
-use archivist_engine::{store, Session};
 use clap::Args;
 use serde::Serialize;
 
@@ -50,31 +49,30 @@ struct Catalog {
     clips: BTreeMap<String, ClipRecord>,
 }
 
-async fn read_all<T: archivist_engine::schema::records::Record>(
-    session: &Session,
-    dir: &str,
-) -> Result<Vec<T>> {
-    let paths: Vec<String> = store::children(session, dir)
-        .await?
-        .into_iter()
-        .map(|name| format!("{dir}/{name}"))
-        .collect();
-    // One bad record is fsck's business (logged, left out); the sample's are checked below.
-    Ok(store::read_many_readable(session, &paths, 512).await?)
-}
-
-async fn catalog(session: &Session, truth: &SampleTruth) -> Result<Catalog> {
+async fn catalog(db: &archivist_db::Database, truth: &SampleTruth) -> Result<Catalog> {
+    use archivist_db::catalog::{each_record, CatalogRecord};
+    use archivist_engine::schema::records::AliasTarget;
     let mut episodes = BTreeMap::new();
-    for e in read_all::<EpisodeRecord>(session, paths::EPISODES).await? {
-        if let Some(t) = truth.episodes.iter().find(|t| t.url == e.fields.media_url) {
-            episodes.insert(t.title.clone(), e);
-        }
-    }
     let mut clips = BTreeMap::new();
-    for c in read_all::<ClipRecord>(session, paths::CLIPS).await? {
-        if truth.clips.contains(&c.fields.title) {
-            clips.insert(c.fields.title.clone(), c);
-        }
+    for target in [AliasTarget::Episode, AliasTarget::Clip] {
+        each_record(db, target, |page| {
+            for record in page {
+                match record {
+                    CatalogRecord::Episode(e) => {
+                        if let Some(t) = truth.episodes.iter().find(|t| t.url == e.fields.media_url)
+                        {
+                            episodes.insert(t.title.clone(), e);
+                        }
+                    }
+                    CatalogRecord::Clip(c) => {
+                        if truth.clips.contains(&c.fields.title) {
+                            clips.insert(c.fields.title.clone(), c);
+                        }
+                    }
+                }
+            }
+        })
+        .await?;
     }
     if episodes.len() != truth.episodes.len() || clips.len() != truth.clips.len() {
         bail!(
@@ -89,16 +87,19 @@ async fn catalog(session: &Session, truth: &SampleTruth) -> Result<Catalog> {
     Ok(Catalog { episodes, clips })
 }
 
+/// The pairs of the sample recorded so far, and the research of each episode, from the
+/// database's research archive.
 async fn researched_pairs(
-    session: &Session,
+    db: &archivist_db::Database,
     cat: &Catalog,
 ) -> Result<(usize, BTreeMap<String, ResearchRecord>)> {
     let mut done = 0;
     let mut records = BTreeMap::new();
     for (title, episode) in &cat.episodes {
-        if let Some((record, _)) =
-            store::read::<ResearchRecord>(session, &paths::research(&episode.id)).await?
-        {
+        let record = archivist_db::research::read(db, &episode.id)
+            .await
+            .with_context(|| format!("reading the research of episode {}", episode.id))?;
+        if let Some(record) = record {
             done += cat
                 .clips
                 .values()
@@ -135,8 +136,10 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
             .with_context(|| format!("reading {}", truth_path.display()))?,
     )
     .with_context(|| format!("parsing {}", truth_path.display()))?;
-    let session = connect_initialised(global).await?;
-    let cat = catalog(&session, &truth).await?;
+    // The tree must be initialised (the daemons of the sample run on it).
+    connect_initialised(global).await?;
+    let db = crate::context::database(global).await?;
+    let cat = catalog(&db, &truth).await?;
     let total = cat.episodes.len() * cat.clips.len();
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
@@ -147,7 +150,7 @@ pub async fn run(global: &GlobalOpts, args: CheckArgs) -> Result<ExitCode> {
     );
     let started = Instant::now();
     let records = loop {
-        let (done, records) = researched_pairs(&session, &cat).await?;
+        let (done, records) = researched_pairs(&db, &cat).await?;
         bar.set_position(done as u64);
         if done >= total {
             break records;

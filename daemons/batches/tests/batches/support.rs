@@ -6,6 +6,7 @@ use archivist_batches::daemon::Batcher;
 use archivist_batches::submission::{parse_submission, submit};
 use archivist_batches::transition;
 use archivist_batches::BatcherSettings;
+use archivist_db::Database;
 use archivist_engine::jobs::{self, NewJob};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{BatchRecord, JobRecord, Occurrence, ReportRecord};
@@ -23,9 +24,13 @@ pub fn settings() -> BatcherSettings {
 }
 
 /// A batcher driven pass by pass.
-pub fn batcher() -> Batcher {
-    Batcher::new(settings(), "batcher-test").expect("batcher")
+pub fn batcher(db: &Database) -> Batcher {
+    Batcher::new(settings(), "batcher-test", db.clone()).expect("batcher")
 }
+
+/// A fresh ZooKeeper chroot and a fresh database, once per backend the machine offers
+/// (SQLite always, PostgreSQL when `ARCHIVIST_TEST_PG` is set).
+pub use archivist_testkit::db::fresh_stores as stores;
 
 /// Submits a submission text (checked as `archivist batch submit` does).
 pub async fn submit_text(session: &Session, text: &str) -> BatchRecord {

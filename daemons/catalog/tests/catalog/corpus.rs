@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use archivist_catalog::feed::curate_feed;
 use archivist_catalog::merge::StoredRecord;
 use archivist_catalog::{CurateSettings, FetchSettings, Kind};
-use archivist_testkit::fresh_tree;
 use serde::Deserialize;
 
 use crate::support::*;
@@ -103,82 +102,84 @@ async fn every_feed_of_the_corpus_registers_its_expected_episodes() {
     assert!(cases.len() >= 25, "the corpus is read whole");
     let mut failures = Vec::new();
     for (n, case) in cases.iter().enumerate() {
-        let (_config, session) = fresh_tree(&format!("catalog-corpus-{n}")).await;
-        let server = Server::start().await;
-        let url = serve_case(&server, case);
-        let base = server.url("");
-        let what = format!("{} (served at {url})", case.file);
-        let report = match curate_feed(
-            &session,
-            &url,
-            None,
-            &CurateSettings::default().with_curator("corpus"),
-            &FetchSettings::default().with_timeout(std::time::Duration::from_secs(5)),
-        )
-        .await
-        {
-            Ok(r) => r,
-            Err(e) => {
-                failures.push(format!("{what}: refused: {e}"));
-                continue;
-            }
-        };
-        if report.created() != case.episodes.len() {
-            failures.push(format!(
-                "{what}: {} created, expected {}: {report:#?}",
-                report.created(),
-                case.episodes.len()
-            ));
-        }
-        for want in &case.episodes {
-            let media_url = want.media_url.replace("{base}", &base);
-            let Some(id) = id_by_url(&session, &media_url).await else {
-                failures.push(format!("{what}: no episode at {media_url}: {report:#?}"));
-                continue;
+        for (_config, session, db) in stores(&format!("catalog-corpus-{n}")).await {
+            let server = Server::start().await;
+            let url = serve_case(&server, case);
+            let base = server.url("");
+            let what = format!("{} (served at {url})", case.file);
+            let report = match curate_feed(
+                &session,
+                &db,
+                &url,
+                None,
+                &CurateSettings::default().with_curator("corpus"),
+                &FetchSettings::default().with_timeout(std::time::Duration::from_secs(5)),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    failures.push(format!("{what}: refused: {e}"));
+                    continue;
+                }
             };
-            let rec = record(&session, Kind::Episode, &id).await;
-            let air_date = match &rec {
-                StoredRecord::Episode(e) => e.air_date.clone().unwrap_or_default(),
-                StoredRecord::Clip(_) => "(a clip)".to_string(),
-            };
-            let f = rec.fields();
-            let got = (
-                f.title.as_str(),
-                f.media_url.as_str(),
-                f.guid.as_deref().unwrap_or(""),
-                air_date.as_str(),
-            );
-            let expected = (
-                want.title.as_str(),
-                media_url.as_str(),
-                want.guid.as_str(),
-                want.air_date.as_str(),
-            );
-            if got != expected {
-                failures.push(format!("{what}: got {got:?}, expected {expected:?}"));
-            }
-        }
-        let skipped_ok = report.skipped.len() == case.skipped.len()
-            && case.skipped.iter().all(|s| {
-                report
-                    .skipped
-                    .iter()
-                    .any(|p| p.item.contains(&s.item) && p.reason.contains(&s.reason))
-            });
-        if !skipped_ok {
-            failures.push(format!(
-                "{what}: left out {:#?}, expected {:#?}",
-                report.skipped, case.skipped
-            ));
-        }
-        // Credentials never reach the tree, whatever the feed said.
-        for id in episodes(&session).await {
-            let rec = record(&session, Kind::Episode, &id).await;
-            if rec.fields().media_url.contains('@') {
+            if report.created() != case.episodes.len() {
                 failures.push(format!(
-                    "{what}: credentials stored: {}",
-                    rec.fields().media_url
+                    "{what}: {} created, expected {}: {report:#?}",
+                    report.created(),
+                    case.episodes.len()
                 ));
+            }
+            for want in &case.episodes {
+                let media_url = want.media_url.replace("{base}", &base);
+                let Some(id) = id_by_url(&db, &media_url).await else {
+                    failures.push(format!("{what}: no episode at {media_url}: {report:#?}"));
+                    continue;
+                };
+                let rec = record(&db, Kind::Episode, &id).await;
+                let air_date = match &rec {
+                    StoredRecord::Episode(e) => e.air_date.clone().unwrap_or_default(),
+                    StoredRecord::Clip(_) => "(a clip)".to_string(),
+                };
+                let f = rec.fields();
+                let got = (
+                    f.title.as_str(),
+                    f.media_url.as_str(),
+                    f.guid.as_deref().unwrap_or(""),
+                    air_date.as_str(),
+                );
+                let expected = (
+                    want.title.as_str(),
+                    media_url.as_str(),
+                    want.guid.as_str(),
+                    want.air_date.as_str(),
+                );
+                if got != expected {
+                    failures.push(format!("{what}: got {got:?}, expected {expected:?}"));
+                }
+            }
+            let skipped_ok = report.skipped.len() == case.skipped.len()
+                && case.skipped.iter().all(|s| {
+                    report
+                        .skipped
+                        .iter()
+                        .any(|p| p.item.contains(&s.item) && p.reason.contains(&s.reason))
+                });
+            if !skipped_ok {
+                failures.push(format!(
+                    "{what}: left out {:#?}, expected {:#?}",
+                    report.skipped, case.skipped
+                ));
+            }
+            // Credentials never reach the tree, whatever the feed said.
+            for id in episodes(&db).await {
+                let rec = record(&db, Kind::Episode, &id).await;
+                if rec.fields().media_url.contains('@') {
+                    failures.push(format!(
+                        "{what}: credentials stored: {}",
+                        rec.fields().media_url
+                    ));
+                }
             }
         }
     }

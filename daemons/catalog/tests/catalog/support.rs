@@ -1,4 +1,4 @@
-//! Test helpers: a tiny local HTTP server and catalog readers.
+//! Test helpers: a tiny local HTTP server, fresh stores per backend, catalog readers.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -7,9 +7,8 @@ use std::sync::{Arc, Mutex};
 use archivist_catalog::identity;
 use archivist_catalog::merge::StoredRecord;
 use archivist_catalog::{CatalogItem, Kind};
-use archivist_engine::schema::paths;
-use archivist_engine::schema::records::AliasRecord;
-use archivist_engine::{store, Session};
+use archivist_db::{catalog, Database};
+use archivist_engine::schema::records::AliasTarget;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -189,50 +188,66 @@ pub fn clip(url: &str, title: &str) -> CatalogItem {
     CatalogItem::new(Kind::Clip, url, title, format!("test {title}")).unwrap()
 }
 
+/// A fresh ZooKeeper chroot and a fresh database, once per backend the machine offers
+/// (SQLite always, PostgreSQL when `ARCHIVIST_TEST_PG` is set).
+pub use archivist_testkit::db::fresh_stores as stores;
+
 /// The record an alias points at, if any.
-pub async fn id_by_alias(session: &Session, alias: &str) -> Option<String> {
-    store::read::<AliasRecord>(session, &paths::alias(alias))
+pub async fn id_by_alias(db: &Database, alias: &str) -> Option<String> {
+    catalog::aliases(db, &[alias.to_string()])
         .await
         .unwrap()
-        .map(|(a, _)| a.id)
+        .remove(alias)
+        .map(|a| a.id)
 }
 
-pub async fn id_by_url(session: &Session, url: &str) -> Option<String> {
+pub async fn id_by_url(db: &Database, url: &str) -> Option<String> {
     id_by_alias(
-        session,
+        db,
         &identity::url_alias(&identity::normalize_url(url).unwrap()),
     )
     .await
 }
 
-pub async fn record(session: &Session, kind: Kind, id: &str) -> StoredRecord {
-    let path = StoredRecord::path_of(kind, id);
-    let (bytes, _) = store::read_raw(session, &path).await.unwrap().unwrap();
-    StoredRecord::decode(kind, &path, &bytes).unwrap()
-}
-
-pub async fn episodes(session: &Session) -> Vec<String> {
-    store::children(session, paths::EPISODES).await.unwrap()
-}
-
-pub async fn clips(session: &Session) -> Vec<String> {
-    store::children(session, paths::CLIPS).await.unwrap()
-}
-
-pub async fn counter_version(session: &Session, path: &str) -> i32 {
-    store::exists(session, path).await.unwrap().unwrap().version
-}
-
-/// Deletes the catalog (big trees from the scale test), children first, pipelined.
-pub async fn delete_catalog(session: &Session) {
-    for dir in [paths::EPISODES, paths::CLIPS, paths::ALIASES] {
-        let names = store::children(session, dir).await.unwrap();
-        for group in names.chunks(2000) {
-            let sent: Vec<_> = group
-                .iter()
-                .map(|n| session.client().delete(&format!("{dir}/{n}"), None))
-                .collect();
-            archivist_engine::ops::await_all(sent).await;
-        }
+fn target(kind: Kind) -> AliasTarget {
+    match kind {
+        Kind::Episode => AliasTarget::Episode,
+        Kind::Clip => AliasTarget::Clip,
     }
+}
+
+pub async fn record(db: &Database, kind: Kind, id: &str) -> StoredRecord {
+    catalog::records(db, target(kind), &[id.to_string()])
+        .await
+        .unwrap()
+        .remove(id)
+        .unwrap_or_else(|| panic!("{id} is not in the catalog"))
+        .record
+}
+
+async fn ids(db: &Database, kind: Kind) -> Vec<String> {
+    let mut out = Vec::new();
+    catalog::each_record(db, target(kind), |page| {
+        out.extend(page.into_iter().map(|r| r.id().to_string()))
+    })
+    .await
+    .unwrap();
+    out
+}
+
+pub async fn episodes(db: &Database) -> Vec<String> {
+    ids(db, Kind::Episode).await
+}
+
+pub async fn clips(db: &Database) -> Vec<String> {
+    ids(db, Kind::Clip).await
+}
+
+/// Every alias name, in order.
+pub async fn aliases(db: &Database) -> Vec<String> {
+    let mut out = Vec::new();
+    catalog::each_alias(db, |page| out.extend(page.into_iter().map(|a| a.name)))
+        .await
+        .unwrap();
+    out
 }

@@ -192,6 +192,17 @@ impl Index {
         self.count(slot);
     }
 
+    /// A catalog episode as the index holds it.
+    pub fn episode_info(&self, episode: &str) -> Option<&EpisodeInfo> {
+        let &slot = self.slots.get(episode)?;
+        self.episodes[slot].info.as_ref()
+    }
+
+    /// A catalog clip as the index holds it.
+    pub fn clip_info(&self, number: u32) -> Option<&ClipInfo> {
+        self.clips.get(number as usize)?.as_ref()
+    }
+
     /// Removes a catalog episode (its research and leases stay known).
     pub fn remove_episode(&mut self, episode: &str) {
         let Some(&slot) = self.slots.get(episode) else {

@@ -1,7 +1,7 @@
 //! A planner process for the planner's multi-process tests (SIGKILL mid-run).
 //!
 //! Run by `archivist_testkit::child_on("child::planner_test_daemon", &config)` (a test, not a shipped
-//! binary); arguments: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>
+//! binary); arguments: planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name> <database-url>
 
 use std::time::Duration;
 
@@ -18,8 +18,8 @@ fn planner_test_daemon() {
 async fn run(args: Vec<String>) {
     archivist_testkit::expect_args(
         &args,
-        7,
-        "planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name>",
+        8,
+        "planner-test-daemon <connect> <chroot> <session-timeout-ms> <max-clips> <tick-ms> <name> <database-url>",
     );
     let number = |i: usize| archivist_testkit::number_arg(&args, i);
     let config = archivist_testkit::child_config(&args, Duration::from_millis(number(3)));
@@ -27,9 +27,17 @@ async fn run(args: Vec<String>) {
         .with_max_clips(number(4) as usize)
         .with_tick(Duration::from_millis(number(5)));
     let shutdown = archivist_testkit::shutdown_on_signal();
+    let db = match archivist_db::Database::connect(&args[7]).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("planner stopped: {e}");
+            std::process::exit(1);
+        }
+    };
     println!("started");
     if let Err(e) = archivist_planner::run(
         &config,
+        &db,
         settings,
         Identity::named("planner", &args[6]),
         shutdown,

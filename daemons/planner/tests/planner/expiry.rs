@@ -11,46 +11,48 @@ use crate::support::*;
 
 #[tokio::test]
 async fn work_and_lease_are_created_together_with_zookeeper_time() {
-    let (_config, session) = archivist_testkit::fresh_tree("expiry-lease").await;
-    let e = put_episode(&session, 1, 3, BASE_MS, false).await;
-    put_clip(&session, 1, 0, BASE_MS, false).await;
-    let settings = settings()
-        .with_lease_duration(Duration::from_secs(42))
-        .with_work_item_ttl(Duration::from_secs(41));
-    let mut planner = Planner::start(&session, settings, "p").await.unwrap();
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    let job = &report.created[0];
-    let (lease, stat) = store::read_required::<LeaseRecord>(&session, &paths::lease(&job.id))
+    for (_config, session, db) in stores("expiry-lease").await {
+        let e = put_episode(&session, &db, 1, 3, BASE_MS, false).await;
+        put_clip(&session, &db, 1, 0, BASE_MS, false).await;
+        let settings = settings()
+            .with_lease_duration(Duration::from_secs(42))
+            .with_work_item_ttl(Duration::from_secs(41));
+        let mut planner = Planner::start(&session, &db, settings, "p").await.unwrap();
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        let job = &report.created[0];
+        let (lease, stat) = store::read_required::<LeaseRecord>(&session, &paths::lease(&job.id))
+            .await
+            .unwrap();
+        assert_eq!(lease.job, job.id);
+        assert_eq!(lease.episode, e);
+        assert_eq!(lease.clips, job.clips);
+        assert_eq!(lease.duration_ms, 42_000);
+        assert_eq!(lease.holder, None);
+        let (_, job_stat) = store::read_required::<archivist_engine::schema::records::JobRecord>(
+            &session,
+            &paths::job(&job.id),
+        )
         .await
         .unwrap();
-    assert_eq!(lease.job, job.id);
-    assert_eq!(lease.episode, e);
-    assert_eq!(lease.clips, job.clips);
-    assert_eq!(lease.duration_ms, 42_000);
-    assert_eq!(lease.holder, None);
-    let (_, job_stat) = store::read_required::<archivist_engine::schema::records::JobRecord>(
-        &session,
-        &paths::job(&job.id),
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        stat.czxid, job_stat.czxid,
-        "lease and job were created by the same multi"
-    );
+        assert_eq!(
+            stat.czxid, job_stat.czxid,
+            "lease and job were created by the same multi"
+        );
+    }
 }
 
 /// One episode and one clip planned by a planner with a 400 ms work-item TTL (and a
 /// 60 s lease): the planner and the waiting job it created.
 async fn one_waiting_item(
     session: &archivist_engine::Session,
+    db: &archivist_db::Database,
 ) -> (Planner, archivist_engine::schema::records::JobRecord) {
-    put_episode(session, 1, 0, BASE_MS, false).await;
-    put_clip(session, 1, 0, BASE_MS, false).await;
+    put_episode(session, db, 1, 0, BASE_MS, false).await;
+    put_clip(session, db, 1, 0, BASE_MS, false).await;
     let settings = settings()
         .with_lease_duration(Duration::from_secs(60))
         .with_work_item_ttl(Duration::from_millis(400));
-    let mut planner = Planner::start(session, settings, "p").await.unwrap();
+    let mut planner = Planner::start(session, db, settings, "p").await.unwrap();
     let first = planner
         .round(&CancellationToken::new())
         .await
@@ -62,60 +64,62 @@ async fn one_waiting_item(
 
 #[tokio::test]
 async fn a_waiting_item_past_its_ttl_is_expired_and_its_lease_released() {
-    let (_config, session) = archivist_testkit::fresh_tree("expiry-ttl").await;
-    let (mut planner, first) = one_waiting_item(&session).await;
-    // Before the TTL: nothing expires, and the leased clips are not planned again.
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    assert!(report.expired.is_empty() && report.created.is_empty());
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    assert_eq!(report.expired, std::slice::from_ref(&first.id));
-    let (job, _) = jobs::read(&session, &first.id).await.unwrap();
-    assert_eq!(job.status, JobState::Expired);
-    assert_eq!(job.message.as_deref(), Some(REASON));
-    assert!(store::exists(&session, &paths::lease(&first.id))
-        .await
-        .unwrap()
-        .is_none());
-    // The released clips are planned again at once, in a new item with a new lease.
-    assert_eq!(report.created.len(), 1);
-    assert_eq!(report.created[0].clips, first.clips);
-    assert_ne!(report.created[0].id, first.id);
-    assert!(inconsistencies(&session).await.is_empty());
+    for (_config, session, db) in stores("expiry-ttl").await {
+        let (mut planner, first) = one_waiting_item(&session, &db).await;
+        // Before the TTL: nothing expires, and the leased clips are not planned again.
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert!(report.expired.is_empty() && report.created.is_empty());
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert_eq!(report.expired, std::slice::from_ref(&first.id));
+        let (job, _) = jobs::read(&session, &first.id).await.unwrap();
+        assert_eq!(job.status, JobState::Expired);
+        assert_eq!(job.message.as_deref(), Some(REASON));
+        assert!(store::exists(&session, &paths::lease(&first.id))
+            .await
+            .unwrap()
+            .is_none());
+        // The released clips are planned again at once, in a new item with a new lease.
+        assert_eq!(report.created.len(), 1);
+        assert_eq!(report.created[0].clips, first.clips);
+        assert_ne!(report.created[0].id, first.id);
+        assert!(inconsistencies(&session).await.is_empty());
+    }
 }
 
 #[tokio::test]
 async fn a_waiting_item_being_claimed_is_left_alone() {
-    let (_config, session) = archivist_testkit::fresh_tree("expiry-locked").await;
-    put_episode(&session, 1, 0, BASE_MS, false).await;
-    put_clip(&session, 1, 0, BASE_MS, false).await;
-    let settings = settings().with_work_item_ttl(Duration::from_millis(100));
-    let mut planner = Planner::start(&session, settings, "p").await.unwrap();
-    let first = planner
-        .round(&CancellationToken::new())
-        .await
-        .unwrap()
-        .created
-        .remove(0);
-    let other = archivist_testkit::another_session(&_config).await;
-    let lock = archivist_engine::lock::JobLock::try_acquire(&other, &first.id, "researcher")
-        .await
-        .unwrap()
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let expired = archivist_planner::expire::expire_waiting(&session, 100, "p")
-        .await
-        .unwrap();
-    assert!(expired.is_empty());
-    assert_eq!(
-        jobs::read(&session, &first.id).await.unwrap().0.status,
-        JobState::Pending
-    );
-    lock.release(&other).await.unwrap();
-    let expired = archivist_planner::expire::expire_waiting(&session, 100, "p")
-        .await
-        .unwrap();
-    assert_eq!(expired, [first.id]);
+    for (_config, session, db) in stores("expiry-locked").await {
+        put_episode(&session, &db, 1, 0, BASE_MS, false).await;
+        put_clip(&session, &db, 1, 0, BASE_MS, false).await;
+        let settings = settings().with_work_item_ttl(Duration::from_millis(100));
+        let mut planner = Planner::start(&session, &db, settings, "p").await.unwrap();
+        let first = planner
+            .round(&CancellationToken::new())
+            .await
+            .unwrap()
+            .created
+            .remove(0);
+        let other = archivist_testkit::another_session(&_config).await;
+        let lock = archivist_engine::lock::JobLock::try_acquire(&other, &first.id, "researcher")
+            .await
+            .unwrap()
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let expired = archivist_planner::expire::expire_waiting(&session, 100, "p")
+            .await
+            .unwrap();
+        assert!(expired.is_empty());
+        assert_eq!(
+            jobs::read(&session, &first.id).await.unwrap().0.status,
+            JobState::Pending
+        );
+        lock.release(&other).await.unwrap();
+        let expired = archivist_planner::expire::expire_waiting(&session, 100, "p")
+            .await
+            .unwrap();
+        assert_eq!(expired, [first.id]);
+    }
 }
 
 /// A waiting job whose record does not decode (`{{{{` written by hand) expires by its
@@ -126,41 +130,42 @@ async fn a_waiting_item_being_claimed_is_left_alone() {
 /// pass retries") and it waited for ever.
 #[tokio::test]
 async fn a_waiting_item_whose_record_does_not_decode_expires_by_its_node_age() {
-    let (_config, session) = archivist_testkit::fresh_tree("expiry-undecodable").await;
-    let (mut planner, first) = one_waiting_item(&session).await;
-    write(&session, &paths::job(&first.id), b"{{{{").await;
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    assert_eq!(report.expired, std::slice::from_ref(&first.id));
-    let (job, _) = jobs::read(&session, &first.id).await.unwrap();
-    assert_eq!(job.status, JobState::Expired);
-    let message = job.message.clone().unwrap_or_default();
-    assert!(
-        message.starts_with(REASON) && message.contains(archivist_engine::lease::UNDECODABLE),
-        "{message}"
-    );
-    assert_eq!(
-        job.episode,
-        episode_id(1),
-        "the episode comes from the lease"
-    );
-    assert_eq!(job.clips, first.clips);
-    assert_eq!(
-        job.queue_entry(),
-        first.queue_entry(),
-        "priority and curation come from the queue entry"
-    );
-    assert_eq!(
-        archivist_testkit::queues_holding(&session, &first.id).await,
-        vec![JobState::Expired]
-    );
-    assert!(store::exists(&session, &paths::lease(&first.id))
-        .await
-        .unwrap()
-        .is_none());
-    assert_eq!(report.created.len(), 1, "its pairs are planned again");
-    assert_eq!(report.created[0].clips, first.clips);
-    assert!(inconsistencies(&session).await.is_empty());
+    for (_config, session, db) in stores("expiry-undecodable").await {
+        let (mut planner, first) = one_waiting_item(&session, &db).await;
+        write(&session, &paths::job(&first.id), b"{{{{").await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert_eq!(report.expired, std::slice::from_ref(&first.id));
+        let (job, _) = jobs::read(&session, &first.id).await.unwrap();
+        assert_eq!(job.status, JobState::Expired);
+        let message = job.message.clone().unwrap_or_default();
+        assert!(
+            message.starts_with(REASON) && message.contains(archivist_engine::lease::UNDECODABLE),
+            "{message}"
+        );
+        assert_eq!(
+            job.episode,
+            episode_id(1),
+            "the episode comes from the lease"
+        );
+        assert_eq!(job.clips, first.clips);
+        assert_eq!(
+            job.queue_entry(),
+            first.queue_entry(),
+            "priority and curation come from the queue entry"
+        );
+        assert_eq!(
+            archivist_testkit::queues_holding(&session, &first.id).await,
+            vec![JobState::Expired]
+        );
+        assert!(store::exists(&session, &paths::lease(&first.id))
+            .await
+            .unwrap()
+            .is_none());
+        assert_eq!(report.created.len(), 1, "its pairs are planned again");
+        assert_eq!(report.created[0].clips, first.clips);
+        assert!(inconsistencies(&session).await.is_empty());
+    }
 }
 
 /// Outside 17d finding 13 (the pending half): an operator's cancel or hold written on a
@@ -175,38 +180,39 @@ async fn a_waiting_item_with_a_cancel_or_hold_request_is_stopped_not_expired_at_
         (JobRequest::Cancel, JobState::Cancelled, "expiry-cancel-req"),
         (JobRequest::Hold, JobState::Held, "expiry-hold-req"),
     ] {
-        let (_config, session) = archivist_testkit::fresh_tree(tree).await;
-        let (mut planner, first) = one_waiting_item(&session).await;
-        let path = paths::job(&first.id);
-        let (mut job, _) = store::read_required::<JobRecord>(&session, &path)
-            .await
-            .unwrap();
-        job.request = Some(request);
-        job.request_reason = Some("operator says stop".into());
-        write(&session, &path, &store::encode(&path, &job).unwrap()).await;
-        tokio::time::sleep(Duration::from_millis(600)).await;
-        let report = planner.round(&CancellationToken::new()).await.unwrap();
-        assert_eq!(report.expired, std::slice::from_ref(&first.id));
-        let (job, _) = jobs::read(&session, &first.id).await.unwrap();
-        assert_eq!(job.status, to, "{request:?}");
-        assert_eq!(job.message.as_deref(), Some("operator says stop"));
-        assert_eq!(job.request, None);
-        assert_eq!(
-            archivist_testkit::queues_holding(&session, &first.id).await,
-            vec![to]
-        );
-        assert!(store::exists(&session, &paths::lease(&first.id))
-            .await
-            .unwrap()
-            .is_none());
-        assert!(
-            report.created.is_empty(),
-            "{request:?}: its pairs are not planned again: {:?}",
-            report.created
-        );
-        let report = planner.round(&CancellationToken::new()).await.unwrap();
-        assert!(report.created.is_empty());
-        assert!(inconsistencies(&session).await.is_empty());
+        for (_config, session, db) in stores(tree).await {
+            let (mut planner, first) = one_waiting_item(&session, &db).await;
+            let path = paths::job(&first.id);
+            let (mut job, _) = store::read_required::<JobRecord>(&session, &path)
+                .await
+                .unwrap();
+            job.request = Some(request);
+            job.request_reason = Some("operator says stop".into());
+            write(&session, &path, &store::encode(&path, &job).unwrap()).await;
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let report = planner.round(&CancellationToken::new()).await.unwrap();
+            assert_eq!(report.expired, std::slice::from_ref(&first.id));
+            let (job, _) = jobs::read(&session, &first.id).await.unwrap();
+            assert_eq!(job.status, to, "{request:?}");
+            assert_eq!(job.message.as_deref(), Some("operator says stop"));
+            assert_eq!(job.request, None);
+            assert_eq!(
+                archivist_testkit::queues_holding(&session, &first.id).await,
+                vec![to]
+            );
+            assert!(store::exists(&session, &paths::lease(&first.id))
+                .await
+                .unwrap()
+                .is_none());
+            assert!(
+                report.created.is_empty(),
+                "{request:?}: its pairs are not planned again: {:?}",
+                report.created
+            );
+            let report = planner.round(&CancellationToken::new()).await.unwrap();
+            assert!(report.created.is_empty());
+            assert!(inconsistencies(&session).await.is_empty());
+        }
     }
 }
 
@@ -217,23 +223,24 @@ async fn a_waiting_item_with_a_cancel_or_hold_request_is_stopped_not_expired_at_
 /// undecodable waiting job), then the pairs are planned again.
 #[tokio::test]
 async fn an_undecodable_lease_keeps_its_jobs_pairs_leased_until_its_node_age_passes_the_ttl() {
-    let (_config, session) = archivist_testkit::fresh_tree("expiry-bad-lease").await;
-    register_researcher(&session, "r1", 4).await;
-    let (mut planner, first) = one_waiting_item(&session).await;
-    // The job is claimed (leased, no longer a blocking state): only its lease keeps its
-    // pairs out of planning.
-    archivist_testkit::place_job(&session, first.clone(), JobState::Leased).await;
-    write(&session, &paths::lease(&first.id), b"lease: [garbage").await;
-    planner.wait(Duration::from_millis(150)).await.unwrap();
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    assert!(
-        report.created.is_empty(),
-        "the running job's pairs were planned again: {:?}",
-        report.created
-    );
-    // Past the lease node's creation plus the 400 ms TTL it counts as expired.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    assert_eq!(report.created.len(), 1, "{report:?}");
-    assert_eq!(report.created[0].clips, first.clips);
+    for (_config, session, db) in stores("expiry-bad-lease").await {
+        register_researcher(&session, "r1", 4).await;
+        let (mut planner, first) = one_waiting_item(&session, &db).await;
+        // The job is claimed (leased, no longer a blocking state): only its lease keeps its
+        // pairs out of planning.
+        archivist_testkit::place_job(&session, first.clone(), JobState::Leased).await;
+        write(&session, &paths::lease(&first.id), b"lease: [garbage").await;
+        planner.wait(Duration::from_millis(150)).await.unwrap();
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert!(
+            report.created.is_empty(),
+            "the running job's pairs were planned again: {:?}",
+            report.created
+        );
+        // Past the lease node's creation plus the 400 ms TTL it counts as expired.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert_eq!(report.created.len(), 1, "{report:?}");
+        assert_eq!(report.created[0].clips, first.clips);
+    }
 }

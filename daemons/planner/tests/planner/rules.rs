@@ -29,41 +29,44 @@ async fn reset_job_counter(session: &archivist_engine::Session) {
 
 #[tokio::test]
 async fn a_job_counter_behind_the_ids_in_use_is_moved_past_them_not_spun_on() {
-    let (_config, session) = archivist_testkit::fresh_tree("rules-counter").await;
-    for n in 1..=4 {
-        put_episode(&session, n, 10 - n as i64, BASE_MS, false).await;
-    }
-    put_clip(&session, 1, 0, BASE_MS, false).await;
-    register_researcher(&session, "r1", 1).await;
-    let mut planner = Planner::start(&session, settings(), "p").await.unwrap();
-    let first = planner.round(&CancellationToken::new()).await.unwrap();
-    let n = first.created.len() as u64;
-    assert!((1..4).contains(&n), "{first:?}");
+    for (_config, session, db) in stores("rules-counter").await {
+        for n in 1..=4 {
+            put_episode(&session, &db, n, 10 - n as i64, BASE_MS, false).await;
+        }
+        put_clip(&session, &db, 1, 0, BASE_MS, false).await;
+        register_researcher(&session, "r1", 1).await;
+        let mut planner = Planner::start(&session, &db, settings(), "p")
+            .await
+            .unwrap();
+        let first = planner.round(&CancellationToken::new()).await.unwrap();
+        let n = first.created.len() as u64;
+        assert!((1..4).contains(&n), "{first:?}");
 
-    reset_job_counter(&session).await;
-    register_researcher(&session, "r2", 4).await;
-    // The next id the counter gives is taken: the round must still finish (the old
-    // planner retried the same id forever, at ~1,800 requests/s, saying nothing).
-    let round = tokio::time::timeout(
-        Duration::from_secs(20),
-        planner.round(&CancellationToken::new()),
-    )
-    .await
-    .expect("the planning round must finish, not spin on a taken id")
-    .unwrap();
-    assert!(!round.created.is_empty(), "{round:?}");
-    let taken: Vec<&str> = first.created.iter().map(|j| j.id.as_str()).collect();
-    assert!(round
-        .created
-        .iter()
-        .all(|j| !taken.contains(&j.id.as_str())));
-    assert_eq!(round.created[0].id, paths::job_id(n + 1));
-    let counter = store::exists(&session, paths::JOB_COUNTER)
+        reset_job_counter(&session).await;
+        register_researcher(&session, "r2", 4).await;
+        // The next id the counter gives is taken: the round must still finish (the old
+        // planner retried the same id forever, at ~1,800 requests/s, saying nothing).
+        let round = tokio::time::timeout(
+            Duration::from_secs(20),
+            planner.round(&CancellationToken::new()),
+        )
         .await
-        .unwrap()
+        .expect("the planning round must finish, not spin on a taken id")
         .unwrap();
-    assert_eq!(counter.version as u64, n + round.created.len() as u64);
-    assert!(inconsistencies(&session).await.is_empty());
+        assert!(!round.created.is_empty(), "{round:?}");
+        let taken: Vec<&str> = first.created.iter().map(|j| j.id.as_str()).collect();
+        assert!(round
+            .created
+            .iter()
+            .all(|j| !taken.contains(&j.id.as_str())));
+        assert_eq!(round.created[0].id, paths::job_id(n + 1));
+        let counter = store::exists(&session, paths::JOB_COUNTER)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(counter.version as u64, n + round.created.len() as u64);
+        assert!(inconsistencies(&session).await.is_empty());
+    }
 }
 
 /// What `archivist retry`/`release` do to the lease: a fresh, unclaimed lease replaces
@@ -99,187 +102,197 @@ async fn renew_lease(session: &archivist_engine::Session, job: &JobRecord, durat
 
 #[tokio::test]
 async fn a_fresh_lease_from_an_operator_starts_a_fresh_wait_for_the_planner_too() {
-    let (_config, session) = archivist_testkit::fresh_tree("rules-ttl").await;
-    put_episode(&session, 1, 0, BASE_MS, false).await;
-    put_clip(&session, 1, 0, BASE_MS, false).await;
-    let ttl = Duration::from_millis(1_500);
-    let settings = settings()
-        .with_lease_duration(Duration::from_secs(60))
-        .with_work_item_ttl(ttl);
-    let mut planner = Planner::start(&session, settings, "p").await.unwrap();
-    let job = planner
-        .round(&CancellationToken::new())
-        .await
-        .unwrap()
-        .created
-        .remove(0);
-    // The job grows older than the TTL; then an operator gives it a fresh lease (as
-    // `retry` and `release` do, printing "fresh lease of 600 s").
-    tokio::time::sleep(ttl + Duration::from_millis(300)).await;
-    renew_lease(&session, &job, 60_000).await;
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    assert!(
-        report.expired.is_empty(),
-        "the planner undid the operator's fresh lease: {report:?}"
-    );
-    assert_eq!(
-        jobs::read(&session, &job.id).await.unwrap().0.status,
-        JobState::Pending
-    );
-    // The reaper's rule is the same one: after the fresh wait it does expire.
-    tokio::time::sleep(ttl + Duration::from_millis(300)).await;
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    assert_eq!(report.expired, std::slice::from_ref(&job.id));
+    for (_config, session, db) in stores("rules-ttl").await {
+        put_episode(&session, &db, 1, 0, BASE_MS, false).await;
+        put_clip(&session, &db, 1, 0, BASE_MS, false).await;
+        let ttl = Duration::from_millis(1_500);
+        let settings = settings()
+            .with_lease_duration(Duration::from_secs(60))
+            .with_work_item_ttl(ttl);
+        let mut planner = Planner::start(&session, &db, settings, "p").await.unwrap();
+        let job = planner
+            .round(&CancellationToken::new())
+            .await
+            .unwrap()
+            .created
+            .remove(0);
+        // The job grows older than the TTL; then an operator gives it a fresh lease (as
+        // `retry` and `release` do, printing "fresh lease of 600 s").
+        tokio::time::sleep(ttl + Duration::from_millis(300)).await;
+        renew_lease(&session, &job, 60_000).await;
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert!(
+            report.expired.is_empty(),
+            "the planner undid the operator's fresh lease: {report:?}"
+        );
+        assert_eq!(
+            jobs::read(&session, &job.id).await.unwrap().0.status,
+            JobState::Pending
+        );
+        // The reaper's rule is the same one: after the fresh wait it does expire.
+        tokio::time::sleep(ttl + Duration::from_millis(300)).await;
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert_eq!(report.expired, std::slice::from_ref(&job.id));
+    }
 }
 
 #[tokio::test]
 async fn a_cancelled_job_keeps_its_pairs_out_of_planning_until_it_is_deleted() {
-    let (_config, session) = archivist_testkit::fresh_tree("rules-cancel").await;
-    put_episode(&session, 1, 0, BASE_MS, false).await;
-    put_clip(&session, 1, 0, BASE_MS, false).await;
-    put_clip(&session, 2, 0, BASE_MS, false).await;
-    let mut planner = Planner::start(&session, settings(), "p").await.unwrap();
-    let job = planner
-        .round(&CancellationToken::new())
+    for (_config, session, db) in stores("rules-cancel").await {
+        put_episode(&session, &db, 1, 0, BASE_MS, false).await;
+        put_clip(&session, &db, 1, 0, BASE_MS, false).await;
+        put_clip(&session, &db, 2, 0, BASE_MS, false).await;
+        let mut planner = Planner::start(&session, &db, settings(), "p")
+            .await
+            .unwrap();
+        let job = planner
+            .round(&CancellationToken::new())
+            .await
+            .unwrap()
+            .created
+            .remove(0);
+        // An operator cancels it (as `archivist cancel` does: pending -> cancelled, lease
+        // revoked, in one multi).
+        let (record, version) = jobs::read(&session, &job.id).await.unwrap();
+        Transition::new(
+            archivist_engine::transition::Role::Admin,
+            &record,
+            version,
+            JobState::Cancelled,
+        )
+        .failed()
+        .edit(|j| j.message = Some("not wanted".into()))
+        .event("admin-test", "cancel", "ok")
+        .with_ops([Op::Delete {
+            path: paths::lease(&job.id),
+            version: None,
+        }])
+        .commit(&session)
         .await
-        .unwrap()
-        .created
-        .remove(0);
-    // An operator cancels it (as `archivist cancel` does: pending -> cancelled, lease
-    // revoked, in one multi).
-    let (record, version) = jobs::read(&session, &job.id).await.unwrap();
-    Transition::new(
-        archivist_engine::transition::Role::Admin,
-        &record,
-        version,
-        JobState::Cancelled,
-    )
-    .failed()
-    .edit(|j| j.message = Some("not wanted".into()))
-    .event("admin-test", "cancel", "ok")
-    .with_ops([Op::Delete {
-        path: paths::lease(&job.id),
-        version: None,
-    }])
-    .commit(&session)
-    .await
-    .unwrap();
-    for _ in 0..3 {
+        .unwrap();
+        for _ in 0..3 {
+            planner.wait(Duration::from_millis(300)).await.unwrap();
+            let report = planner.round(&CancellationToken::new()).await.unwrap();
+            assert!(
+                report.created.is_empty(),
+                "the planner re-planned cancelled pairs: {:?}",
+                report.created
+            );
+        }
+        // Deleting the cancelled job lets them be planned again.
+        let (record, version) = jobs::read(&session, &job.id).await.unwrap();
+        ops::commit(
+            &session,
+            &[
+                Op::Delete {
+                    path: paths::queue_entry(JobState::Cancelled, &record.queue_entry().name()),
+                    version: None,
+                },
+                Op::Delete {
+                    path: paths::job(&job.id),
+                    version: Some(version),
+                },
+            ],
+        )
+        .await
+        .unwrap();
         planner.wait(Duration::from_millis(300)).await.unwrap();
         let report = planner.round(&CancellationToken::new()).await.unwrap();
-        assert!(
-            report.created.is_empty(),
-            "the planner re-planned cancelled pairs: {:?}",
-            report.created
-        );
+        assert_eq!(report.created.len(), 1);
+        assert_eq!(report.created[0].clips, job.clips);
     }
-    // Deleting the cancelled job lets them be planned again.
-    let (record, version) = jobs::read(&session, &job.id).await.unwrap();
-    ops::commit(
-        &session,
-        &[
-            Op::Delete {
-                path: paths::queue_entry(JobState::Cancelled, &record.queue_entry().name()),
-                version: None,
-            },
-            Op::Delete {
-                path: paths::job(&job.id),
-                version: Some(version),
-            },
-        ],
-    )
-    .await
-    .unwrap();
-    planner.wait(Duration::from_millis(300)).await.unwrap();
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    assert_eq!(report.created.len(), 1);
-    assert_eq!(report.created[0].clips, job.clips);
 }
 
 #[tokio::test]
 async fn an_unreadable_research_record_leaves_its_episode_out_of_planning() {
-    let (_config, session) = archivist_testkit::fresh_tree("rules-unreadable").await;
-    let bad = put_episode(&session, 1, 5, BASE_MS, false).await;
-    let good = put_episode(&session, 2, 0, BASE_MS, false).await;
-    put_clip(&session, 1, 0, BASE_MS, false).await;
-    // An occurrence that does not parse, as the outside test wrote.
-    write(
-        &session,
-        &paths::research(&bad),
-        b"schema: 1\nepisode: e0000001\nruns: []\nfound:\n  c000001: [{at: not-a-number}]\n",
-    )
-    .await;
-    register_researcher(&session, "r1", 4).await;
-    let mut planner = Planner::start(&session, settings(), "p").await.unwrap();
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    let episodes: Vec<&str> = report.created.iter().map(|j| j.episode.as_str()).collect();
-    assert_eq!(
-        episodes,
-        [good.as_str()],
-        "the unreadable episode was planned (its pairs would be re-planned forever)"
-    );
-    // Repaired (here: deleted), it is planned again.
-    session
-        .client()
-        .delete(&paths::research(&bad), None)
-        .await
-        .unwrap();
-    planner.wait(Duration::from_millis(300)).await.unwrap();
-    let report = planner.round(&CancellationToken::new()).await.unwrap();
-    assert!(
-        report.created.iter().any(|j| j.episode == bad),
-        "{report:?}"
-    );
+    for (_config, session, db) in stores("rules-unreadable").await {
+        let bad = put_episode(&session, &db, 1, 5, BASE_MS, false).await;
+        let good = put_episode(&session, &db, 2, 0, BASE_MS, false).await;
+        put_clip(&session, &db, 1, 0, BASE_MS, false).await;
+        // An occurrence that does not parse, as the outside test wrote.
+        write(
+            &session,
+            &paths::research(&bad),
+            b"schema: 1\nepisode: e0000001\nruns: []\nfound:\n  c000001: [{at: not-a-number}]\n",
+        )
+        .await;
+        register_researcher(&session, "r1", 4).await;
+        let mut planner = Planner::start(&session, &db, settings(), "p")
+            .await
+            .unwrap();
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        let episodes: Vec<&str> = report.created.iter().map(|j| j.episode.as_str()).collect();
+        assert_eq!(
+            episodes,
+            [good.as_str()],
+            "the unreadable episode was planned (its pairs would be re-planned forever)"
+        );
+        // Repaired (here: deleted), it is planned again.
+        session
+            .client()
+            .delete(&paths::research(&bad), None)
+            .await
+            .unwrap();
+        planner.wait(Duration::from_millis(300)).await.unwrap();
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert!(
+            report.created.iter().any(|j| j.episode == bad),
+            "{report:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_round_backs_off_says_why_is_not_ready_and_stops_on_shutdown() {
-    let (config, session) = archivist_testkit::fresh_tree("rules-backoff").await;
-    put_episode(&session, 1, 3, BASE_MS, false).await;
-    put_clip(&session, 1, 0, BASE_MS, false).await;
-    // `/clock` deleted: every round fails reading ZooKeeper's time until `archivist
-    // init`. The planner must back off and say so, not spin. (This test used a queue
-    // entry of no job colliding with the next id; the planner now removes such a proven
-    // stray and plans, outside 17d finding 14.)
-    session.client().delete(paths::CLOCK, None).await.unwrap();
-    register_researcher(&session, "r1", 4).await;
-    let shutdown = CancellationToken::new();
-    let running = tokio::spawn({
-        let shutdown = shutdown.clone();
-        let settings = settings().with_tick(Duration::from_secs(5));
-        async move {
-            archivist_planner::run(
-                &config,
-                settings,
-                archivist_engine::member::Identity::named("planner", "p-backoff"),
-                shutdown,
-            )
+    for (config, session, db) in stores("rules-backoff").await {
+        put_episode(&session, &db, 1, 3, BASE_MS, false).await;
+        put_clip(&session, &db, 1, 0, BASE_MS, false).await;
+        // `/clock` deleted: every round fails reading ZooKeeper's time until `archivist
+        // init`. The planner must back off and say so, not spin. (This test used a queue
+        // entry of no job colliding with the next id; the planner now removes such a proven
+        // stray and plans, outside 17d finding 14.)
+        session.client().delete(paths::CLOCK, None).await.unwrap();
+        register_researcher(&session, "r1", 4).await;
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn({
+            let shutdown = shutdown.clone();
+            let db = db.clone();
+            let settings = settings().with_tick(Duration::from_secs(5));
+            async move {
+                archivist_planner::run(
+                    &config,
+                    &db,
+                    settings,
+                    archivist_engine::member::Identity::named("planner", "p-backoff"),
+                    shutdown,
+                )
+                .await
+            }
+        });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let why = archivist_engine::health::report()
+            .get("planner")
+            .cloned()
+            .flatten()
+            .expect("the failing planner is not ready, with a reason");
+        assert!(archivist_engine::health::report().contains_key("planner"));
+        assert!(!archivist_engine::health::is_ready());
+        assert!(why.contains("planning round(s) failed in a row"), "{why}");
+        // 200 ms doubling: at most 5 rounds in 3 s (the old loop made thousands of requests
+        // a second).
+        let failures: u32 = why
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(u32::MAX);
+        assert!((1..=5).contains(&failures), "{why}");
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), running)
             .await
-        }
-    });
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let why = archivist_engine::health::report()
-        .get("planner")
-        .cloned()
-        .flatten()
-        .expect("the failing planner is not ready, with a reason");
-    assert!(archivist_engine::health::report().contains_key("planner"));
-    assert!(!archivist_engine::health::is_ready());
-    assert!(why.contains("planning round(s) failed in a row"), "{why}");
-    // 200 ms doubling: at most 5 rounds in 3 s (the old loop made thousands of requests
-    // a second).
-    let failures: u32 = why
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(u32::MAX);
-    assert!((1..=5).contains(&failures), "{why}");
-    shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(10), running)
-        .await
-        .expect("shutdown stops the planner")
-        .unwrap()
-        .unwrap();
+            .expect("shutdown stops the planner")
+            .unwrap()
+            .unwrap();
+    }
 }
 
 #[tokio::test]
@@ -288,37 +301,41 @@ async fn a_deleted_queue_directory_or_clock_says_run_init_and_does_not_reload_th
     // "precondition failed: create /queues/pending/... (node not exists); the tree changed
     // meanwhile" (a permanent fault told as a passing race) and reloaded the whole index;
     // with /clock deleted the reason was a bare "set /clock: node not exists".
-    let (_config, session) = archivist_testkit::fresh_tree("rules-missing-dir").await;
-    put_episode(&session, 1, 0, BASE_MS, false).await;
-    put_clip(&session, 1, 0, BASE_MS, false).await;
-    register_researcher(&session, "r1", 4).await;
-    let mut planner = Planner::start(&session, settings(), "p").await.unwrap();
-    let pending = paths::queue(JobState::Pending);
-    session.client().delete(&pending, None).await.unwrap();
-    let failed = planner.round(&CancellationToken::new()).await.unwrap_err();
-    assert!(
-        !planner.is_stale(),
-        "a failed precondition applied nothing: no reload of the index"
-    );
-    let why = archivist_engine::tree::explain_missing(&session, failed).await;
-    assert!(
-        matches!(&why, archivist_engine::EngineError::NotInitialised { missing, .. } if *missing == pending),
-        "{why}"
-    );
-    assert!(why.to_string().contains("run `archivist init`"), "{why}");
+    for (_config, session, db) in stores("rules-missing-dir").await {
+        put_episode(&session, &db, 1, 0, BASE_MS, false).await;
+        put_clip(&session, &db, 1, 0, BASE_MS, false).await;
+        register_researcher(&session, "r1", 4).await;
+        let mut planner = Planner::start(&session, &db, settings(), "p")
+            .await
+            .unwrap();
+        let pending = paths::queue(JobState::Pending);
+        session.client().delete(&pending, None).await.unwrap();
+        let failed = planner.round(&CancellationToken::new()).await.unwrap_err();
+        assert!(
+            !planner.is_stale(),
+            "a failed precondition applied nothing: no reload of the index"
+        );
+        let why = archivist_engine::tree::explain_missing(&session, failed).await;
+        assert!(
+            matches!(&why, archivist_engine::EngineError::NotInitialised { missing, .. } if *missing == pending),
+            "{why}"
+        );
+        assert!(why.to_string().contains("run `archivist init`"), "{why}");
 
-    archivist_engine::tree::init(&session, "test")
-        .await
-        .unwrap();
-    session
-        .client()
-        .delete(archivist_engine::schema::paths::CLOCK, None)
-        .await
-        .unwrap();
-    let failed = planner.round(&CancellationToken::new()).await.unwrap_err();
-    let why = archivist_engine::tree::explain_missing(&session, failed).await;
-    assert!(
-        why.to_string().contains("missing /clock") && why.to_string().contains("archivist init"),
-        "{why}"
-    );
+        archivist_engine::tree::init(&session, "test")
+            .await
+            .unwrap();
+        session
+            .client()
+            .delete(archivist_engine::schema::paths::CLOCK, None)
+            .await
+            .unwrap();
+        let failed = planner.round(&CancellationToken::new()).await.unwrap_err();
+        let why = archivist_engine::tree::explain_missing(&session, failed).await;
+        assert!(
+            why.to_string().contains("missing /clock")
+                && why.to_string().contains("archivist init"),
+            "{why}"
+        );
+    }
 }

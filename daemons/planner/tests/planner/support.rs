@@ -1,13 +1,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use archivist_db::catalog::{self, CatalogRecord};
+use archivist_db::Database;
 use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::queue_key::QueueEntry;
 use archivist_engine::schema::records::{
-    CatalogFields, JobRecord, LeaseRecord, MemberRecord, ResearchRecord, ResearchRun,
+    CatalogFields, ClipRecord, EpisodeRecord, JobRecord, LeaseRecord, MemberRecord, ResearchRecord,
+    ResearchRun,
 };
 use archivist_engine::schema::{JobState, SCHEMA_VERSION};
+use archivist_engine::signal::{self, Signal};
 use archivist_engine::{store, Session};
 use archivist_planner::PlannerSettings;
 use time::OffsetDateTime;
@@ -19,12 +23,11 @@ pub fn at(ms: i64) -> OffsetDateTime {
     archivist_engine::clock::to_datetime(ms)
 }
 
-pub fn fields(title: &str, priority: i64, curated_ms: i64, held: bool) -> CatalogFields {
+pub fn fields(title: &str, priority: i64, curated_ms: i64) -> CatalogFields {
     CatalogFields {
         priority,
         // Re-curation moves this; the planner must not use it.
         last_curated: at(BASE_MS + 1000 * DAY_MS - curated_ms),
-        held,
         ..archivist_testkit::catalog::fields(
             title,
             &format!("http://127.0.0.1:1/{title}.mp3"),
@@ -37,29 +40,61 @@ pub fn episode_id(n: u64) -> String {
     paths::episode_id(n)
 }
 
+/// A fresh ZooKeeper chroot and a fresh database, once per backend the machine offers
+/// (SQLite always, PostgreSQL when `ARCHIVIST_TEST_PG` is set).
+pub use archivist_testkit::db::fresh_stores as stores;
+
+/// Stores a catalog record as curators do (the database, then `/signals/catalog`), and
+/// its hold as operators do (`/control/hold/{id}`).
+async fn put_record(session: &Session, db: &Database, record: CatalogRecord, held: bool) {
+    let id = record.id().to_string();
+    catalog::put(db, &[record]).await.unwrap();
+    let hold = paths::hold(&id);
+    if held {
+        write(session, paths::HOLDS, b"").await;
+        write(session, &hold, b"by: test\n").await;
+    } else {
+        store::delete_if_present(session, &hold).await.unwrap();
+    }
+    signal::bump(session, Signal::Catalog, "test")
+        .await
+        .unwrap();
+}
+
 pub async fn put_episode(
     session: &Session,
+    db: &Database,
     n: u64,
     priority: i64,
     curated_ms: i64,
     held: bool,
 ) -> String {
     let id = episode_id(n);
-    archivist_testkit::catalog::put_episode(session, &id, fields(&id, priority, curated_ms, held))
-        .await;
+    let record = EpisodeRecord {
+        schema: SCHEMA_VERSION,
+        id: id.clone(),
+        air_date: None,
+        fields: fields(&id, priority, curated_ms),
+    };
+    put_record(session, db, CatalogRecord::Episode(record), held).await;
     id
 }
 
 pub async fn put_clip(
     session: &Session,
+    db: &Database,
     n: u32,
     priority: i64,
     curated_ms: i64,
     held: bool,
 ) -> String {
     let id = paths::clip_id(n);
-    archivist_testkit::catalog::put_clip(session, &id, fields(&id, priority, curated_ms, held))
-        .await;
+    let record = ClipRecord {
+        schema: SCHEMA_VERSION,
+        id: id.clone(),
+        fields: fields(&id, priority, curated_ms),
+    };
+    put_record(session, db, CatalogRecord::Clip(record), held).await;
     id
 }
 

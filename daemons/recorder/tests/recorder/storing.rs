@@ -18,6 +18,13 @@ async fn replayed_reports_and_duplicate_pairs_are_no_ops() {
     let first = job(&session, "e0000001", &[4, 8], JobState::Researching).await;
     let second = job(&session, "e0000001", &[4, 8], JobState::Researching).await;
 
+    let signalled = || async {
+        archivist_engine::store::exists(&session, archivist_engine::schema::paths::SIGNAL_RESEARCH)
+            .await
+            .unwrap()
+            .map(|s| s.version)
+    };
+    let before = signalled().await;
     let name = report(&session, &first, 4, occurrences_for(4, 0.25), false).await;
     let done = store_reports(
         &session,
@@ -29,6 +36,12 @@ async fn replayed_reports_and_duplicate_pairs_are_no_ops() {
     .await
     .unwrap();
     assert_eq!(done.stored, vec!["c000004"]);
+    // The database changed: /signals/research moved (the planner's wake-up).
+    let bumped = signalled().await;
+    assert!(
+        bumped > before,
+        "/signals/research did not move after a stored clip"
+    );
     let (stored, version) = research(&session, "e0000001").await.unwrap();
     assert_eq!(
         stored.found["c000004"].len(),
@@ -62,6 +75,11 @@ async fn replayed_reports_and_duplicate_pairs_are_no_ops() {
     .unwrap();
     assert_eq!(done.already, vec!["c000004"]);
     let (after, after_version) = research(&session, "e0000001").await.unwrap();
+    assert_eq!(
+        signalled().await,
+        bumped,
+        "a replay stored nothing and signals nothing"
+    );
     assert_eq!(after, stored, "a replay changed the research record");
     assert_eq!(
         after_version, version,

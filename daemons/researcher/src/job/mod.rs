@@ -20,11 +20,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use archivist_db::catalog;
+use archivist_db::{Database, DbError};
 use archivist_engine::consumer::Claimed;
 use archivist_engine::lock::LockGuard;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{
-    clip_stamp, ClipRecord, JobRequest, LeaseRecord, ResearchRecord,
+    clip_stamp, ClipRecord, JobRequest, LeaseRecord, RecordError,
 };
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Role, Transition};
@@ -83,6 +85,8 @@ impl Outcome {
 /// Everything a job needs from the process: identity, settings, downloader, clip cache.
 pub(crate) struct Worker {
     pub me: String,
+    /// The database holding the catalog (clip records are read from it).
+    pub db: Database,
     pub work_dir: PathBuf,
     pub heartbeat: Duration,
     pub matching: MatchConfig,
@@ -102,9 +106,20 @@ impl Worker {
         session: &Session,
         job: &archivist_engine::schema::records::JobRecord,
     ) -> Result<Vec<String>, EngineError> {
-        let research = store::read::<ResearchRecord>(session, &paths::research(&job.episode))
-            .await?
-            .map(|(r, _)| r);
+        let research = match archivist_db::research::read(&self.db, &job.episode).await {
+            Ok(r) => r,
+            // Stored research that does not parse will not parse on the next try either:
+            // the job fails saying why (serve.rs), as an unreadable node did.
+            Err(DbError::Corrupt { what, reason }) => {
+                return Err(EngineError::Record(RecordError::Malformed {
+                    path: what,
+                    kind: "research",
+                    reason,
+                }))
+            }
+            // The database is down or busy: the job is left for a later try.
+            Err(e) => return Err(EngineError::daemon(e)),
+        };
         let mut todo = Vec::new();
         for clip in &job.clips {
             let researched = paths::clip_number(clip)
@@ -115,9 +130,9 @@ impl Worker {
                 if !r.errors.contains_key(clip) {
                     continue;
                 }
-                let now = store::read::<ClipRecord>(session, &paths::clip(clip)).await;
+                let now = catalog::clip(&self.db, clip).await;
                 match now {
-                    Ok(Some((c, _))) if r.error_is_stale(clip, n, &c.fields) => {}
+                    Ok(Some(c)) if r.error_is_stale(clip, n, &c.fields) => {}
                     _ => continue,
                 }
             }
@@ -497,9 +512,8 @@ impl Worker {
         matcher: &Arc<Matcher>,
         clip: &str,
     ) -> Result<Option<ClipOutcome>, EngineError> {
-        let record = store::read::<ClipRecord>(&ctx.session, &paths::clip(clip)).await;
-        let record = match record {
-            Ok(Some((r, _))) => r,
+        let record = match catalog::clip(&self.db, clip).await {
+            Ok(Some(r)) => r,
             Ok(None) => {
                 metrics::counter!("archivist_researcher_clips_total", "result" => "error")
                     .increment(1);
@@ -508,12 +522,17 @@ impl Worker {
                     format!("clip {clip} is not in the catalog"),
                 )));
             }
-            Err(EngineError::Record(e)) => {
+            Err(DbError::Corrupt { what, reason }) => {
                 metrics::counter!("archivist_researcher_clips_total", "result" => "error")
                     .increment(1);
-                return Ok(Some(ClipOutcome::error(clip, e.to_string())));
+                return Ok(Some(ClipOutcome::error(
+                    clip,
+                    format!("{what}: stored value is unreadable: {reason}"),
+                )));
             }
-            Err(e) => return Err(e),
+            // The database is down or busy: leave the clip for a later job rather than
+            // store an error about the clip that is not the clip's fault.
+            Err(e) => return Err(EngineError::daemon(e)),
         };
         let stamp = clip_stamp(&record.fields);
         let outcome = self.match_clip(ctx, matcher, clip, &record).await?;

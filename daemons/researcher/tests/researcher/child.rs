@@ -2,7 +2,7 @@
 //! runs `archivist_researcher::run` with short timeouts until SIGTERM/SIGINT.
 //!
 //! Run by `archivist_testkit::child_on("child::researcher_test_daemon", &config)` (a test, not a shipped
-//! binary); arguments: researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms>
+//! binary); arguments: researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms> <database-url>
 
 use std::time::Duration;
 
@@ -19,8 +19,8 @@ fn researcher_test_daemon() {
 async fn run(args: Vec<String>) {
     archivist_testkit::expect_args(
         &args,
-        7,
-        "researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms>",
+        8,
+        "researcher-test-daemon <connect> <chroot> <work-dir> <name> <session-timeout-ms> <read-timeout-ms> <database-url>",
     );
     let number = |i: usize| archivist_testkit::number_arg(&args, i);
     let config = archivist_testkit::child_config(&args, Duration::from_millis(number(5)));
@@ -37,7 +37,14 @@ async fn run(args: Vec<String>) {
     let shutdown = archivist_testkit::shutdown_on_signal();
     println!("started {}", std::process::id());
     let identity = Identity::named("researcher", &args[4]);
-    if let Err(e) = archivist_researcher::run(&config, settings, identity, shutdown).await {
+    let db = match archivist_db::Database::connect(&args[7]).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("researcher stopped: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = archivist_researcher::run(&config, &db, settings, identity, shutdown).await {
         eprintln!("researcher stopped: {e}");
         std::process::exit(1);
     }

@@ -1,6 +1,8 @@
 //! Fixtures: generated audio, catalog and job setup as the planner does it, an in-test
 //! recorder stand-in, and an in-process researcher.
 
+use archivist_db::catalog::{self, CatalogRecord};
+use archivist_db::Database;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -12,7 +14,7 @@ use archivist_engine::ops::{self, Mode, Op};
 use archivist_engine::schema::clipset::ClipSet;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{
-    JobRecord, LeaseRecord, ReportRecord, ResearchRecord, ResearchRun,
+    ClipRecord, JobRecord, LeaseRecord, ReportRecord, ResearchRecord, ResearchRun,
 };
 use archivist_engine::schema::{JobState, SCHEMA_VERSION};
 use archivist_engine::transition::{machine, LockAction, Role, Transition};
@@ -112,15 +114,20 @@ pub struct Running {
     pub handle: JoinHandle<Result<(), archivist_researcher::ResearcherError>>,
 }
 
-pub fn start(config: &ZkConfig, settings: ResearcherSettings, name: &str) -> Running {
+pub fn start(
+    config: &ZkConfig,
+    db: &Database,
+    settings: ResearcherSettings,
+    name: &str,
+) -> Running {
     let shutdown = CancellationToken::new();
     let config = config.clone();
+    let db = db.clone();
     let identity = Identity::named("researcher", name);
     let token = shutdown.clone();
-    let handle =
-        tokio::spawn(
-            async move { archivist_researcher::run(&config, settings, identity, token).await },
-        );
+    let handle = tokio::spawn(async move {
+        archivist_researcher::run(&config, &db, settings, identity, token).await
+    });
     Running { shutdown, handle }
 }
 
@@ -135,22 +142,28 @@ impl Running {
     }
 }
 
-/// Registers clips in the catalog, their media at `urls`.
-pub async fn add_clips(session: &Session, clips: &[(String, String)]) {
+/// A fresh ZooKeeper chroot and a fresh database, once per backend the machine offers
+/// (SQLite always, PostgreSQL when `ARCHIVIST_TEST_PG` is set).
+pub use archivist_testkit::db::fresh_stores as stores;
+
+/// Registers clips in the catalog (the database), their media at `urls`.
+pub async fn add_clips(db: &Database, clips: &[(String, String)]) {
+    let mut records = Vec::new();
     for (id, url) in clips {
         let now = time::OffsetDateTime::now_utc();
-        archivist_testkit::catalog::put_clip(
-            session,
-            id,
-            archivist_testkit::catalog::fields(&format!("clip {id}"), url, now),
-        )
-        .await;
+        let record = ClipRecord {
+            schema: SCHEMA_VERSION,
+            id: id.clone(),
+            fields: archivist_testkit::catalog::fields(&format!("clip {id}"), url, now),
+        };
+        records.push(CatalogRecord::Clip(record));
     }
+    catalog::put(db, &records).await.expect("clip records");
 }
 
 /// Serves the fixture's first `n` clips from `server` and registers them in the catalog;
 /// returns their ids.
-pub async fn serve_clips(session: &Session, server: &crate::http::Server, n: usize) -> Vec<String> {
+pub async fn serve_clips(db: &Database, server: &crate::http::Server, n: usize) -> Vec<String> {
     let catalog: Vec<(String, String)> = audio()
         .clips
         .iter()
@@ -160,7 +173,7 @@ pub async fn serve_clips(session: &Session, server: &crate::http::Server, n: usi
             (id.clone(), url)
         })
         .collect();
-    add_clips(session, &catalog).await;
+    add_clips(db, &catalog).await;
     catalog.into_iter().map(|(id, _)| id).collect()
 }
 
@@ -265,75 +278,64 @@ pub async fn reports(session: &Session, job: &str) -> Vec<ReportRecord> {
     out
 }
 
-/// A minimal stand-in for the recorder: moves every report into the research record
-/// of its episode (deleting the report) and returns what it stored.
-pub async fn record_reports(session: &Session) -> Vec<ReportRecord> {
+/// A minimal stand-in for the recorder: moves every report into the research archive
+/// (the database, as the recorder does: the database first, then the report's delete)
+/// and returns what it stored.
+pub async fn record_reports(session: &Session, db: &Database) -> Vec<ReportRecord> {
     let mut stored = Vec::new();
     for name in store::children(session, paths::REPORTS).await.unwrap() {
         let path = paths::report(&name);
         let Some((report, _)) = store::read::<ReportRecord>(session, &path).await.unwrap() else {
             continue;
         };
-        let rpath = paths::research(&report.episode);
-        let current = store::read::<ResearchRecord>(session, &rpath)
-            .await
-            .unwrap();
-        let (mut record, version) = match current {
-            Some((r, s)) => (r, Some(s.version)),
-            None => (ResearchRecord::new(&report.episode), None),
-        };
         let number = paths::clip_number(&report.clip).expect("clip number");
-        assert!(
-            !record.is_researched(number),
-            "duplicate result for {} in {}",
-            report.clip,
-            report.episode
-        );
-        match record.runs.iter_mut().find(|r| r.job == report.job) {
-            Some(run) => {
-                run.clips.insert(number);
+        archivist_db::research::update(db, &report.episode, |record| {
+            assert!(
+                !record.is_researched(number),
+                "duplicate result for {} in {}",
+                report.clip,
+                report.episode
+            );
+            match record.runs.iter_mut().find(|r| r.job == report.job) {
+                Some(run) => {
+                    run.clips.insert(number);
+                }
+                None => record.runs.push(ResearchRun {
+                    job: report.job.clone(),
+                    researcher: report.researcher.clone(),
+                    at: report.researched_at,
+                    clips: [number].into_iter().collect::<ClipSet>(),
+                }),
             }
-            None => record.runs.push(ResearchRun {
-                job: report.job.clone(),
-                researcher: report.researcher.clone(),
-                at: report.researched_at,
-                clips: [number].into_iter().collect::<ClipSet>(),
-            }),
-        }
-        if !report.occurrences.is_empty() {
-            record
-                .found
-                .insert(report.clip.clone(), report.occurrences.clone());
-        }
-        record.episode_duration_s = Some(report.episode_duration_s);
-        let data = store::encode(&rpath, &record).unwrap();
-        let write = match version {
-            Some(v) => Op::SetData {
-                path: rpath.clone(),
-                data,
-                version: Some(v),
-            },
-            None => Op::Create {
-                path: rpath.clone(),
-                data,
-                mode: Mode::Persistent,
-            },
-        };
-        ops::commit(
-            session,
-            &[
-                write,
-                Op::Delete {
-                    path,
-                    version: None,
-                },
-            ],
-        )
+            if !report.occurrences.is_empty() {
+                record
+                    .found
+                    .insert(report.clip.clone(), report.occurrences.clone());
+            }
+            record.episode_duration_s = Some(report.episode_duration_s);
+        })
         .await
         .expect("store report");
+        ops::commit(
+            session,
+            &[Op::Delete {
+                path,
+                version: None,
+            }],
+        )
+        .await
+        .expect("delete report");
         stored.push(report);
     }
     stored
+}
+
+/// The research record of `episode` in the database (panics if there is none).
+pub async fn research(db: &Database, episode: &str) -> ResearchRecord {
+    archivist_db::research::read(db, episode)
+        .await
+        .expect("reading research")
+        .unwrap_or_else(|| panic!("no research for {episode}"))
 }
 
 /// The recorder stand-in's close: `reported -> recorded`, lock released, lease deleted.

@@ -130,7 +130,9 @@ pub async fn hold(global: &GlobalOpts, args: HoldArgs) -> Result<ExitCode> {
             emit(global.output, &report, render_action)?;
         }
         (None, Some(target)) => {
-            let report = control::set_catalog_hold(&session, &target, true).await?;
+            let db = crate::context::database(global).await?;
+            let actor = args.actor.settings().actor;
+            let report = control::set_catalog_hold(&session, &db, &target, true, &actor).await?;
             emit(global.output, &report, render_catalog)?;
         }
         (None, None) => anyhow::bail!("name a target: --job, --episode or --clip"),
@@ -152,7 +154,9 @@ pub async fn release(global: &GlobalOpts, args: ReleaseArgs) -> Result<ExitCode>
             emit(global.output, &report, render_action)?;
         }
         (None, Some(target)) => {
-            let report = control::set_catalog_hold(&session, &target, false).await?;
+            let db = crate::context::database(global).await?;
+            let actor = args.actor.settings().actor;
+            let report = control::set_catalog_hold(&session, &db, &target, false, &actor).await?;
             emit(global.output, &report, render_catalog)?;
         }
         (None, None) => anyhow::bail!("name a target: --job, --episode or --clip"),

@@ -29,10 +29,12 @@ pub struct FsckArgs {
 /// Runs `fsck`: exit 0 when no error is left, 1 otherwise.
 pub async fn run(global: &GlobalOpts, args: FsckArgs) -> Result<ExitCode> {
     let session = crate::context::connect_initialised(global).await?;
+    // Research is checked against the catalog, which is in the database (issue 22).
+    let db = crate::context::database(global).await?;
     let settings =
         AdminSettings::default().with_reaper_interval(Duration::from_secs(args.reaper_interval_s));
     let report =
-        archivist_admin::fsck::fsck(&session, &settings, args.repair, &Bar::stderr()).await?;
+        archivist_admin::fsck::fsck(&session, &db, &settings, args.repair, &Bar::stderr()).await?;
     emit(global.output, &report, |r| render(r, args.repair))?;
     Ok(if report.is_clean() {
         ExitCode::SUCCESS

@@ -31,11 +31,17 @@ pub struct StatusArgs {
 /// Runs `status`.
 pub async fn run(global: &GlobalOpts, args: StatusArgs) -> Result<ExitCode> {
     let session = crate::context::connect_initialised(global).await?;
+    let db = crate::context::database(global).await?;
     let settings = AdminSettings::default();
     if !args.watch {
-        let report =
-            archivist_admin::status::status(&session, &settings, args.episodes, &Bar::stderr())
-                .await?;
+        let report = archivist_admin::status::status(
+            &session,
+            &db,
+            &settings,
+            args.episodes,
+            &Bar::stderr(),
+        )
+        .await?;
         emit(global.output, &report, render)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -43,6 +49,7 @@ pub async fn run(global: &GlobalOpts, args: StatusArgs) -> Result<ExitCode> {
     loop {
         let report = archivist_admin::status::status(
             &session,
+            &db,
             &settings,
             args.episodes,
             &archivist_admin::Silent,
