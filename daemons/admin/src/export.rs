@@ -1,20 +1,17 @@
-//! `export`: every researched (episode, clip) pair streamed to a writer a chunk of
-//! research records at a time, so an archive of any size exports in bounded memory
+//! `export`: every researched (episode, clip) pair streamed to a writer a page of
+//! research records at a time (from the database), so an archive of any size exports in bounded memory
 //! (the old export built every row first: 1.15 GB per 1,000 researched episodes of 2,000
 //! clips, killed by the kernel at 100k episodes).
 
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{ClipRecord, EpisodeRecord, ResearchRecord};
-use archivist_engine::{store, Session};
+use archivist_db::{research, Database};
 use serde::Serialize;
 
 use crate::error::{AdminError, Result};
 use crate::results::{rows_of, ResultRow};
-use crate::scan;
-use crate::settings::{AdminSettings, Progress, Silent};
+use crate::settings::{AdminSettings, Progress};
 use crate::status::Unreadable;
 
 /// The formats an export streams.
@@ -172,75 +169,61 @@ pub struct ExportSummary {
     /// Research records read (episodes with research).
     pub episodes: u64,
     /// Research records that do not decode, whose episodes have no rows (never left out
-    /// silently: the CLI names them and exits non-zero).
+    /// silently: the CLI names them and exits non-zero). Empty since the archive is read
+    /// from the database, which refuses such a record with an error that ends the export.
     pub unreadable: Vec<Unreadable>,
 }
 
 /// Streams every researched (episode, clip) pair into `sink`, one row per occurrence
-/// plus not-found rows, ordered by episode, clip and offset. Memory is bounded by one
-/// chunk of `settings.batch_size` research records and the clips' titles.
+/// plus not-found rows, ordered by episode, clip and offset. The research archive is
+/// walked a page of `settings.batch_size` episodes at a time and the catalog's titles
+/// read per page, both from the database (issue 22): memory is bounded by one page and
+/// the clips' titles.
 pub async fn export_to(
-    session: &Session,
+    db: &Database,
     settings: &AdminSettings,
     progress: &dyn Progress,
     sink: &mut dyn RowSink,
 ) -> Result<ExportSummary> {
-    let clips = scan::load_dir::<ClipRecord>(session, paths::CLIPS, settings, &Silent).await?;
-    let clip_titles: BTreeMap<String, String> = clips
-        .iter()
-        .filter_map(|n| n.ok().map(|c| (n.name.clone(), c.fields.title.clone())))
-        .collect();
-    drop(clips);
-    let mut episodes = store::children(session, paths::RESEARCH).await?;
-    episodes.sort();
+    let clip_titles = crate::results::clip_titles(db).await?;
+    let total = research::counts(db).await?.episodes;
     let mut summary = ExportSummary {
         rows: 0,
         episodes: 0,
         unreadable: Vec::new(),
     };
-    progress.begin(paths::RESEARCH, episodes.len() as u64);
-    for chunk in episodes.chunks(settings.batch_size.max(1)) {
-        let research = scan::load::<ResearchRecord>(
-            session,
-            chunk.iter().map(|e| paths::research(e)).collect(),
-            settings,
-            &Silent,
-            paths::RESEARCH,
-        )
-        .await;
-        let research = match research {
-            Ok(r) => r,
-            Err(e) => {
-                progress.end();
-                return Err(e);
-            }
+    progress.begin("research", u64::try_from(total).unwrap_or(0));
+    let walked = walk(db, settings, &clip_titles, progress, sink, &mut summary).await;
+    progress.end();
+    walked.map(|()| summary)
+}
+
+/// The pages of [`export_to`].
+async fn walk(
+    db: &Database,
+    settings: &AdminSettings,
+    clip_titles: &BTreeMap<String, String>,
+    progress: &dyn Progress,
+    sink: &mut dyn RowSink,
+    summary: &mut ExportSummary,
+) -> Result<()> {
+    let mut after: Option<String> = None;
+    loop {
+        let page = research::page(db, after.as_deref(), settings.batch_size.max(1)).await?;
+        let Some(last) = page.last() else {
+            return Ok(());
         };
-        let titles = scan::load::<EpisodeRecord>(
-            session,
-            chunk.iter().map(|e| paths::episode(e)).collect(),
-            settings,
-            &Silent,
-            paths::EPISODES,
-        )
-        .await?;
-        let titles: BTreeMap<&str, &str> = titles
-            .iter()
-            .filter_map(|n| n.ok().map(|e| (n.name.as_str(), e.fields.title.as_str())))
-            .collect();
-        summary.unreadable.extend(Unreadable::of(&research));
-        for record in research.iter().filter_map(|n| n.ok()) {
+        after = Some(last.episode.clone());
+        let ids: Vec<String> = page.iter().map(|r| r.episode.clone()).collect();
+        let titles = crate::results::episode_titles(db, &ids).await?;
+        for record in &page {
             summary.episodes += 1;
-            let title = titles.get(record.episode.as_str()).copied().unwrap_or("");
-            for row in rows_of(record, title, &clip_titles, &|_| true) {
-                if let Err(e) = sink.row(&row) {
-                    progress.end();
-                    return Err(e);
-                }
+            let title = titles.get(&record.episode).map_or("", String::as_str);
+            for row in rows_of(record, title, clip_titles, &|_| true) {
+                sink.row(&row)?;
                 summary.rows += 1;
             }
         }
-        progress.advance(chunk.len() as u64);
+        progress.advance(page.len() as u64);
     }
-    progress.end();
-    Ok(summary)
 }

@@ -89,9 +89,11 @@ pub struct JobList {
 }
 
 /// Lists jobs. With a state, only that state's queue is read (the job's own status must
-/// match too); otherwise every job is.
+/// match too); otherwise every job is. With an episode and no job of it, the catalog in
+/// `db` tells a typo from an episode with no jobs yet.
 pub async fn list(
     session: &Session,
+    db: &archivist_db::Database,
     settings: &AdminSettings,
     filter: &JobFilter,
     progress: &dyn Progress,
@@ -140,12 +142,11 @@ pub async fn list(
     // (`results --episode` says so too; outside 17d finding 16d). Jobs of an episode
     // removed from the catalog are still listed.
     if let Some(episode) = filter.episode.as_deref() {
-        let path = paths::episode(episode);
-        if out.jobs.is_empty() && store::exists(session, &path).await?.is_none() {
+        if out.jobs.is_empty() && archivist_db::catalog::episode(db, episode).await?.is_none() {
             return Err(AdminError::NotFound {
                 what: "episode",
                 id: episode.to_string(),
-                path,
+                path: "not in the catalog database".to_string(),
             });
         }
     }

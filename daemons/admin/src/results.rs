@@ -3,14 +3,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use archivist_db::{catalog, research, Database};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{ClipRecord, EpisodeRecord, ResearchRecord};
-use archivist_engine::{store, Session};
+use archivist_engine::schema::records::{AliasTarget, ResearchRecord};
 use serde::Serialize;
 
 use crate::error::{AdminError, Result};
-use crate::scan::{self, Loaded};
-use crate::settings::{AdminSettings, Progress, Silent};
+use crate::settings::{AdminSettings, Progress};
 
 /// One row of the archive.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -41,13 +40,6 @@ pub struct ResultRow {
     pub researcher: Option<String>,
     /// Per-clip error instead of a result.
     pub error: Option<String>,
-}
-
-fn titles<T>(loaded: &[Loaded<T>], title: impl Fn(&T) -> &str) -> BTreeMap<String, String> {
-    loaded
-        .iter()
-        .filter_map(|n| n.ok().map(|r| (n.name.clone(), title(r).to_string())))
-        .collect()
 }
 
 /// Every row of one research record (optionally only for one clip).
@@ -127,26 +119,49 @@ pub struct EpisodeResults {
     pub rows: Vec<ResultRow>,
 }
 
-/// Where the episode's clips occur (researched clips only).
-pub async fn episode_results(
-    session: &Session,
-    settings: &AdminSettings,
-    episode: &str,
-) -> Result<EpisodeResults> {
-    let path = paths::episode(episode);
-    let title = match store::read::<EpisodeRecord>(session, &path).await? {
-        Some((e, _)) => e.fields.title,
+/// The catalog's clips, id to title: the clips are few (thousands), read a page at a
+/// time from the database, the catalog's home since issue 22.
+pub(crate) async fn clip_titles(db: &Database) -> Result<BTreeMap<String, String>> {
+    let mut titles = BTreeMap::new();
+    catalog::each_record(db, AliasTarget::Clip, |page| {
+        titles.extend(
+            page.into_iter()
+                .map(|r| (r.id().to_string(), r.fields().title.clone())),
+        )
+    })
+    .await?;
+    Ok(titles)
+}
+
+/// The titles of those of `episodes` that are in the catalog, by id.
+pub(crate) async fn episode_titles(
+    db: &Database,
+    episodes: &[String],
+) -> Result<BTreeMap<String, String>> {
+    Ok(catalog::records(db, AliasTarget::Episode, episodes)
+        .await?
+        .into_iter()
+        .map(|(id, v)| (id, v.record.fields().title.clone()))
+        .collect())
+}
+
+/// Where the catalog is, for "does not exist" errors.
+const IN_DATABASE: &str = "not in the catalog database";
+
+/// Where the episode's clips occur (researched clips only). The catalog and the
+/// research archive are read from the database.
+pub async fn episode_results(db: &Database, episode: &str) -> Result<EpisodeResults> {
+    let title = match catalog::episode(db, episode).await? {
+        Some(e) => e.fields.title,
         None => {
             return Err(AdminError::NotFound {
                 what: "episode",
                 id: episode.to_string(),
-                path,
+                path: IN_DATABASE.to_string(),
             })
         }
     };
-    let Some((record, _)) =
-        store::read::<ResearchRecord>(session, &paths::research(episode)).await?
-    else {
+    let Some(record) = research::read(db, episode).await? else {
         return Ok(EpisodeResults {
             episode: episode.to_string(),
             title,
@@ -157,28 +172,23 @@ pub async fn episode_results(
             rows: Vec::new(),
         });
     };
-    // Only clips in the catalog count, as in `status`: one listing, then one read per
-    // researched catalog clip (a run's clip set may name numbers the catalog never had).
-    let catalog: BTreeSet<u32> = store::children(session, paths::CLIPS)
-        .await?
-        .iter()
+    // Only clips in the catalog count, as in `status` (a run's clip set may name numbers
+    // the catalog never had): one read of the catalog's clips.
+    let clip_titles = clip_titles(db).await?;
+    let catalog: BTreeSet<u32> = clip_titles
+        .keys()
         .filter_map(|c| paths::clip_number(c))
         .collect();
     let researched = record.researched();
-    let in_catalog: Vec<u32> = researched.iter().filter(|n| catalog.contains(n)).collect();
-    let clip_paths = in_catalog
-        .iter()
-        .map(|n| paths::clip(&paths::clip_id(*n)))
-        .collect();
-    let clips = scan::load::<ClipRecord>(session, clip_paths, settings, &Silent, "clips").await?;
+    let in_catalog = researched.iter().filter(|n| catalog.contains(n)).count();
     let keep = |n: u32| catalog.contains(&n);
-    let rows = rows_of(&record, &title, &titles(&clips, |c| &c.fields.title), &keep);
+    let rows = rows_of(&record, &title, &clip_titles, &keep);
     Ok(EpisodeResults {
         episode: episode.to_string(),
         title,
         duration_s: record.episode_duration_s,
-        researched: in_catalog.len(),
-        researched_not_in_catalog: researched.len() - in_catalog.len(),
+        researched: in_catalog,
+        researched_not_in_catalog: researched.len() - in_catalog,
         found: record
             .found
             .iter()
@@ -207,58 +217,39 @@ pub struct ClipResults {
     /// One row per occurrence, plus one per error.
     pub rows: Vec<ResultRow>,
     /// Research records that do not decode: the clip may occur in their episodes, so
-    /// they are named (the CLI exits non-zero), never left out silently.
+    /// they are named (the CLI exits non-zero), never left out silently. The database
+    /// refuses a record it cannot decode with an error instead, so this is empty since
+    /// the research archive is read from it (issue 22); kept so the output's shape stays.
     pub unreadable: Vec<crate::status::Unreadable>,
 }
 
-/// Where a clip occurs, across all episodes.
+/// Where a clip occurs, across all episodes: the research archive walked a page of
+/// `settings.batch_size` episodes at a time (bounded memory), titles from the catalog,
+/// both in the database.
 pub async fn clip_results(
-    session: &Session,
+    db: &Database,
     settings: &AdminSettings,
     clip: &str,
     progress: &dyn Progress,
 ) -> Result<ClipResults> {
-    let path = paths::clip(clip);
-    let title = match store::read::<ClipRecord>(session, &path).await? {
-        Some((c, _)) => c.fields.title,
+    let title = match catalog::clip(db, clip).await? {
+        Some(c) => c.fields.title,
         None => {
             return Err(AdminError::NotFound {
                 what: "clip",
                 id: clip.to_string(),
-                path,
+                path: IN_DATABASE.to_string(),
             })
         }
     };
     let number = paths::clip_number(clip)
         .ok_or_else(|| AdminError::Invalid(format!("{clip:?} is not a clip id (c + digits)")))?;
-    let research =
-        scan::load_dir::<ResearchRecord>(session, paths::RESEARCH, settings, progress).await?;
-    let mut researched_in = Vec::new();
-    let mut rows = Vec::new();
-    for record in research.iter().filter_map(|n| n.ok()) {
-        if record.is_researched(number) {
-            researched_in.push(record.episode.clone());
-            rows.extend(
-                rows_of(record, "", &BTreeMap::new(), &|n| n == number)
-                    .into_iter()
-                    .filter(|r| r.found || r.error.is_some()),
-            );
-        }
-    }
-    let episodes = scan::load::<EpisodeRecord>(
-        session,
-        researched_in.iter().map(|e| paths::episode(e)).collect(),
-        settings,
-        &Silent,
-        "episodes",
-    )
-    .await?;
-    let episode_titles = titles(&episodes, |e| &e.fields.title);
+    let total = research::counts(db).await?.episodes;
+    progress.begin("research", u64::try_from(total).unwrap_or(0));
+    let walked = clip_rows(db, settings, number, progress).await;
+    progress.end();
+    let (episodes_researched, mut rows) = walked?;
     for row in &mut rows {
-        row.episode_title = episode_titles
-            .get(&row.episode)
-            .cloned()
-            .unwrap_or_default();
         row.clip_title = title.clone();
     }
     let mut found_in: Vec<&String> = rows
@@ -277,12 +268,52 @@ pub async fn clip_results(
     Ok(ClipResults {
         clip: clip.to_string(),
         title,
-        episodes_researched: researched_in.len(),
+        episodes_researched,
         episodes_found: found_in.len(),
         episodes_errored,
         rows,
-        unreadable: crate::status::Unreadable::of(&research),
+        unreadable: Vec::new(),
     })
+}
+
+/// The episodes that researched clip `number` (how many) and its rows that say
+/// something (found, or an error), with episode titles.
+async fn clip_rows(
+    db: &Database,
+    settings: &AdminSettings,
+    number: u32,
+    progress: &dyn Progress,
+) -> Result<(usize, Vec<ResultRow>)> {
+    let mut researched = 0;
+    let mut rows = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = research::page(db, after.as_deref(), settings.batch_size.max(1)).await?;
+        let Some(last) = page.last() else {
+            break;
+        };
+        after = Some(last.episode.clone());
+        let mut page_rows = Vec::new();
+        let mut in_page = Vec::new();
+        for record in page.iter().filter(|r| r.is_researched(number)) {
+            researched += 1;
+            let mine: Vec<ResultRow> = rows_of(record, "", &BTreeMap::new(), &|n| n == number)
+                .into_iter()
+                .filter(|r| r.found || r.error.is_some())
+                .collect();
+            if !mine.is_empty() {
+                in_page.push(record.episode.clone());
+            }
+            page_rows.extend(mine);
+        }
+        let titles = episode_titles(db, &in_page).await?;
+        for mut row in page_rows {
+            row.episode_title = titles.get(&row.episode).cloned().unwrap_or_default();
+            rows.push(row);
+        }
+        progress.advance(page.len() as u64);
+    }
+    Ok((researched, rows))
 }
 
 /// What `export` read: the rows, and the research records it could not read (never
@@ -298,12 +329,12 @@ pub struct Export {
 /// `export` into memory: every row of [`crate::export::export_to`]. For tests and small
 /// archives; the CLI streams instead.
 pub async fn export(
-    session: &Session,
+    db: &Database,
     settings: &AdminSettings,
     progress: &dyn Progress,
 ) -> Result<Export> {
     let mut rows = Vec::new();
-    let summary = crate::export::export_to(session, settings, progress, &mut rows).await?;
+    let summary = crate::export::export_to(db, settings, progress, &mut rows).await?;
     Ok(Export {
         rows,
         unreadable: summary.unreadable,

@@ -229,8 +229,9 @@ async fn two_records_on_one_media_url_and_a_wrong_alias_are_reported() {
     use archivist_engine::schema::records::{AliasRecord, AliasTarget, EpisodeRecord};
     use archivist_engine::schema::SCHEMA_VERSION;
     let (_c, s) = archivist_testkit::fresh_tree("fsck-catalog").await;
-    let e1 = fixtures::episode(&s, 1, "One").await;
-    let e2 = fixtures::episode(&s, 2, "Two").await;
+    // An old tree's catalog, in ZooKeeper (what fsck checks there until it is migrated).
+    let e1 = fixtures::zk_episode(&s, 1, "One").await;
+    let e2 = fixtures::zk_episode(&s, 2, "Two").await;
     assert!(check(&s, false).await.is_clean());
     // e2 now holds e1's media URL (what swapped feed enclosures used to leave).
     let path = paths::episode(&e1);

@@ -93,10 +93,11 @@ async fn status_counts_researchers_load_leases_and_research_progress() {
 #[tokio::test]
 async fn jobs_list_filters_and_show_tells_everything() {
     let (_c, s) = archivist_testkit::fresh_tree("admin-jobs").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
     let a = fixtures::job(&s, "e0000001", &["c000001"]).await;
     let b = fixtures::failed_job(&s, "e0000002", "download failed").await;
     let settings = AdminSettings::default();
-    let all = jobs::list(&s, &settings, &JobFilter::default(), &Silent)
+    let all = jobs::list(&s, &db, &settings, &JobFilter::default(), &Silent)
         .await
         .unwrap();
     assert_eq!(
@@ -105,6 +106,7 @@ async fn jobs_list_filters_and_show_tells_everything() {
     );
     let failed = jobs::list(
         &s,
+        &db,
         &settings,
         &JobFilter {
             state: Some(JobState::Failed),
@@ -124,6 +126,7 @@ async fn jobs_list_filters_and_show_tells_everything() {
     );
     let by_episode = jobs::list(
         &s,
+        &db,
         &settings,
         &JobFilter {
             state: None,
@@ -135,7 +138,7 @@ async fn jobs_list_filters_and_show_tells_everything() {
     .unwrap();
     assert_eq!(by_episode.jobs.len(), 1);
     fixtures::raw(&s, "/jobs/j0000000077", b"status: [broken").await;
-    let with_bad = jobs::list(&s, &settings, &JobFilter::default(), &Silent)
+    let with_bad = jobs::list(&s, &db, &settings, &JobFilter::default(), &Silent)
         .await
         .unwrap();
     assert_eq!(with_bad.unreadable.len(), 1);
@@ -160,6 +163,7 @@ async fn jobs_list_filters_and_show_tells_everything() {
 #[tokio::test]
 async fn results_by_episode_and_clip_and_the_export() {
     let (_c, s) = archivist_testkit::fresh_tree("admin-results").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
     let e1 = fixtures::episode(&s, 1, "One").await;
     let e2 = fixtures::episode(&s, 2, "Two, \"quoted\"").await;
     fixtures::clip(&s, 1, "Jingle").await;
@@ -175,7 +179,7 @@ async fn results_by_episode_and_clip_and_the_export() {
     fixtures::research(&s, &e2, "j0000000002", &[1], &[(1, 5.0, 0.7)]).await;
     let settings = AdminSettings::default();
 
-    let by_episode = results::episode_results(&s, &settings, &e1).await.unwrap();
+    let by_episode = results::episode_results(&db, &e1).await.unwrap();
     assert_eq!(
         (
             by_episode.researched,
@@ -191,7 +195,7 @@ async fn results_by_episode_and_clip_and_the_export() {
         ("c000002", "Sting")
     );
 
-    let by_clip = results::clip_results(&s, &settings, "c000001", &Silent)
+    let by_clip = results::clip_results(&db, &settings, "c000001", &Silent)
         .await
         .unwrap();
     assert_eq!(
@@ -206,12 +210,12 @@ async fn results_by_episode_and_clip_and_the_export() {
         .rows
         .iter()
         .any(|r| r.episode_title == "Two, \"quoted\"" && r.at == Some(5.0)));
-    let none = results::clip_results(&s, &settings, "c000002", &Silent)
+    let none = results::clip_results(&db, &settings, "c000002", &Silent)
         .await
         .unwrap();
     assert_eq!((none.episodes_researched, none.episodes_found), (1, 0));
 
-    let rows = results::export(&s, &settings, &Silent).await.unwrap().rows;
+    let rows = results::export(&db, &settings, &Silent).await.unwrap().rows;
     assert_eq!(rows.len(), 4);
     let csv = results::to_csv(&rows);
     assert_eq!(csv.lines().count(), 5);
@@ -229,6 +233,7 @@ async fn results_by_episode_and_clip_and_the_export() {
 #[tokio::test]
 async fn episode_results_count_and_read_only_catalog_clips() {
     let (_c, s) = archivist_testkit::fresh_tree("admin-results-catalog").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
     let e1 = fixtures::episode(&s, 1, "One").await;
     fixtures::clip(&s, 1, "Jingle").await;
     fixtures::clip(&s, 2, "Sting").await;
@@ -242,9 +247,7 @@ async fn episode_results_count_and_read_only_catalog_clips() {
     )
     .await;
     let started = std::time::Instant::now();
-    let r = results::episode_results(&s, &AdminSettings::default(), &e1)
-        .await
-        .unwrap();
+    let r = results::episode_results(&db, &e1).await.unwrap();
     let took = started.elapsed();
     assert_eq!(
         (
@@ -265,30 +268,21 @@ async fn episode_results_count_and_read_only_catalog_clips() {
 #[tokio::test]
 async fn clip_results_show_errors_instead_of_hiding_them() {
     let (_c, s) = archivist_testkit::fresh_tree("admin-results-errors").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
     let e1 = fixtures::episode(&s, 1, "One").await;
     let e2 = fixtures::episode(&s, 2, "Two").await;
     fixtures::clip(&s, 1, "Broken").await;
     fixtures::research(&s, &e1, "j0000000001", &[1], &[]).await;
     fixtures::research(&s, &e2, "j0000000002", &[1], &[]).await;
-    let path = archivist_engine::schema::paths::research(&e1);
-    let (mut record, _) = archivist_engine::store::read::<
-        archivist_engine::schema::records::ResearchRecord,
-    >(&s, &path)
+    // The recorder stores a clip's error with the research (in the database).
+    archivist_db::research::update(&db, &e1, |record| {
+        record
+            .errors
+            .insert("c000001".into(), "clip download failed: not audio".into());
+    })
     .await
-    .unwrap()
     .unwrap();
-    record
-        .errors
-        .insert("c000001".into(), "clip download failed: not audio".into());
-    archivist_engine::store::delete_if_present(&s, &path)
-        .await
-        .unwrap();
-    assert!(
-        archivist_engine::store::create_if_absent(&s, &path, &record)
-            .await
-            .unwrap()
-    );
-    let by_clip = results::clip_results(&s, &AdminSettings::default(), "c000001", &Silent)
+    let by_clip = results::clip_results(&db, &AdminSettings::default(), "c000001", &Silent)
         .await
         .unwrap();
     assert_eq!(
@@ -556,14 +550,21 @@ async fn status_counts_a_lease_with_a_duration_that_is_not_positive_as_invalid()
 #[tokio::test]
 async fn jobs_of_an_episode_that_does_not_exist_is_not_found_not_zero_jobs() {
     let (_config, s) = archivist_testkit::fresh_tree("admin-jobs-no-episode").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
     let e1 = fixtures::episode(&s, 1, "One").await;
     let filter = |episode: &str| JobFilter {
         episode: Some(episode.to_string()),
         ..JobFilter::default()
     };
-    let err = jobs::list(&s, &AdminSettings::default(), &filter("e9999999"), &Silent)
-        .await
-        .unwrap_err();
+    let err = jobs::list(
+        &s,
+        &db,
+        &AdminSettings::default(),
+        &filter("e9999999"),
+        &Silent,
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(
             err,
@@ -575,7 +576,7 @@ async fn jobs_of_an_episode_that_does_not_exist_is_not_found_not_zero_jobs() {
         "{err}"
     );
     // An episode that exists with no jobs is still "0 jobs".
-    let none = jobs::list(&s, &AdminSettings::default(), &filter(&e1), &Silent)
+    let none = jobs::list(&s, &db, &AdminSettings::default(), &filter(&e1), &Silent)
         .await
         .unwrap();
     assert!(none.jobs.is_empty());

@@ -280,7 +280,7 @@ const BAD_RESEARCH: &[u8] =
     b"schema: 1\nepisode: e0000002\nruns: []\nfound:\n  c000001: [{at: not-a-number}]\n";
 
 #[tokio::test]
-async fn unreadable_research_is_named_by_status_and_export() {
+async fn unreadable_research_is_named_by_status() {
     let (_c, s) = archivist_testkit::fresh_tree("rules-unreadable").await;
     let good = fixtures::episode(&s, 1, "One").await;
     let bad = fixtures::episode(&s, 2, "Two").await;
@@ -304,36 +304,40 @@ async fn unreadable_research_is_named_by_status_and_export() {
             .collect::<Vec<_>>(),
         [paths::research(&bad)]
     );
-    let export = results::export(&s, &AdminSettings::default(), &Silent)
-        .await
-        .unwrap();
-    assert!(export.rows.iter().all(|r| r.episode == good));
-    assert_eq!(export.unreadable.len(), 1);
-    assert_eq!(export.unreadable[0].path, paths::research(&bad));
 }
 
-/// Outside tester (issue 17): `results --clip` left an undecodable research record out
-/// silently (exit 0), while `results --episode` and `export` name it. It is named now
-/// (and the CLI exits 1).
+/// Research stored in the database that no longer parses: `export` and `results --clip`
+/// (which read the archive from the database since issue 22e) fail with an error naming
+/// the episode, never rows that leave it out silently (issue 17's rule).
 #[tokio::test]
-async fn results_for_a_clip_name_unreadable_research() {
-    let (_c, s) = archivist_testkit::fresh_tree("rules-unreadable-clip").await;
+async fn unreadable_research_fails_export_and_results_for_a_clip_naming_it() {
+    let (_c, s) = archivist_testkit::fresh_tree("rules-unreadable-db").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
     let good = fixtures::episode(&s, 1, "One").await;
     let bad = fixtures::episode(&s, 2, "Two").await;
     fixtures::clip(&s, 1, "Jingle").await;
     fixtures::research(&s, &good, "j0000000042", &[1], &[(1, 3.0, 0.9)]).await;
-    fixtures::raw(&s, &paths::research(&bad), BAD_RESEARCH).await;
-    let r = results::clip_results(&s, &AdminSettings::default(), "c000001", &Silent)
-        .await
-        .unwrap();
-    assert_eq!(r.episodes_found, 1);
+    fixtures::research(&s, &bad, "j0000000043", &[1], &[]).await;
     assert_eq!(
-        r.unreadable
-            .iter()
-            .map(|u| u.path.as_str())
-            .collect::<Vec<_>>(),
-        [paths::research(&bad)]
+        archivist_db::testing::damage_research_runs(&db, &bad)
+            .await
+            .unwrap(),
+        1
     );
+    let err = results::export(&db, &AdminSettings::default(), &Silent)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            archivist_admin::AdminError::Db(archivist_db::DbError::Corrupt { .. })
+        ) && err.to_string().contains(&bad),
+        "{err}"
+    );
+    let err = results::clip_results(&db, &AdminSettings::default(), "c000001", &Silent)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains(&bad), "{err}");
 }
 
 /// Outside tester (issue 17): the manual pause docs/operations.md gives

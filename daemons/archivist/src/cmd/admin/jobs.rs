@@ -40,8 +40,10 @@ pub async fn run(global: &GlobalOpts, command: JobsCommand) -> Result<ExitCode> 
     let settings = AdminSettings::default();
     match command {
         JobsCommand::List { state, episode } => {
+            let db = crate::context::database(global).await?;
             let list = archivist_admin::jobs::list(
                 &session,
+                &db,
                 &settings,
                 &JobFilter { state, episode },
                 &Bar::stderr(),

@@ -147,13 +147,16 @@ fn render_clip(r: &ClipResults) -> String {
 
 /// Runs `results`.
 pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
-    let session = crate::context::connect_initialised(global).await?;
+    // The catalog and research are in the database; the tree is still checked, so a
+    // mistyped chroot is refused as by every admin command, not answered from elsewhere.
+    crate::context::connect_initialised(global).await?;
+    let db = crate::context::database(global).await?;
     let settings = AdminSettings::default();
     if let Some(episode) = &args.episode {
-        let r = results::episode_results(&session, &settings, episode).await?;
+        let r = results::episode_results(&db, episode).await?;
         emit(global.output, &r, render_episode)?;
     } else if let Some(clip) = &args.clip {
-        let r = results::clip_results(&session, &settings, clip, &Bar::stderr()).await?;
+        let r = results::clip_results(&db, &settings, clip, &Bar::stderr()).await?;
         emit(global.output, &r, render_clip)?;
         if !r.unreadable.is_empty() {
             eprintln!(
@@ -174,7 +177,8 @@ pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
 /// never leaves a file that looks complete (devices and FIFOs are written through:
 /// [`OutFile`]).
 pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
-    let session = crate::context::connect_initialised(global).await?;
+    crate::context::connect_initialised(global).await?;
+    let db = crate::context::database(global).await?;
     let format = format_of(args.format, global.output).into();
     let settings = AdminSettings::default();
     let summary = match &args.out {
@@ -182,7 +186,7 @@ pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
             let out = OutFile::of(path)?;
             let file = out.open()?;
             let mut writer = RowWriter::new(format, std::io::BufWriter::new(file));
-            let summary = export::export_to(&session, &settings, &Bar::stderr(), &mut writer).await;
+            let summary = export::export_to(&db, &settings, &Bar::stderr(), &mut writer).await;
             let finished = summary.and_then(|s| writer.finish().map(|_| s));
             let summary = match finished {
                 Ok(s) => s,
@@ -203,7 +207,7 @@ pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
         }
         None => {
             let mut writer = RowWriter::new(format, std::io::BufWriter::new(output::Stdout));
-            let streamed = export::export_to(&session, &settings, &Bar::stderr(), &mut writer)
+            let streamed = export::export_to(&db, &settings, &Bar::stderr(), &mut writer)
                 .await
                 .and_then(|s| writer.finish().map(|_| s));
             match streamed {
