@@ -23,7 +23,8 @@ pub struct AdminSettings {
     /// Research records over this size draw a warning from `fsck`, in bytes. Defaults to
     /// 100 KB.
     pub research_warn_bytes: usize,
-    /// Nodes read per pipelined batch during scans. Defaults to 500.
+    /// Nodes read per pipelined batch during scans, and research records per database
+    /// page in `results --clip` and `export`. Defaults to 500.
     pub batch_size: usize,
 }
 
