@@ -543,3 +543,47 @@ async fn pause_without_the_pause_directory_says_run_init() {
     assert_eq!(missing, vec![paths::PAUSES]);
     assert!(!report.is_clean());
 }
+
+/// Outside 17g finding 1: `cancel`/`hold` of a running job nobody holds (its researcher
+/// let go) failed with "job transition leased -> cancelled is made by researcher,
+/// reaper, not by the admin", exit 1. The move is the reaper's: the admin writes the
+/// request (the reaper honours it) and says so.
+#[tokio::test]
+async fn hold_and_cancel_on_an_unlocked_running_job_write_a_request_for_the_reaper() {
+    let (_config, s) = archivist_testkit::fresh_tree("admin-request-unlocked").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    drive(&s, &job.id, &[JobState::Leased], "").await;
+    let report = actions::cancel(&s, &settings(), &job.id, Some("stop this"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.outcome, report.to),
+        (Outcome::Requested, Some(JobState::Leased))
+    );
+    assert!(
+        report.detail.contains("the reaper moves it to cancelled"),
+        "{}",
+        report.detail
+    );
+    let (stored, _) = read(&s, &job.id).await;
+    assert_eq!(
+        (
+            stored.status,
+            stored.request,
+            stored.request_reason.as_deref()
+        ),
+        (
+            JobState::Leased,
+            Some(JobRequest::Cancel),
+            Some("stop this")
+        )
+    );
+    assert!(
+        !archivist_testkit::locked(&s, &job.id).await,
+        "the admin lets go of the lock"
+    );
+    let again = actions::cancel(&s, &settings(), &job.id, None)
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, Outcome::Unchanged);
+}

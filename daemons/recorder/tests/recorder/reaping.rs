@@ -441,3 +441,50 @@ async fn a_dead_holders_pending_cancel_or_hold_is_honoured_not_expired() {
     );
     assert!(read_lease(&session, &cancel.id).await.is_none());
 }
+
+/// Outside 17g finding 1: a `leased` job whose queue entry was deleted by hand (and
+/// whose researcher had let go of it) stayed `leased` for ever: the orphan rule looked
+/// only at queue entries, and every expiry multi deletes the entry it leaves, so the
+/// lease rule's move failed every sweep, silently. The reaper now finds jobs in no
+/// queue, puts the entry back (one checked multi) and expires them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_whose_queue_entry_was_deleted_is_still_expired() {
+    let (_config, session) = archivist_testkit::fresh_tree("unqueued-orphan").await;
+    let orphan = job(&session, "e0000034", &[1, 2], JobState::Leased).await;
+    let expired = job(&session, "e0000035", &[1], JobState::Researching).await;
+    lease(&session, &orphan, 600_000).await;
+    lease(&session, &expired, 1).await;
+    for j in [&orphan, &expired] {
+        let entry = paths::queue_entry(j.status, &j.queue_entry().name());
+        archivist_engine::ops::commit(
+            &session,
+            &[archivist_engine::ops::Op::Delete {
+                path: entry,
+                version: None,
+            }],
+        )
+        .await
+        .unwrap();
+        assert!(queues_holding(&session, &j.id).await.is_empty());
+    }
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test")
+        .await
+        .unwrap();
+    let mut expired_ids = report.orphans_expired.clone();
+    expired_ids.extend(report.lease_jobs_expired.clone());
+    expired_ids.sort();
+    assert_eq!(expired_ids, vec![orphan.id.clone(), expired.id.clone()]);
+    for j in [&orphan, &expired] {
+        assert_eq!(
+            status(&session, j).await.map(|s| s.0),
+            Some(JobState::Expired)
+        );
+        assert_eq!(
+            queues_holding(&session, &j.id).await,
+            vec![JobState::Expired]
+        );
+        assert!(read_lease(&session, &j.id).await.is_none());
+        assert!(!archivist_testkit::locked(&session, &j.id).await);
+    }
+}
