@@ -97,12 +97,19 @@ pub async fn register(
     metrics: Option<String>,
     shutdown: &CancellationToken,
 ) -> Result<Option<Membership>> {
-    let path = if identity.role == "researcher" {
-        paths::researcher(&identity.name)
-    } else {
-        paths::daemon(&identity.name)
-    };
-    let record = MemberRecord {
+    register_record(
+        session,
+        identity,
+        &record(identity, slots, metrics),
+        shutdown,
+    )
+    .await
+}
+
+/// The member record [`register`] publishes for `identity`; a daemon with more to
+/// publish (the planner's work-item TTL) edits it and calls [`register_record`].
+pub fn record(identity: &Identity, slots: u32, metrics: Option<String>) -> MemberRecord {
+    MemberRecord {
         schema: SCHEMA_VERSION,
         role: identity.role.clone(),
         name: identity.name.clone(),
@@ -112,8 +119,26 @@ pub async fn register(
         pid: std::process::id(),
         metrics,
         started: crate::clock::local_now(),
+        work_item_ttl_ms: None,
+    }
+}
+
+/// [`register`] with a record made by the caller (see [`record`]).
+///
+/// # Errors
+/// Those of [`register`].
+pub async fn register_record(
+    session: &Session,
+    identity: &Identity,
+    record: &MemberRecord,
+    shutdown: &CancellationToken,
+) -> Result<Option<Membership>> {
+    let path = if identity.role == "researcher" {
+        paths::researcher(&identity.name)
+    } else {
+        paths::daemon(&identity.name)
     };
-    let data = store::encode(&path, &record)?;
+    let data = store::encode(&path, record)?;
     let options = session.create_options(zk::CreateMode::Ephemeral);
     let mut told = false;
     let mut told_live = false;
