@@ -173,6 +173,19 @@ pub async fn remove_strays(session: &Session, strays: &[ProvenStray]) -> Result<
     Ok(removed)
 }
 
+/// The queues whose entries are checked one by one for strays ([`count_work`]) by
+/// `status`, the planner (`pending`) and the reaper (the others, whose proven strays it
+/// removes): the queues of work in flight, short by nature. The finished queues are
+/// counted by length (`fsck` finds their strays). Before, only `pending` was checked:
+/// strays in `leased`/`reported` were counted as jobs by `status` and the
+/// `archivist_jobs{state}` metric for ever (outside 17g finding 6).
+pub const STRAY_CHECKED: [JobState; 4] = [
+    JobState::Pending,
+    JobState::Leased,
+    JobState::Researching,
+    JobState::Reported,
+];
+
 /// Counts a queue's waiting work. The one rule: an entry is work when its name parses as
 /// a queue entry, its job exists, and the job is in this queue's state (or its record
 /// does not decode, so its state is unknown: `status` names such a job and `fsck`

@@ -37,6 +37,9 @@ pub struct SweepReport {
     pub ttl_jobs_expired: Vec<String>,
     /// Finished jobs deleted after the retention period.
     pub jobs_deleted: Vec<String>,
+    /// Stray entries removed from the in-flight queues other than `pending` (the
+    /// planner's): no such job, or its job in another state.
+    pub strays_removed: usize,
     /// `leased`/`researching` jobs whose lock vanished (their researcher died), moved to
     /// `expired` with their lease deleted at once instead of waiting for the lease to
     /// run out.
@@ -58,9 +61,14 @@ pub async fn sweep(
     orphaned_jobs(session, by, now, grace, &mut report).await?;
     expired_leases(session, by, now, &mut report).await?;
     finished_jobs(session, settings, now, &mut report).await?;
+    let work = stray_entries(session, &mut report).await?;
     metrics::counter!("archivist_reaper_sweeps_total").increment(1);
     for state in JobState::ALL {
-        if let Ok(n) = archivist_engine::queue::len(session, state).await {
+        let n = match work.iter().find(|(s, _)| *s == state) {
+            Some((_, n)) => Ok(*n),
+            None => archivist_engine::queue::len(session, state).await,
+        };
+        if let Ok(n) = n {
             metrics::gauge!("archivist_jobs", "state" => state.as_str()).set(n as f64);
         }
     }
@@ -350,6 +358,26 @@ async fn expired_leases(
         tolerate(result, "expired lease", &job, "unknown")?;
     }
     Ok(())
+}
+
+/// Stray entries of `leased`, `researching` and `reported` (the in-flight queues but
+/// `pending`, whose strays the planner removes): counted by the engine's rule
+/// ([`queue::count_work`]) and the proven ones removed, each in one multi that
+/// re-checks the proof. Returns the work per state, for the `archivist_jobs` gauge.
+async fn stray_entries(
+    session: &Session,
+    report: &mut SweepReport,
+) -> Result<Vec<(JobState, usize)>, EngineError> {
+    let mut work = Vec::new();
+    for state in queue::STRAY_CHECKED {
+        if state == JobState::Pending {
+            continue;
+        }
+        let count = queue::count_work(session, state, usize::MAX).await?;
+        report.strays_removed += queue::remove_strays(session, &count.proven).await?;
+        work.push((state, count.work));
+    }
+    Ok(work)
 }
 
 /// `recorded` and `expired` jobs unchanged for the retention period: job node and queue

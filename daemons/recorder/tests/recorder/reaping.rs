@@ -488,3 +488,58 @@ async fn a_running_job_whose_queue_entry_was_deleted_is_still_expired() {
         assert!(!archivist_testkit::locked(&session, &j.id).await);
     }
 }
+
+/// Outside 17g finding 6: stray entries in `/queues/leased` and `/queues/reported` (no
+/// such job; a recorded job's entry copied there) were counted as jobs by the
+/// `archivist_jobs{state}` gauge for ever, and no daemon removed them (the planner does
+/// for `pending`). The reaper applies the same rule and removes the proven ones; the
+/// real job's entry and an unparsable name (left to `fsck --repair`) stay.
+#[tokio::test]
+async fn stray_entries_in_the_in_flight_queues_are_removed() {
+    use archivist_engine::schema::queue_key::QueueEntry;
+    let (_config, session) = archivist_testkit::fresh_tree("reaper-strays").await;
+    let running = job(&session, "e0000036", &[1], JobState::Leased).await;
+    let recorded = job(&session, "e0000037", &[1], JobState::Recorded).await;
+    let no_job = QueueEntry::new(0, 1_700_000_000_000, "j0000777777").name();
+    let copied = recorded.queue_entry().name();
+    let strays = [
+        paths::queue_entry(JobState::Leased, &no_job),
+        paths::queue_entry(JobState::Leased, &copied),
+        paths::queue_entry(JobState::Reported, &no_job),
+    ];
+    let unparsable = format!("{}/not-an-entry", paths::queue(JobState::Reported));
+    for path in strays.iter().chain([&unparsable]) {
+        archivist_engine::ops::commit(
+            &session,
+            &[archivist_engine::ops::Op::Create {
+                path: path.clone(),
+                data: Vec::new(),
+                mode: archivist_engine::ops::Mode::Persistent,
+            }],
+        )
+        .await
+        .unwrap();
+    }
+    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test")
+        .await
+        .unwrap();
+    assert_eq!(report.strays_removed, 3);
+    for path in &strays {
+        assert!(
+            store::exists(&session, path).await.unwrap().is_none(),
+            "{path} stays"
+        );
+    }
+    assert!(store::exists(&session, &unparsable)
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(
+        queues_holding(&session, &running.id).await,
+        vec![JobState::Leased]
+    );
+    assert_eq!(
+        queues_holding(&session, &recorded.id).await,
+        vec![JobState::Recorded]
+    );
+}
