@@ -543,3 +543,45 @@ async fn stray_entries_in_the_in_flight_queues_are_removed() {
         vec![JobState::Recorded]
     );
 }
+
+/// Outside 17g finding 8: while `pending` was paused, every waiting job expired at its
+/// work-item TTL and the planner re-created it, a churn for the whole pause. The TTL
+/// step (the reaper's and the planner's) expires nothing while `pending` is paused.
+#[tokio::test]
+async fn a_paused_queues_waiting_jobs_do_not_expire() {
+    let (_config, session) = archivist_testkit::fresh_tree("ttl-paused").await;
+    let waiting = job(&session, "e0000038", &[1], JobState::Pending).await;
+    lease(&session, &waiting, 60_000).await;
+    let pause = paths::pause(JobState::Pending);
+    archivist_engine::ops::commit(
+        &session,
+        &[archivist_engine::ops::Op::Create {
+            path: pause.clone(),
+            data: b"by: ops-test\nreason: zk upgrade\n".to_vec(),
+            mode: archivist_engine::ops::Mode::Persistent,
+        }],
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let short_ttl = fast_reaper().with_work_item_ttl(Duration::from_millis(200));
+    let swept = sweep(&session, &short_ttl, "reaper-test").await.unwrap();
+    assert!(swept.ttl_jobs_expired.is_empty(), "{swept:?}");
+    assert_eq!(
+        status(&session, &waiting).await.map(|s| s.0),
+        Some(JobState::Pending)
+    );
+    assert!(read_lease(&session, &waiting.id).await.is_some());
+    // Resumed: the TTL step runs again.
+    archivist_engine::ops::commit(
+        &session,
+        &[archivist_engine::ops::Op::Delete {
+            path: pause,
+            version: None,
+        }],
+    )
+    .await
+    .unwrap();
+    let swept = sweep(&session, &short_ttl, "reaper-test").await.unwrap();
+    assert_eq!(swept.ttl_jobs_expired, vec![waiting.id.clone()]);
+}
