@@ -43,6 +43,15 @@ async fn stop(
         };
         return Err(refused(seen, format!("cannot {}: {why}", action.as_str())));
     }
+    // A cancel already asked for is not downgraded to a hold that `release` undoes
+    // (outside 17g finding 4: the later `hold` silently replaced it, while an idle
+    // cancelled job refuses the same `hold`).
+    if target == JobState::Held && seen.job.request == Some(JobRequest::Cancel) {
+        return Err(refused(
+            seen,
+            "cannot hold: a cancel request is pending (its holder moves it to cancelled within seconds); a hold would replace it by one `release` undoes",
+        ));
+    }
     match lock_seen(session, settings, seen).await? {
         // Running, but nobody holds it (its researcher let go or died): the move is
         // the reaper's (the state table), which honours a written request when it

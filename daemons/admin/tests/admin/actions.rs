@@ -244,17 +244,34 @@ async fn hold_and_cancel_on_a_job_a_researcher_holds_write_a_request() {
         lease_of(&s, &job.id).await.is_some(),
         "the holder revokes the lease, not the admin"
     );
-    // Hold replaces the request; release withdraws a hold request not acted on yet.
+    // Outside 17g finding 4: a hold does not replace a pending cancel (it silently did,
+    // and `release` then undid what the first operator was told would stick).
+    let err = actions::hold(&s, &settings(), &job.id, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, AdminError::Refused { .. })
+            && err.to_string().contains("cancel request is pending"),
+        "{err}"
+    );
+    assert_eq!(read(&s, &job.id).await.0.request, Some(JobRequest::Cancel));
+    // Release withdraws a hold request not acted on yet.
+    let other = fixtures::job(&s, "e0000002", &["c000001"]).await;
+    drive(&s, &other.id, &[JobState::Leased], "").await;
+    let _other_lock = JobLock::try_acquire(&researcher, &other.id, "r1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
-        actions::hold(&s, &settings(), &job.id, None)
+        actions::hold(&s, &settings(), &other.id, None)
             .await
             .unwrap()
             .outcome,
         Outcome::Requested
     );
-    assert_eq!(read(&s, &job.id).await.0.request, Some(JobRequest::Hold));
-    actions::release(&s, &settings(), &job.id).await.unwrap();
-    assert_eq!(read(&s, &job.id).await.0.request, None);
+    assert_eq!(read(&s, &other.id).await.0.request, Some(JobRequest::Hold));
+    actions::release(&s, &settings(), &other.id).await.unwrap();
+    assert_eq!(read(&s, &other.id).await.0.request, None);
 }
 
 #[tokio::test]
