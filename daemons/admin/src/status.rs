@@ -250,12 +250,18 @@ pub struct StatusReport {
     pub slots: u64,
     /// Other live daemons.
     pub daemons: Vec<DaemonView>,
-    /// Queue length per state; for `pending`, only the entries that are work (the
-    /// planner's count: the name parses and the job exists).
+    /// Queue length per state; for the in-flight states ([`queue::STRAY_CHECKED`]),
+    /// only the entries that are work (the planner's count: the name parses, the job
+    /// exists and is in that state).
     pub jobs: BTreeMap<JobState, usize>,
     /// Entries of `/queues/pending` that are not work (not a queue entry's name, or no
     /// such job): left out of `jobs`, as the planner leaves them out.
     pub pending_strays: Vec<String>,
+    /// The same for the other in-flight queues (`leased`, `researching`, `reported`):
+    /// entries left out of `jobs` (the reaper removes the proven ones). Only states with
+    /// strays are listed.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub queue_strays: BTreeMap<JobState, Vec<String>>,
     /// Paused states.
     pub paused: Vec<PauseReport>,
     /// Nodes under `/control/pause` that pause nothing (not a state daemons claim from).
@@ -302,9 +308,21 @@ pub async fn status(
     for state in JobState::ALL {
         jobs.insert(state, queue::len(session, state).await?);
     }
-    // The planner's rule for waiting work, so status and planner agree on "pending".
+    // The planner's rule for waiting work, so status and planner agree on "pending";
+    // the same rule for the other in-flight queues (the reaper's gauge and removal).
     let pending = queue::count_work(session, JobState::Pending, usize::MAX).await?;
     jobs.insert(JobState::Pending, pending.work);
+    let mut queue_strays = BTreeMap::new();
+    for state in queue::STRAY_CHECKED {
+        if state == JobState::Pending {
+            continue;
+        }
+        let count = queue::count_work(session, state, usize::MAX).await?;
+        jobs.insert(state, count.work);
+        if !count.strays.is_empty() {
+            queue_strays.insert(state, count.strays);
+        }
+    }
 
     // Researchers and their load: jobs being worked on, by holder.
     let mut working: Vec<String> = Vec::new();
@@ -404,6 +422,7 @@ pub async fn status(
         daemons,
         jobs,
         pending_strays: pending.strays,
+        queue_strays,
         paused: control::pauses(session).await?,
         ignored_pauses: control::ignored_pauses(session).await?,
         leases,

@@ -75,6 +75,7 @@ where
                 continue;
             }
             Err(e) => {
+                let e = role_failure(&e, config);
                 tracing::error!(daemon = name, error = %e, "role failed; restarting in {backoff:?}");
                 crate::health::disconnected(name, format!("role failed; restarting: {e}"));
                 tokio::select! {
@@ -87,4 +88,47 @@ where
     }
     crate::health::connected(name);
     Ok(())
+}
+
+/// A failed role's error in words: for a read or write the tree's ACLs refused, with
+/// the identity the daemon connected as and what to check ([`crate::error::refusal_hint`],
+/// the admin CLI's rule), so a reader's secret deployed to a daemon does not read like
+/// an ACL problem of the tree (outside 17g finding 5).
+fn role_failure(err: &crate::EngineError, config: &ZkConfig) -> String {
+    if crate::error::refused_by_acl(err) {
+        format!("{err} ({})", crate::error::refusal_hint(config))
+    } else {
+        err.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_write_names_the_identity_used() {
+        let config =
+            ZkConfig::new("127.0.0.1:2181").with_credentials(Some(crate::config::Credentials {
+                user: "ops".into(),
+                password: "r34d".into(),
+            }));
+        let refused = crate::EngineError::zk(
+            "create",
+            "/researchers/ro-r",
+            zookeeper_client::Error::NoAuth,
+        );
+        let text = role_failure(&refused, &config);
+        assert!(
+            text.contains("not authorized") && text.contains("connected as digest user \"ops\""),
+            "{text}"
+        );
+        assert!(!text.contains("r34d"), "the secret stays out: {text}");
+        let other = crate::EngineError::zk(
+            "create",
+            "/researchers/ro-r",
+            zookeeper_client::Error::NodeExists,
+        );
+        assert_eq!(role_failure(&other, &config), other.to_string());
+    }
 }

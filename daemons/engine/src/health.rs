@@ -53,16 +53,29 @@ pub fn connected(name: &str) {
 
 /// Records that `role` registered on a session whose loss `lost` signals.
 pub fn registered(role: &str, lost: CancellationToken) {
+    set_role(role, lost, None);
+}
+
+/// Records `role` on the session whose loss `lost` signals, with no trouble, and not
+/// ready while `unregistered` says why.
+fn set_role(role: &str, lost: CancellationToken, unregistered: Option<String>) {
     if let Ok(mut map) = roles().lock() {
         map.insert(
             role.to_string(),
             Role {
                 lost,
                 trouble: None,
-                unregistered: None,
+                unregistered,
             },
         );
     }
+}
+
+/// Records that `role` (on the session whose loss `lost` signals) waits to register
+/// because another session holds its name, and why: `/readyz` says so instead of "no
+/// role registered" (outside 17d finding 12). [`registered`] clears it.
+pub fn waiting_to_register(role: &str, lost: CancellationToken, why: impl Into<String>) {
+    set_role(role, lost, Some(why.into()));
 }
 
 /// Records that `role`'s loop is failing and backing off, and why (shown by `/readyz`).

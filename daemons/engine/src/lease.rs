@@ -239,6 +239,12 @@ pub async fn renew_ops(session: &Session, job: &JobRecord, duration_ms: i64) -> 
 /// locked by someone else, or that moved, is left for the next pass; other per-job
 /// errors are logged and skipped; a lost session stops the step. Returns the ids
 /// expired.
+///
+/// While `pending` is paused nothing expires: nobody may claim the jobs, so their wait
+/// proves no researcher lost, and expiring them re-created every waiting job each TTL
+/// for as long as the pause lasted (new ids, expired nodes kept for the retention,
+/// waiting time and retry history reset: outside 17g finding 8). After `resume`, a job
+/// that waited past the TTL is claimed or expired by the next pass, once.
 pub async fn expire_waiting(
     session: &Session,
     ttl_ms: i64,
@@ -247,6 +253,9 @@ pub async fn expire_waiting(
     by: &str,
     step: &str,
 ) -> Result<Vec<String>> {
+    if crate::consumer::is_paused(session, JobState::Pending).await? {
+        return Ok(Vec::new());
+    }
     let (entries, _) = crate::queue::list(session, JobState::Pending).await?;
     let mut expired = Vec::new();
     for chunk in entries.chunks(256) {

@@ -97,12 +97,19 @@ pub async fn register(
     metrics: Option<String>,
     shutdown: &CancellationToken,
 ) -> Result<Option<Membership>> {
-    let path = if identity.role == "researcher" {
-        paths::researcher(&identity.name)
-    } else {
-        paths::daemon(&identity.name)
-    };
-    let record = MemberRecord {
+    register_record(
+        session,
+        identity,
+        &record(identity, slots, metrics),
+        shutdown,
+    )
+    .await
+}
+
+/// The member record [`register`] publishes for `identity`; a daemon with more to
+/// publish (the planner's work-item TTL) edits it and calls [`register_record`].
+pub fn record(identity: &Identity, slots: u32, metrics: Option<String>) -> MemberRecord {
+    MemberRecord {
         schema: SCHEMA_VERSION,
         role: identity.role.clone(),
         name: identity.name.clone(),
@@ -112,11 +119,29 @@ pub async fn register(
         pid: std::process::id(),
         metrics,
         started: crate::clock::local_now(),
+        work_item_ttl_ms: None,
+    }
+}
+
+/// [`register`] with a record made by the caller (see [`record`]).
+///
+/// # Errors
+/// Those of [`register`].
+pub async fn register_record(
+    session: &Session,
+    identity: &Identity,
+    record: &MemberRecord,
+    shutdown: &CancellationToken,
+) -> Result<Option<Membership>> {
+    let path = if identity.role == "researcher" {
+        paths::researcher(&identity.name)
+    } else {
+        paths::daemon(&identity.name)
     };
-    let data = store::encode(&path, &record)?;
+    let data = store::encode(&path, record)?;
     let options = session.create_options(zk::CreateMode::Ephemeral);
     let mut told = false;
-    let mut told_live = false;
+    let mut next_say: Option<tokio::time::Instant> = None;
     let mut waiting_since = None;
     loop {
         if shutdown.is_cancelled() {
@@ -135,8 +160,9 @@ pub async fn register(
         }
         // Left by this name's previous session (a restart under the same `--name`),
         // which has not timed out yet: wait for ZooKeeper to remove it rather than take
-        // over a node another session owns. One line, then quiet: a watch wakes us
-        // when it goes (no retry loop, no error every backoff).
+        // over a node another session owns. A watch wakes us when it goes (no retry
+        // loop, no error every backoff); `/readyz` says why it waits, and the log says
+        // so again every session timeout.
         let (stat, watcher) = session
             .client()
             .check_and_watch_stat(&path)
@@ -147,31 +173,37 @@ pub async fn register(
             crate::health::registered(&identity.role, session.lost());
             return Ok(Some(keep(session, identity, path, data)));
         }
-        if !told {
-            tracing::info!(
-                daemon = %identity.name,
-                %path,
-                owner = %format_args!("{:#x}", stat.ephemeral_owner),
-                "this name is still registered by a previous session; waiting for it to expire (at most its session timeout)"
-            );
-            told = true;
-        }
-        // A node that outlives twice this daemon's session timeout is not a previous
-        // session's leftover: a live process holds the name (two hosts configured with
-        // one name, a forgotten instance, a unit started twice), or a node made by hand
-        // never expires. Say so once instead of waiting in silence for ever.
+        let owner = format!("{:#x}", stat.ephemeral_owner);
         let since = *waiting_since.get_or_insert_with(tokio::time::Instant::now);
-        let live_after = since + session.config().session_timeout * 2;
+        let timeout = session.config().session_timeout;
+        let waited = since.elapsed();
+        // Past twice this daemon's session timeout the node is not a previous session's
+        // leftover: a live process holds the name (two hosts configured with one name, a
+        // forgotten instance, a unit started twice), or a node made by hand never
+        // expires.
+        let why = if stat.ephemeral_owner == 0 {
+            format!("waiting to register: {path} is a persistent node (made by hand): it never expires; delete it to let this daemon register")
+        } else if waited >= timeout * 2 {
+            format!("waiting to register: {path} is held by session {owner} for {} s, more than twice the session timeout: another running process uses this --name; stop it or give this daemon another name", waited.as_secs())
+        } else {
+            format!("waiting to register: {path} is held by session {owner} (this name's previous session, gone within its session timeout, {} s; if not, another process uses this --name)", timeout.as_secs())
+        };
+        crate::health::waiting_to_register(&identity.role, session.lost(), why.clone());
+        // Said at once, then again every session timeout while it lasts (the first
+        // line alone, "at most its session timeout", left a daemon waiting in silence
+        // for ever behind a live namesake: outside 17d finding 12).
+        if !told || next_say.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            if stat.ephemeral_owner != 0 && waited < timeout * 2 {
+                tracing::info!(daemon = %identity.name, %path, owner = %owner, waited_s = waited.as_secs(), "{why}");
+            } else {
+                tracing::warn!(daemon = %identity.name, %path, owner = %owner, waited_s = waited.as_secs(), "{why} (still waiting)");
+            }
+            told = true;
+            next_say = Some(tokio::time::Instant::now() + timeout);
+        }
         let lost = session.lost();
         tokio::select! {
-            _ = tokio::time::sleep_until(live_after), if !told_live => {
-                told_live = true;
-                if stat.ephemeral_owner == 0 {
-                    tracing::warn!(daemon = %identity.name, %path, "this name is held by a persistent node (made by hand): it never expires; delete it to let this daemon register");
-                } else {
-                    tracing::warn!(daemon = %identity.name, %path, owner = %format_args!("{:#x}", stat.ephemeral_owner), "this name is still registered after twice the session timeout: a live session holds it, so another running process uses this --name; stop it or give this daemon another name (still waiting)");
-                }
-            }
+            _ = tokio::time::sleep_until(next_say.unwrap_or(since + timeout)) => {}
             _ = watcher.changed() => {}
             _ = lost.cancelled() => {
                 return Err(EngineError::SessionLost("while waiting to register".into()))

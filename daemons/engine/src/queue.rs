@@ -119,6 +119,43 @@ pub async fn remove_stray(session: &Session, stray: &ProvenStray) -> Result<bool
     }
 }
 
+/// Puts back the queue entry of `job` (read at `version`) when it is missing: the
+/// inverse of a stray ([`remove_stray`]), a job without its entry (deleted by hand, or
+/// left by a repair). Every transition deletes the current state's entry in its multi,
+/// so without the entry no move of the job can commit: the reaper's expiry failed every
+/// sweep, silently, for ever (outside 17g finding 1). One multi checks the job still at
+/// `version` and creates the entry; call it holding the job's lock. Returns whether the
+/// entry was put back (`false`: it exists, or the job moved; nothing was written).
+/// Logged once per job and entry.
+pub async fn restore_entry(session: &Session, job: &JobRecord, version: i32) -> Result<bool> {
+    let entry = paths::queue_entry(job.status, &job.queue_entry().name());
+    if store::exists(session, &entry).await?.is_some() {
+        return Ok(false);
+    }
+    let ops = [
+        Op::Check {
+            path: paths::job(&job.id),
+            version,
+        },
+        Op::Create {
+            path: entry.clone(),
+            data: Vec::new(),
+            mode: Mode::Persistent,
+        },
+    ];
+    match crate::ops::commit(session, &ops).await {
+        Ok(_) => {
+            if crate::logs::first_time(&format!("queue entry restored {entry}")) {
+                tracing::warn!(job = %job.id, episode = %job.episode, state = %job.status, entry = %entry, "missing queue entry of a job put back (deleted by hand or left by a repair); its transitions can commit again");
+            }
+            metrics::counter!("archivist_queue_entries_restored_total", "state" => job.status.as_str()).increment(1);
+            Ok(true)
+        }
+        Err(e) if e.is_conflict() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// [`remove_stray`] for each of `strays`; how many were removed. A per-entry error
 /// other than a lost session is logged and left for the next pass.
 pub async fn remove_strays(session: &Session, strays: &[ProvenStray]) -> Result<usize> {
@@ -135,6 +172,19 @@ pub async fn remove_strays(session: &Session, strays: &[ProvenStray]) -> Result<
     }
     Ok(removed)
 }
+
+/// The queues whose entries are checked one by one for strays ([`count_work`]) by
+/// `status`, the planner (`pending`) and the reaper (the others, whose proven strays it
+/// removes): the queues of work in flight, short by nature. The finished queues are
+/// counted by length (`fsck` finds their strays). Before, only `pending` was checked:
+/// strays in `leased`/`reported` were counted as jobs by `status` and the
+/// `archivist_jobs{state}` metric for ever (outside 17g finding 6).
+pub const STRAY_CHECKED: [JobState; 4] = [
+    JobState::Pending,
+    JobState::Leased,
+    JobState::Researching,
+    JobState::Reported,
+];
 
 /// Counts a queue's waiting work. The one rule: an entry is work when its name parses as
 /// a queue entry, its job exists, and the job is in this queue's state (or its record

@@ -511,6 +511,7 @@ async fn zk_load(episodes: usize, clips: u32) -> Result<(), String> {
         pid: std::process::id(),
         metrics: None,
         started: archivist_engine::clock::to_datetime(BASE_MS),
+        work_item_ttl_ms: None,
     };
     let path = paths::researcher("bench");
     let data = store::encode(&path, &member).map_err(|e| e.to_string())?;

@@ -9,8 +9,8 @@ use archivist_engine::daemon::supervise;
 use archivist_engine::health;
 use archivist_engine::leader;
 use archivist_engine::member::{self, Identity};
+use archivist_engine::schema::paths;
 use archivist_engine::schema::records::MemberRecord;
-use archivist_engine::schema::{paths, SCHEMA_VERSION};
 use archivist_engine::{store, EngineError, Session, ZkConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -54,17 +54,12 @@ fn engine_error(err: PlannerError) -> EngineError {
     }
 }
 
-fn candidate_record(identity: &Identity) -> MemberRecord {
+/// The planner's member record (`/daemons/{name}` and its election candidate): with the
+/// work-item TTL it runs with, which `retry`/`release` check a lease against.
+fn planner_record(identity: &Identity, settings: &PlannerSettings) -> MemberRecord {
     MemberRecord {
-        schema: SCHEMA_VERSION,
-        role: identity.role.clone(),
-        name: identity.name.clone(),
-        slots: 0,
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        host: member::hostname(),
-        pid: std::process::id(),
-        metrics: None,
-        started: archivist_engine::clock::local_now(),
+        work_item_ttl_ms: Some(settings.work_item_ttl_ms()),
+        ..member::record(identity, 0, None)
     }
 }
 
@@ -77,10 +72,12 @@ pub async fn role(
     shutdown: &CancellationToken,
 ) -> Result<(), PlannerError> {
     archivist_engine::tree::check_initialised(session).await?;
-    let Some(_membership) = member::register(session, identity, 0, None, shutdown).await? else {
+    let record = planner_record(identity, &settings);
+    let Some(_membership) = member::register_record(session, identity, &record, shutdown).await?
+    else {
         return Ok(());
     };
-    let data = store::encode(&paths::election(ROLE), &candidate_record(identity))?;
+    let data = store::encode(&paths::election(ROLE), &record)?;
     leader::run_while_leading(session, ROLE, &data, shutdown, |leading| {
         let settings = settings.clone();
         async move {

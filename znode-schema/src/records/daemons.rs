@@ -27,6 +27,11 @@ pub struct MemberRecord {
     /// Started.
     #[serde(with = "time::serde::rfc3339")]
     pub started: OffsetDateTime,
+    /// The work-item TTL a planner runs with, in ms (planners only). Published so
+    /// `retry`/`release --lease-duration-s` check a lease against the TTL in force,
+    /// not against the admin CLI's own configuration (outside 17g finding 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_item_ttl_ms: Option<i64>,
 }
 record!(MemberRecord, "MemberRecord");
 

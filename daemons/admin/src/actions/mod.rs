@@ -252,26 +252,68 @@ async fn reports_of(session: &Session, job: &str) -> Result<Vec<String>> {
         .collect())
 }
 
+/// A fresh lease for `retry`/`release`: its operations, and the words to add to the
+/// report ("", or that the CLI's own TTL was used because no planner publishes one).
+struct FreshLease {
+    ops: Vec<Op>,
+    note: String,
+}
+
+/// The work-item TTL in force and where it comes from: the longest one published by
+/// the running planners (`work_item_ttl_ms` of their `/daemons/{name}` record: the TTL
+/// is a per-daemon setting, and the CLI on an operator's workstation normally has no
+/// planner configuration at all: outside 17g finding 2), else this CLI's
+/// `planner.work_item_ttl_ms`, saying so.
+async fn ttl_in_force(session: &Session, settings: &AdminSettings) -> Result<(i64, String)> {
+    let published = archivist_engine::member::list(session, paths::DAEMONS)
+        .await?
+        .into_iter()
+        .filter(|m| m.role == "planner")
+        .filter_map(|m| m.work_item_ttl_ms.map(|ttl| (ttl, m.name)))
+        .max_by_key(|(ttl, _)| *ttl);
+    Ok(match published {
+        Some((ttl, name)) => (
+            ttl,
+            format!(
+                "the running planner {name}'s, published in {}",
+                paths::daemon(&name)
+            ),
+        ),
+        None => (
+            settings.work_item_ttl_ms(),
+            "this CLI's planner.work_item_ttl_ms: no running planner publishes its TTL".to_string(),
+        ),
+    })
+}
+
 /// Operations replacing any stale lease by a fresh, unclaimed one for the job (a fresh
 /// lease starts a fresh wait: the planner and the reaper count the work-item TTL from
-/// the later of the job's and its lease's creation, [`lease::waiting_since`]).
+/// the later of the job's and its lease's creation, [`lease::waiting_since`]). The
+/// lease must outlast the TTL in force ([`ttl_in_force`]).
 async fn fresh_lease_ops(
     session: &Session,
     settings: &AdminSettings,
     job: &JobRecord,
-) -> Result<Vec<Op>> {
+) -> Result<FreshLease> {
     lease::validate_duration(settings.lease_duration_ms())
         .map_err(|e| AdminError::Invalid(format!("--lease-duration-s: {e}")))?;
-    lease::validate_outlasts_ttl(
-        "--lease-duration-s",
-        settings.lease_duration_ms(),
-        settings.work_item_ttl_ms(),
-    )
-    .map_err(|e| match e {
-        archivist_engine::EngineError::Config(why) => AdminError::Invalid(why),
-        other => AdminError::from(other),
-    })?;
-    Ok(lease::renew_ops(session, job, settings.lease_duration_ms()).await?)
+    let (ttl_ms, source) = ttl_in_force(session, settings).await?;
+    lease::validate_outlasts_ttl("--lease-duration-s", settings.lease_duration_ms(), ttl_ms)
+        .map_err(|e| match e {
+            archivist_engine::EngineError::Config(why) => {
+                AdminError::Invalid(format!("{why} (the TTL is {source})"))
+            }
+            other => AdminError::from(other),
+        })?;
+    let note = if source.starts_with("this CLI") {
+        format!("; checked against {source}")
+    } else {
+        String::new()
+    };
+    Ok(FreshLease {
+        ops: lease::renew_ops(session, job, settings.lease_duration_ms()).await?,
+        note,
+    })
 }
 
 /// Writes `request` on a job a researcher holds, at the version seen.

@@ -63,7 +63,7 @@ pub async fn release_seen(
         return Err(refused(seen, format!("it is locked by {owner}")));
     };
     let lease = match fresh_lease_ops(session, settings, &seen.job).await {
-        Ok(ops) => ops,
+        Ok(lease) => lease,
         Err(e) => {
             let _ = lock.release(session).await;
             return Err(e);
@@ -78,11 +78,11 @@ pub async fn release_seen(
             j.holder = None;
         })
         .event(&settings.actor, "release", "ok")
-        .with_ops(lease);
+        .with_ops(lease.ops);
     commit_locked(session, seen, lock, transition).await?;
     let mut detail = format!(
-        "held -> pending, fresh lease of {} s",
-        settings.lease_duration_s
+        "held -> pending, fresh lease of {} s{}",
+        settings.lease_duration_s, lease.note
     );
     if episode_held(session, &seen.job.episode).await {
         detail.push_str(&format!(

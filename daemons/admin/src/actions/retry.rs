@@ -59,7 +59,7 @@ pub async fn retry_seen(
     };
     let to = machine().resume_at(seen.job.last_successful_status);
     let lease = match fresh_lease_ops(session, settings, &seen.job).await {
-        Ok(ops) => ops,
+        Ok(lease) => lease,
         Err(e) => {
             let _ = lock.release(session).await;
             return Err(e);
@@ -75,7 +75,7 @@ pub async fn retry_seen(
             j.request_reason = None;
         })
         .event(&settings.actor, "retry", &format!("resumed at {to}"))
-        .with_ops(lease);
+        .with_ops(lease.ops);
     commit_locked(session, seen, lock, transition).await?;
     Ok(report(
         seen,
@@ -83,9 +83,10 @@ pub async fn retry_seen(
         Some(to),
         Outcome::Done,
         format!(
-            "resumed at {to} (retry {}), fresh lease of {} s",
+            "resumed at {to} (retry {}), fresh lease of {} s{}",
             seen.job.retry_count + 1,
-            settings.lease_duration_s
+            settings.lease_duration_s,
+            lease.note
         ),
     ))
 }

@@ -43,7 +43,50 @@ async fn stop(
         };
         return Err(refused(seen, format!("cannot {}: {why}", action.as_str())));
     }
+    // A cancel already asked for is not downgraded to a hold that `release` undoes
+    // (outside 17g finding 4: the later `hold` silently replaced it, while an idle
+    // cancelled job refuses the same `hold`).
+    if target == JobState::Held && seen.job.request == Some(JobRequest::Cancel) {
+        return Err(refused(
+            seen,
+            "cannot hold: a cancel request is pending (its holder moves it to cancelled within seconds); a hold would replace it by one `release` undoes",
+        ));
+    }
     match lock_seen(session, settings, seen).await? {
+        // Running, but nobody holds it (its researcher let go or died): the move is
+        // the reaper's (the state table), which honours a written request when it
+        // expires the job. Asked once, said plainly (outside 17g finding 1: this was
+        // "made by researcher, reaper, not by the admin", exit 1).
+        Some(lock) if !admin_may(status, target) => {
+            let written = if seen.job.request == Some(request) {
+                Ok(false)
+            } else {
+                write_request(session, settings, seen, request, reason)
+                    .await
+                    .map(|()| true)
+            };
+            let _ = lock.release(session).await;
+            let written = written?;
+            Ok(report(
+                seen,
+                action,
+                Some(status),
+                if written {
+                    Outcome::Requested
+                } else {
+                    Outcome::Unchanged
+                },
+                format!(
+                    "no researcher holds it (its lock is gone): {}, the reaper moves it to {target} within two of its sweeps (with `fsck --repair` first if `fsck` reports it); {}",
+                    if written {
+                        "request written"
+                    } else {
+                        "already requested"
+                    },
+                    after_stop(target, &seen.job.id)
+                ),
+            ))
+        }
         Some(lock) => {
             let lease = match delete_lease_ops(session, &seen.job.id).await {
                 Ok(ops) => ops,
@@ -109,6 +152,14 @@ async fn stop(
             Err(refused(seen, format!("it is locked by {owner}")))
         }
     }
+}
+
+/// Does the state table give `from -> to` to the admin? (`leased`/`researching` ->
+/// `held`/`cancelled` are the holder's or the reaper's.)
+fn admin_may(from: JobState, to: JobState) -> bool {
+    machine()
+        .transition(from, to)
+        .is_some_and(|t| Role::Admin.listed_in(&t.by))
 }
 
 /// What happens to a stopped job's pairs, in words for the operator.

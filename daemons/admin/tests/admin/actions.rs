@@ -244,17 +244,34 @@ async fn hold_and_cancel_on_a_job_a_researcher_holds_write_a_request() {
         lease_of(&s, &job.id).await.is_some(),
         "the holder revokes the lease, not the admin"
     );
-    // Hold replaces the request; release withdraws a hold request not acted on yet.
+    // Outside 17g finding 4: a hold does not replace a pending cancel (it silently did,
+    // and `release` then undid what the first operator was told would stick).
+    let err = actions::hold(&s, &settings(), &job.id, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, AdminError::Refused { .. })
+            && err.to_string().contains("cancel request is pending"),
+        "{err}"
+    );
+    assert_eq!(read(&s, &job.id).await.0.request, Some(JobRequest::Cancel));
+    // Release withdraws a hold request not acted on yet.
+    let other = fixtures::job(&s, "e0000002", &["c000001"]).await;
+    drive(&s, &other.id, &[JobState::Leased], "").await;
+    let _other_lock = JobLock::try_acquire(&researcher, &other.id, "r1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
-        actions::hold(&s, &settings(), &job.id, None)
+        actions::hold(&s, &settings(), &other.id, None)
             .await
             .unwrap()
             .outcome,
         Outcome::Requested
     );
-    assert_eq!(read(&s, &job.id).await.0.request, Some(JobRequest::Hold));
-    actions::release(&s, &settings(), &job.id).await.unwrap();
-    assert_eq!(read(&s, &job.id).await.0.request, None);
+    assert_eq!(read(&s, &other.id).await.0.request, Some(JobRequest::Hold));
+    actions::release(&s, &settings(), &other.id).await.unwrap();
+    assert_eq!(read(&s, &other.id).await.0.request, None);
 }
 
 #[tokio::test]
@@ -542,4 +559,48 @@ async fn pause_without_the_pause_directory_says_run_init() {
         .collect();
     assert_eq!(missing, vec![paths::PAUSES]);
     assert!(!report.is_clean());
+}
+
+/// Outside 17g finding 1: `cancel`/`hold` of a running job nobody holds (its researcher
+/// let go) failed with "job transition leased -> cancelled is made by researcher,
+/// reaper, not by the admin", exit 1. The move is the reaper's: the admin writes the
+/// request (the reaper honours it) and says so.
+#[tokio::test]
+async fn hold_and_cancel_on_an_unlocked_running_job_write_a_request_for_the_reaper() {
+    let (_config, s) = archivist_testkit::fresh_tree("admin-request-unlocked").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    drive(&s, &job.id, &[JobState::Leased], "").await;
+    let report = actions::cancel(&s, &settings(), &job.id, Some("stop this"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.outcome, report.to),
+        (Outcome::Requested, Some(JobState::Leased))
+    );
+    assert!(
+        report.detail.contains("the reaper moves it to cancelled"),
+        "{}",
+        report.detail
+    );
+    let (stored, _) = read(&s, &job.id).await;
+    assert_eq!(
+        (
+            stored.status,
+            stored.request,
+            stored.request_reason.as_deref()
+        ),
+        (
+            JobState::Leased,
+            Some(JobRequest::Cancel),
+            Some("stop this")
+        )
+    );
+    assert!(
+        !archivist_testkit::locked(&s, &job.id).await,
+        "the admin lets go of the lock"
+    );
+    let again = actions::cancel(&s, &settings(), &job.id, None)
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, Outcome::Unchanged);
 }

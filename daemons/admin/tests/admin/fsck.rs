@@ -392,6 +392,7 @@ async fn a_hand_made_persistent_registration_is_not_capacity_and_is_flagged() {
         pid: 1,
         metrics: None,
         started: archivist_engine::clock::local_now(),
+        work_item_ttl_ms: None,
     };
     fixtures::raw(&s, &path, &store::encode(&path, &ghost).unwrap()).await;
     archivist_engine::clock::zk_now_ms(&s).await.unwrap();

@@ -399,6 +399,59 @@ async fn status_does_not_count_a_pending_entry_whose_job_is_in_another_state() {
     assert_eq!(report.oldest_waiting.map(|w| w.job), Some(waiting.id));
 }
 
+/// `status` of the test tree now (ZooKeeper's clock stamped first).
+async fn status_now(s: &archivist_engine::Session) -> status::StatusReport {
+    archivist_engine::clock::zk_now_ms(s).await.unwrap();
+    status::status(
+        s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap()
+}
+
+/// Outside 17g finding 6: strays in `/queues/leased` and `/queues/reported` were counted
+/// as jobs ("leased 2, reported 1" while `jobs list` said 0), with no note. The
+/// pending rule now applies to the in-flight queues.
+#[tokio::test]
+async fn status_counts_only_in_flight_entries_that_are_work_and_names_the_strays() {
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-queue-strays").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let running = fixtures::job(&s, &e1, &["c000001"]).await;
+    drive(&s, &running.id, &[JobState::Leased], "").await;
+    let recorded = fixtures::job(&s, &e1, &["c000001"]).await;
+    archivist_testkit::place_job(&s, recorded.clone(), JobState::Recorded).await;
+    let no_job =
+        archivist_engine::schema::queue_key::QueueEntry::new(0, 1_700_000_000_000, "j0000777777")
+            .name();
+    let copied = recorded.queue_entry().name();
+    let leased = archivist_engine::schema::paths::queue(JobState::Leased);
+    let reported = archivist_engine::schema::paths::queue(JobState::Reported);
+    for path in [
+        format!("{leased}/{no_job}"),
+        format!("{leased}/{copied}"),
+        format!("{reported}/{no_job}"),
+        format!("{reported}/not-an-entry"),
+    ] {
+        fixtures::raw(&s, &path, b"").await;
+    }
+    let report = status_now(&s).await;
+    assert_eq!(report.jobs[&JobState::Leased], 1);
+    assert_eq!(report.jobs[&JobState::Reported], 0);
+    let mut strays = report.queue_strays[&JobState::Leased].clone();
+    strays.sort();
+    let mut expected = vec![no_job.clone(), copied];
+    expected.sort();
+    assert_eq!(strays, expected);
+    let mut strays = report.queue_strays[&JobState::Reported].clone();
+    strays.sort();
+    assert_eq!(strays, vec![no_job, "not-an-entry".to_string()]);
+}
+
 #[tokio::test]
 async fn status_names_a_waiting_job_whose_record_does_not_decode() {
     // Outside test 17c, defect 7: shown as the oldest waiting job like any other, while

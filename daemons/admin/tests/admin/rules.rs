@@ -276,6 +276,83 @@ async fn a_fresh_lease_shorter_than_the_work_item_ttl_is_refused_naming_the_ttl(
     assert_eq!(read(&s, &failed.id).await.0.status, JobState::Pending);
 }
 
+/// Outside 17g finding 2: `retry`/`release --lease-duration-s` was checked against the
+/// CLI's own TTL (300 s by default), not the running planner's: a valid 100 s lease
+/// was refused under a 60 s planner, and a 600 s one accepted under a 900 s planner
+/// (then expired as "work-item TTL passed"). The planners publish their TTL in their
+/// `/daemons/{name}` record; the CLI checks against the longest, and says when it falls
+/// back to its own.
+#[tokio::test]
+async fn a_fresh_lease_is_checked_against_the_running_planners_ttl() {
+    use archivist_engine::member::{self, Identity};
+    let (config, s) = archivist_testkit::fresh_tree("rules-published-ttl").await;
+    let first = fixtures::failed_job(&s, "e0000001", "x").await;
+    let second = fixtures::failed_job(&s, "e0000002", "x").await;
+    let third = fixtures::failed_job(&s, "e0000003", "x").await;
+    let cli = |lease_s| settings().with_lease_duration(std::time::Duration::from_secs(lease_s));
+    // No planner publishes a TTL: the CLI's own (300 s), saying so.
+    let err = actions::retry(&s, &cli(100), &first.id).await.unwrap_err();
+    assert!(
+        err.to_string().contains("work-item TTL (300 s)")
+            && err
+                .to_string()
+                .contains("no running planner publishes its TTL"),
+        "{err}"
+    );
+    let planners = archivist_testkit::another_session(&config).await;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let publish = |name: &str, ttl_ms: i64| {
+        let identity = Identity::named("planner", name);
+        let mut record = member::record(&identity, 0, None);
+        record.work_item_ttl_ms = Some(ttl_ms);
+        (identity, record)
+    };
+    let (short, record) = publish("p-short", 60_000);
+    let _short = member::register_record(&planners, &short, &record, &shutdown)
+        .await
+        .unwrap()
+        .expect("registered");
+    // A 60 s planner: a 100 s lease is valid.
+    let done = actions::retry(&s, &cli(100), &first.id).await.unwrap();
+    assert_eq!(done.outcome, Outcome::Done);
+    assert!(!done.detail.contains("this CLI"), "{}", done.detail);
+    assert_eq!(read(&s, &first.id).await.0.status, JobState::Pending);
+    // A 900 s planner joins: the lease must outlast the longest TTL in force.
+    let (long, record) = publish("p-long", 900_000);
+    let _long = member::register_record(&planners, &long, &record, &shutdown)
+        .await
+        .unwrap()
+        .expect("registered");
+    let err = actions::retry(&s, &cli(600), &second.id).await.unwrap_err();
+    assert!(
+        err.to_string().contains("work-item TTL (900 s)")
+            && err.to_string().contains("running planner p-long"),
+        "{err}"
+    );
+    assert_eq!(read(&s, &second.id).await.0.status, JobState::Failed);
+    actions::retry(&s, &cli(901), &second.id).await.unwrap();
+    drop((_short, _long));
+    drop(planners);
+    // Gone with their session: the CLI falls back and says so in the report.
+    let gone = archivist_testkit::eventually(std::time::Duration::from_secs(20), || async {
+        store::children(&s, paths::DAEMONS)
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+    assert!(
+        gone,
+        "the planners' registrations should go with their session"
+    );
+    let done = actions::retry(&s, &cli(301), &third.id).await.unwrap();
+    assert!(
+        done.detail.contains("checked against this CLI's"),
+        "{}",
+        done.detail
+    );
+}
+
 const BAD_RESEARCH: &[u8] =
     b"schema: 1\nepisode: e0000002\nruns: []\nfound:\n  c000001: [{at: not-a-number}]\n";
 

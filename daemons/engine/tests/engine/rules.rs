@@ -258,40 +258,64 @@ async fn a_daemon_that_cannot_register_again_is_not_ready_and_says_why() {
     assert_eq!(stat.map(|s| s.ephemeral_owner), Some(session.id_number()));
 }
 
-/// Outside test 17d, finding 12: a second daemon started under the name a *live* daemon
-/// uses logged "waiting for it to expire (at most its session timeout)" and then nothing,
-/// for ever. Past twice the session timeout it says a live process holds the name.
+/// Outside test 17d, finding 12 (and 17g, still): a second daemon started under the name
+/// a *live* daemon uses logged "waiting for it to expire (at most its session timeout)"
+/// and then nothing, for ever, with `/readyz` saying only "no role registered". It now
+/// says so again every session timeout, naming the holder's session; past twice the
+/// session timeout it says a live process holds the name; and `/readyz` says why it
+/// waits all along.
 /// (Single-threaded runtime: the capturing subscriber is this thread's default.)
 #[tokio::test]
 async fn a_name_held_by_a_live_daemon_is_named_as_such_after_twice_the_session_timeout() {
     let (captured, _default) = crate::support::Captured::install();
     let (config, live) = archivist_testkit::fresh_tree("rules-live-name").await;
-    let identity = Identity::named("planner", "planner-twice");
+    let role = "live-name-test";
+    let identity = Identity::named(role, "planner-twice");
     let _live = member::register(&live, &identity, 0, None, &CancellationToken::new())
         .await
         .unwrap();
+    let holder = format!("{:#x}", live.id_number());
     let second = archivist_testkit::another_session(&config).await;
     let timeout = second.config().session_timeout;
     let shutdown = CancellationToken::new();
     let waiting = member::register(&second, &identity, 0, None, &shutdown);
-    let stop = async {
-        tokio::time::sleep(timeout * 2 + Duration::from_secs(1)).await;
+    let watch = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let early = archivist_engine::health::report()
+            .get(role)
+            .cloned()
+            .flatten();
+        tokio::time::sleep(timeout * 2 + Duration::from_millis(500)).await;
+        let late = archivist_engine::health::report()
+            .get(role)
+            .cloned()
+            .flatten();
         shutdown.cancel();
+        (early, late)
     };
-    let (registered, ()) = tokio::join!(waiting, stop);
+    let (registered, (early, late)) = tokio::join!(waiting, watch);
     assert!(
         registered.unwrap().is_none(),
         "never registered: the name is held"
     );
-    assert_eq!(
-        captured.lines_with("still registered by a previous session"),
-        1
+    let early = early.expect("/readyz says why it waits");
+    assert!(
+        early.contains("waiting to register") && early.contains(&holder),
+        "{early}"
     );
-    assert_eq!(
-        captured.lines_with("another running process uses this --name"),
-        1,
-        "{}",
-        String::from_utf8_lossy(&captured.0.lock().unwrap())
+    let late = late.expect("/readyz says why it waits");
+    assert!(
+        late.contains("another running process uses this --name") && late.contains(&holder),
+        "{late}"
+    );
+    let log = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    assert!(
+        captured.lines_with(&format!("held by session {holder}")) >= 3,
+        "said once only: {log}"
+    );
+    assert!(
+        captured.lines_with("another running process uses this --name") >= 1,
+        "{log}"
     );
 }
 

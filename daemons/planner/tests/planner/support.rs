@@ -144,6 +144,7 @@ pub async fn register_researcher(session: &Session, name: &str, slots: u32) {
         pid: 1,
         metrics: None,
         started: at(BASE_MS),
+        work_item_ttl_ms: None,
     };
     let path = paths::researcher(name);
     ops::commit(

@@ -53,6 +53,7 @@ fn candidate_data(identity: &Identity) -> Result<Vec<u8>, EngineError> {
         pid: std::process::id(),
         metrics: None,
         started: clock::local_now(),
+        work_item_ttl_ms: None,
     };
     store::encode(&paths::election("reaper"), &record)
 }

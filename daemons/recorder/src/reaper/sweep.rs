@@ -37,6 +37,9 @@ pub struct SweepReport {
     pub ttl_jobs_expired: Vec<String>,
     /// Finished jobs deleted after the retention period.
     pub jobs_deleted: Vec<String>,
+    /// Stray entries removed from the in-flight queues other than `pending` (the
+    /// planner's): no such job, or its job in another state.
+    pub strays_removed: usize,
     /// `leased`/`researching` jobs whose lock vanished (their researcher died), moved to
     /// `expired` with their lease deleted at once instead of waiting for the lease to
     /// run out.
@@ -58,9 +61,14 @@ pub async fn sweep(
     orphaned_jobs(session, by, now, grace, &mut report).await?;
     expired_leases(session, by, now, &mut report).await?;
     finished_jobs(session, settings, now, &mut report).await?;
+    let work = stray_entries(session, &mut report).await?;
     metrics::counter!("archivist_reaper_sweeps_total").increment(1);
     for state in JobState::ALL {
-        if let Ok(n) = archivist_engine::queue::len(session, state).await {
+        let n = match work.iter().find(|(s, _)| *s == state) {
+            Some((_, n)) => Ok(*n),
+            None => archivist_engine::queue::len(session, state).await,
+        };
+        if let Ok(n) = n {
             metrics::gauge!("archivist_jobs", "state" => state.as_str()).set(n as f64);
         }
     }
@@ -137,6 +145,12 @@ async fn expire(
     // A pending `cancel`/`hold` (written while the holder lived) is honoured: the job
     // goes where the operator asked, with the operator's reason, not to `expired` (whose
     // pairs would be planned again).
+    // A job whose queue entry was deleted (by hand, or by a repair) cannot move: every
+    // transition deletes the entry of the state it leaves. Put it back first (one
+    // version-checked multi, logged once), so the move below commits.
+    if let Err(e) = queue::restore_entry(session, job, version).await {
+        return lock.settle(Err(e), |_| false).await;
+    }
     let honoured = jobs::requested_move(job);
     let stopped = honoured.is_some();
     let (to, message, step) = match honoured {
@@ -228,14 +242,25 @@ async fn orphaned_jobs(
     grace_ms: i64,
     report: &mut SweepReport,
 ) -> Result<(), EngineError> {
-    for state in [JobState::Leased, JobState::Researching] {
-        let (entries, _) = archivist_engine::queue::list(session, state).await?;
-        for entry in entries {
-            let job = entry.job;
+    for (job, state) in orphan_candidates(session).await? {
+        {
             let result = async {
                 match store::exists(session, &paths::job(&job)).await? {
                     Some(stat) if stat.mtime.saturating_add(grace_ms) <= now => {}
                     _ => return Ok(()),
+                }
+                if state == UNQUEUED {
+                    // No entry in any queue: only a job in a running state is this
+                    // rule's (read before locking: `/jobs` may hold names that are
+                    // not jobs).
+                    match jobs::read_optional(session, &job).await? {
+                        Some((record, _))
+                            if matches!(
+                                record.status,
+                                JobState::Leased | JobState::Researching
+                            ) => {}
+                        _ => return Ok(()),
+                    }
                 }
                 let Some((lock, record, version)) = lock_and_read(session, &job, by).await? else {
                     return Ok(());
@@ -252,10 +277,37 @@ async fn orphaned_jobs(
                 Ok(())
             }
             .await;
-            tolerate(result, "orphaned job", &job, state.as_str())?;
+            tolerate(result, "orphaned job", &job, state)?;
         }
     }
     Ok(())
+}
+
+/// The state a candidate of [`orphaned_jobs`] was found by when no queue lists it.
+const UNQUEUED: &str = "no queue entry";
+
+/// The jobs [`orphaned_jobs`] looks at: those in the `leased` and `researching` queues,
+/// and those in no queue at all (their entry deleted by hand: outside 17g finding 1; a
+/// job is in exactly one queue, so one missing from all of them is found only here).
+/// Each with the queue it was found in, or [`UNQUEUED`].
+async fn orphan_candidates(session: &Session) -> Result<Vec<(String, &'static str)>, EngineError> {
+    let mut candidates = Vec::new();
+    let mut queued = std::collections::HashSet::new();
+    for state in JobState::ALL {
+        let (entries, _) = queue::list(session, state).await?;
+        for entry in entries {
+            if matches!(state, JobState::Leased | JobState::Researching) {
+                candidates.push((entry.job.clone(), state.as_str()));
+            }
+            queued.insert(entry.job);
+        }
+    }
+    for job in store::children(session, paths::JOBS).await? {
+        if !queued.contains(&job) {
+            candidates.push((job, UNQUEUED));
+        }
+    }
+    Ok(candidates)
 }
 
 async fn expired_leases(
@@ -306,6 +358,26 @@ async fn expired_leases(
         tolerate(result, "expired lease", &job, "unknown")?;
     }
     Ok(())
+}
+
+/// Stray entries of `leased`, `researching` and `reported` (the in-flight queues but
+/// `pending`, whose strays the planner removes): counted by the engine's rule
+/// ([`queue::count_work`]) and the proven ones removed, each in one multi that
+/// re-checks the proof. Returns the work per state, for the `archivist_jobs` gauge.
+async fn stray_entries(
+    session: &Session,
+    report: &mut SweepReport,
+) -> Result<Vec<(JobState, usize)>, EngineError> {
+    let mut work = Vec::new();
+    for state in queue::STRAY_CHECKED {
+        if state == JobState::Pending {
+            continue;
+        }
+        let count = queue::count_work(session, state, usize::MAX).await?;
+        report.strays_removed += queue::remove_strays(session, &count.proven).await?;
+        work.push((state, count.work));
+    }
+    Ok(work)
 }
 
 /// `recorded` and `expired` jobs unchanged for the retention period: job node and queue

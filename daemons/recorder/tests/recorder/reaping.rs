@@ -441,3 +441,147 @@ async fn a_dead_holders_pending_cancel_or_hold_is_honoured_not_expired() {
     );
     assert!(read_lease(&session, &cancel.id).await.is_none());
 }
+
+/// Outside 17g finding 1: a `leased` job whose queue entry was deleted by hand (and
+/// whose researcher had let go of it) stayed `leased` for ever: the orphan rule looked
+/// only at queue entries, and every expiry multi deletes the entry it leaves, so the
+/// lease rule's move failed every sweep, silently. The reaper now finds jobs in no
+/// queue, puts the entry back (one checked multi) and expires them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_whose_queue_entry_was_deleted_is_still_expired() {
+    let (_config, session) = archivist_testkit::fresh_tree("unqueued-orphan").await;
+    let orphan = job(&session, "e0000034", &[1, 2], JobState::Leased).await;
+    let expired = job(&session, "e0000035", &[1], JobState::Researching).await;
+    lease(&session, &orphan, 600_000).await;
+    lease(&session, &expired, 1).await;
+    for j in [&orphan, &expired] {
+        let entry = paths::queue_entry(j.status, &j.queue_entry().name());
+        archivist_engine::ops::commit(
+            &session,
+            &[archivist_engine::ops::Op::Delete {
+                path: entry,
+                version: None,
+            }],
+        )
+        .await
+        .unwrap();
+        assert!(queues_holding(&session, &j.id).await.is_empty());
+    }
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test")
+        .await
+        .unwrap();
+    let mut expired_ids = report.orphans_expired.clone();
+    expired_ids.extend(report.lease_jobs_expired.clone());
+    expired_ids.sort();
+    assert_eq!(expired_ids, vec![orphan.id.clone(), expired.id.clone()]);
+    for j in [&orphan, &expired] {
+        assert_eq!(
+            status(&session, j).await.map(|s| s.0),
+            Some(JobState::Expired)
+        );
+        assert_eq!(
+            queues_holding(&session, &j.id).await,
+            vec![JobState::Expired]
+        );
+        assert!(read_lease(&session, &j.id).await.is_none());
+        assert!(!archivist_testkit::locked(&session, &j.id).await);
+    }
+}
+
+/// Outside 17g finding 6: stray entries in `/queues/leased` and `/queues/reported` (no
+/// such job; a recorded job's entry copied there) were counted as jobs by the
+/// `archivist_jobs{state}` gauge for ever, and no daemon removed them (the planner does
+/// for `pending`). The reaper applies the same rule and removes the proven ones; the
+/// real job's entry and an unparsable name (left to `fsck --repair`) stay.
+#[tokio::test]
+async fn stray_entries_in_the_in_flight_queues_are_removed() {
+    use archivist_engine::schema::queue_key::QueueEntry;
+    let (_config, session) = archivist_testkit::fresh_tree("reaper-strays").await;
+    let running = job(&session, "e0000036", &[1], JobState::Leased).await;
+    let recorded = job(&session, "e0000037", &[1], JobState::Recorded).await;
+    let no_job = QueueEntry::new(0, 1_700_000_000_000, "j0000777777").name();
+    let copied = recorded.queue_entry().name();
+    let strays = [
+        paths::queue_entry(JobState::Leased, &no_job),
+        paths::queue_entry(JobState::Leased, &copied),
+        paths::queue_entry(JobState::Reported, &no_job),
+    ];
+    let unparsable = format!("{}/not-an-entry", paths::queue(JobState::Reported));
+    for path in strays.iter().chain([&unparsable]) {
+        archivist_engine::ops::commit(
+            &session,
+            &[archivist_engine::ops::Op::Create {
+                path: path.clone(),
+                data: Vec::new(),
+                mode: archivist_engine::ops::Mode::Persistent,
+            }],
+        )
+        .await
+        .unwrap();
+    }
+    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test")
+        .await
+        .unwrap();
+    assert_eq!(report.strays_removed, 3);
+    for path in &strays {
+        assert!(
+            store::exists(&session, path).await.unwrap().is_none(),
+            "{path} stays"
+        );
+    }
+    assert!(store::exists(&session, &unparsable)
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(
+        queues_holding(&session, &running.id).await,
+        vec![JobState::Leased]
+    );
+    assert_eq!(
+        queues_holding(&session, &recorded.id).await,
+        vec![JobState::Recorded]
+    );
+}
+
+/// Outside 17g finding 8: while `pending` was paused, every waiting job expired at its
+/// work-item TTL and the planner re-created it, a churn for the whole pause. The TTL
+/// step (the reaper's and the planner's) expires nothing while `pending` is paused.
+#[tokio::test]
+async fn a_paused_queues_waiting_jobs_do_not_expire() {
+    let (_config, session) = archivist_testkit::fresh_tree("ttl-paused").await;
+    let waiting = job(&session, "e0000038", &[1], JobState::Pending).await;
+    lease(&session, &waiting, 60_000).await;
+    let pause = paths::pause(JobState::Pending);
+    archivist_engine::ops::commit(
+        &session,
+        &[archivist_engine::ops::Op::Create {
+            path: pause.clone(),
+            data: b"by: ops-test\nreason: zk upgrade\n".to_vec(),
+            mode: archivist_engine::ops::Mode::Persistent,
+        }],
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let short_ttl = fast_reaper().with_work_item_ttl(Duration::from_millis(200));
+    let swept = sweep(&session, &short_ttl, "reaper-test").await.unwrap();
+    assert!(swept.ttl_jobs_expired.is_empty(), "{swept:?}");
+    assert_eq!(
+        status(&session, &waiting).await.map(|s| s.0),
+        Some(JobState::Pending)
+    );
+    assert!(read_lease(&session, &waiting.id).await.is_some());
+    // Resumed: the TTL step runs again.
+    archivist_engine::ops::commit(
+        &session,
+        &[archivist_engine::ops::Op::Delete {
+            path: pause,
+            version: None,
+        }],
+    )
+    .await
+    .unwrap();
+    let swept = sweep(&session, &short_ttl, "reaper-test").await.unwrap();
+    assert_eq!(swept.ttl_jobs_expired, vec![waiting.id.clone()]);
+}

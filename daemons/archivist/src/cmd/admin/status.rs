@@ -175,6 +175,15 @@ fn render(r: &StatusReport) -> String {
             r.pending_strays.join(" ")
         );
     }
+    for (state, strays) in &r.queue_strays {
+        let _ = writeln!(
+            out,
+            "  {} stray entr{} in /queues/{state} not counted (not a queue entry, no such job, or its job in another state; the reaper removes the proven ones, `archivist fsck --repair` the rest): {}",
+            strays.len(),
+            if strays.len() == 1 { "y" } else { "ies" },
+            strays.join(" ")
+        );
+    }
     let _ = writeln!(
         out,
         "\nLeases: {} active, {} expired{}",
