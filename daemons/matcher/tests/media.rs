@@ -1544,3 +1544,65 @@ fn a_lame_file_cut_at_a_frame_boundary_is_called_cut_short() {
         &["5 frames missing, the file cut short at the end"],
     );
 }
+
+/// Undamaged LAME 3.100 MP3s of every length decode whole: LAME pads the end to whole
+/// frames plus its decoder-delay margin, and when the padding it declares is longer than
+/// one frame (about one length in six) the last frame is all padding. Twelve lengths
+/// 3.7 ms apart in the settings an outside tester found refused (CBR 128, `-V 2`,
+/// MPEG-2 22.05 kHz, 8 kHz VBR) must all decode to their length, at true offsets.
+/// (Before: refused as "data inserted midway ... dynamic ad insertion".)
+#[test]
+fn lame_files_whose_padding_exceeds_a_frame_decode_whole() {
+    let f = fixture();
+    let clips = low_rate_clips(&f);
+    let mut long_padding = 0;
+    for (label, opts) in [
+        ("cbr128", &["-b", "128"][..]),
+        ("v2", &["-V", "2"][..]),
+        ("mpeg2", &["-m", "m", "-b", "64", "--resample", "22.05"][..]),
+        ("v7-8k", &["-V", "7", "--resample", "8"][..]),
+    ] {
+        for k in 0..12 {
+            let secs = 8.5 + f64::from(k) * 0.0037;
+            let wav = f.dir.join(format!("pad-{label}-{k}.wav"));
+            ffmpeg_from(
+                &f.master,
+                &["-t", &format!("{secs:.4}")],
+                &wav,
+                44_100,
+                2,
+                &["-c:a", "pcm_s16le"],
+            );
+            let mp3 = f.dir.join(format!("pad-{label}-{k}.mp3"));
+            run(Command::new("lame")
+                .arg("--quiet")
+                .args(opts)
+                .arg(&wav)
+                .arg(&mp3));
+            let bytes = std::fs::read(&mp3).unwrap();
+            // The LAME tag's padding (12 bits after the delay) in the first frame.
+            let at = bytes.windows(4).position(|w| w == b"LAME").unwrap();
+            let padding = (usize::from(bytes[at + 22] & 0x0f) << 8) | usize::from(bytes[at + 23]);
+            let frame = if opts.contains(&"--resample") {
+                576
+            } else {
+                1152
+            };
+            if padding > frame + 529 {
+                long_padding += 1;
+            }
+            let d = decode_file(&mp3)
+                .unwrap_or_else(|e| panic!("{label} {secs:.4} s (padding {padding}): {e}"));
+            assert!(
+                (d.duration_s - secs).abs() < 0.002,
+                "{label} {secs:.4} s decoded as {} s",
+                d.duration_s
+            );
+            if k == 0 || padding > frame + 529 {
+                let (_, found) = find_all(&mp3, &clips);
+                check(&format!("{label} {secs:.4} s"), &found, &f, 0.005);
+            }
+        }
+    }
+    assert!(long_padding > 0, "no length gave a padding over one frame");
+}

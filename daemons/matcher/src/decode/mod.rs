@@ -822,6 +822,10 @@ pub fn decode_source(
         let mut held: Option<Packet> = None;
         let mut past_declared_end = false;
         let mut mp3_packets: u64 = 0;
+        // Samples the MP3 reader trimmed at the end so far, and the padding its LAME tag
+        // declares (less the decoder's delay, as the reader counts it).
+        let mut mp3_trimmed_end: u64 = 0;
+        let mp3_padding = u64::from(params.padding.unwrap_or(0));
         let mut seg_trim = Trim {
             skip: 0,
             keep: None,
@@ -953,9 +957,15 @@ pub fn decode_source(
                 }
             } else if is_mp3
                 && packet.trim_end > 0
-                && held.is_some()
                 && broke.is_none()
                 && mp3_walked.is_none_or(|n| mp3_packets + 1 < n)
+                && {
+                    // The reader trims the frames past the declared length; LAME's
+                    // padding may fill more than one frame (the last all padding), so
+                    // only trimming beyond the padding is audio past the declared end.
+                    mp3_trimmed_end += u64::from(packet.trim_end);
+                    mp3_trimmed_end > mp3_padding
+                }
             {
                 let declared =
                     expected_s.map_or("the length".to_string(), |e| format!("the {e:.3} s"));
