@@ -1606,3 +1606,56 @@ fn lame_files_whose_padding_exceeds_a_frame_decode_whole() {
     }
     assert!(long_padding > 0, "no length gave a padding over one frame");
 }
+
+/// `bytes` of a WAV with the `fmt` chunk's field at `off` (from the chunk's body) set
+/// to `value` (`width` bytes, little-endian).
+fn with_fmt_field(bytes: &[u8], off: usize, width: usize, value: u32) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    let at = b.windows(4).position(|w| w == b"fmt ").unwrap() + 8 + off;
+    b[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+    b
+}
+
+/// A PCM WAV (episode or clip) whose `fmt` fields contradict each other (block align 6,
+/// 8, 16, 4096, 65535 where 16-bit stereo needs 4; a 48 kHz rate with 44.1 kHz's byte
+/// rate; one channel or 8 bits with a block align of 4) is refused naming the fields;
+/// undamaged 16-, 24-bit and float WAVs decode. (Before: read as garbage of the wrong
+/// length, 60 s or 26 ms of a 9 s file, every clip "not found", no error.)
+#[test]
+fn a_pcm_wav_whose_fmt_fields_disagree_is_refused() {
+    let f = fixture();
+    let stereo = std::fs::read(encoded("fmt-src.wav", 44_100, 2, &["-c:a", "pcm_s16le"])).unwrap();
+    let (_, jingle, _) = &f.clips[0];
+    let clip_path = f.dir.join("fmt-clip.wav");
+    ffmpeg(jingle, &clip_path, 22_050, 1, &["-c:a", "pcm_s16le"]);
+    let clip = std::fs::read(&clip_path).unwrap();
+    let mut cases: Vec<(String, Vec<u8>)> = [6u32, 8, 16, 4096, 65535]
+        .iter()
+        .map(|a| (format!("align{a}"), with_fmt_field(&stereo, 12, 2, *a)))
+        .collect();
+    cases.push(("rate48k".into(), with_fmt_field(&stereo, 4, 4, 48_000)));
+    cases.push(("mono-align4".into(), with_fmt_field(&stereo, 2, 2, 1)));
+    cases.push(("bits8-align4".into(), with_fmt_field(&stereo, 14, 2, 8)));
+    cases.push(("clip-align4".into(), with_fmt_field(&clip, 12, 2, 4)));
+    for (name, bytes) in cases {
+        let p = written(&format!("fmt-{name}.wav"), &bytes);
+        match decode_file(&p) {
+            Err(e @ DecodeError::Corrupt { .. }) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains("`fmt` chunk contradicts itself"),
+                    "{name}: {text}"
+                );
+                eprintln!("{name}: {text}");
+            }
+            other => panic!(
+                "{name} must be refused, got {:?}",
+                other.map(|d| d.duration_s)
+            ),
+        }
+    }
+    for (name, codec) in [("s24", "pcm_s24le"), ("f32", "pcm_f32le"), ("u8", "pcm_u8")] {
+        let p = encoded(&format!("fmt-ok-{name}.wav"), 48_000, 2, &["-c:a", codec]);
+        check_shifted(name, &p, 0.0);
+    }
+}

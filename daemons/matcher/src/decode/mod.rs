@@ -52,6 +52,7 @@ mod resample;
 mod tail;
 mod walk;
 mod wav;
+mod wav_fmt;
 
 pub use band::ANALYSIS_BAND_HZ;
 
@@ -488,6 +489,10 @@ pub fn decode_source(
     }
     let wav_streamed = source.is_seekable() && wav::streamed(&mut source);
     if source.is_seekable() {
+        wav_fmt::check_fmt(&mut source).map_err(|reason| DecodeError::Corrupt {
+            input: input.clone(),
+            reason,
+        })?;
         wav::check_data_chunks(&mut source).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
             reason,
