@@ -1123,17 +1123,7 @@ fn a_wav_with_audio_after_its_declared_data_is_refused() {
         ("two-data.wav", two, "second `data` chunk"),
         ("stale-data-size.wav", stale, "stale `data` size"),
     ] {
-        match decode_file(&written(name, &bytes)) {
-            Err(e @ DecodeError::Corrupt { .. }) => {
-                let text = e.to_string();
-                assert!(text.contains(needle), "{name}: {text}");
-                eprintln!("{name}: {text}");
-            }
-            other => panic!(
-                "{name} must be refused, got {:?}",
-                other.map(|d| d.duration_s)
-            ),
-        }
+        expect_corrupt(&written(name, &bytes), name, needle);
     }
     // Odd-sized audio (one byte short of a frame: the reader drops it) then a LIST chunk.
     let odd = &pcm[..size - 1];
@@ -1639,23 +1629,78 @@ fn a_pcm_wav_whose_fmt_fields_disagree_is_refused() {
     cases.push(("clip-align4".into(), with_fmt_field(&clip, 12, 2, 4)));
     for (name, bytes) in cases {
         let p = written(&format!("fmt-{name}.wav"), &bytes);
-        match decode_file(&p) {
-            Err(e @ DecodeError::Corrupt { .. }) => {
-                let text = e.to_string();
-                assert!(
-                    text.contains("`fmt` chunk contradicts itself"),
-                    "{name}: {text}"
-                );
-                eprintln!("{name}: {text}");
-            }
-            other => panic!(
-                "{name} must be refused, got {:?}",
-                other.map(|d| d.duration_s)
-            ),
-        }
+        expect_corrupt(&p, &name, "`fmt` chunk contradicts itself");
     }
     for (name, codec) in [("s24", "pcm_s24le"), ("f32", "pcm_f32le"), ("u8", "pcm_u8")] {
         let p = encoded(&format!("fmt-ok-{name}.wav"), 48_000, 2, &["-c:a", codec]);
         check_shifted(name, &p, 0.0);
+    }
+}
+
+/// Decoding `path` must be refused as corrupt with a reason holding `needle`; `what`
+/// names the case in the panic and the log.
+fn expect_corrupt(path: &Path, what: &str, needle: &str) {
+    match decode_file(path) {
+        Err(e @ DecodeError::Corrupt { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains(needle), "{what}: {text}");
+            eprintln!("{what}: {text}");
+        }
+        other => panic!(
+            "{what}: must be refused, got {:?}",
+            other.map(|d| d.duration_s)
+        ),
+    }
+}
+
+/// Audio past a WAV's RIFF end is refused: both RIFF and `data` sizes stale (a recorder
+/// that crashed), two WAVs joined (`cat`), bytes repeated midway by a resumed download
+/// (4096, 4097 and one second's bytes; the header untouched, so the surplus lies past
+/// the RIFF's end). A trailing ID3 tag, a `LIST` chunk, zeros or one stray byte after
+/// the RIFF still decode at true offsets. (Before: only the declared part examined,
+/// clips in the rest stored "not found" or every later offset stored late, no error.)
+#[test]
+fn audio_past_a_wav_riff_end_is_refused() {
+    let _f = fixture();
+    let pcm = ["-c:a", "pcm_s16le"];
+    let a = encoded_span("riff-a.wav", "0", "4.5", 44_100, 2, &pcm);
+    let b = encoded_span("riff-b.wav", "4.5", "100", 44_100, 2, &pcm);
+    let whole = std::fs::read(encoded("riff-whole.wav", 44_100, 2, &pcm)).unwrap();
+    let data_at = whole.windows(4).position(|w| w == b"data").unwrap();
+    let size = u32::from_le_bytes(whole[data_at + 4..data_at + 8].try_into().unwrap()) as usize;
+    let half = size / 2 / 4 * 4;
+    let mut stale = whole.clone();
+    stale[data_at + 4..data_at + 8].copy_from_slice(&(half as u32).to_le_bytes());
+    let riff = (data_at + half) as u32;
+    stale[4..8].copy_from_slice(&riff.to_le_bytes());
+    let no_chunk = "bytes follow that are no chunk";
+    expect_corrupt(
+        &written("riff-stale-both.wav", &stale),
+        "stale RIFF and data sizes",
+        no_chunk,
+    );
+    let joined = joined("riff-joined.wav", &[&a, &b]);
+    expect_corrupt(&joined, "two WAVs joined", "second RIFF file starts");
+    let at = data_at + 8 + size / 3 / 4 * 4;
+    for n in [4096usize, 4097, 176_400] {
+        let mut rep = whole[..at + n].to_vec();
+        rep.extend_from_slice(&whole[at..]);
+        let name = format!("riff-repeated-{n}.wav");
+        expect_corrupt(&written(&name, &rep), &name, no_chunk);
+    }
+    let mut list = b"LIST".to_vec();
+    list.extend_from_slice(&16u32.to_le_bytes());
+    list.extend_from_slice(b"INFOISFT\x04\0\0\0abc\0");
+    let mut id3 = b"ID3\x03\0\0\0\0\0\x40".to_vec();
+    id3.resize(10 + 64, 0);
+    for (name, tail) in [
+        ("riff-tail-id3.wav", id3),
+        ("riff-tail-list.wav", list),
+        ("riff-tail-zeros.wav", vec![0u8; 8192]),
+        ("riff-tail-byte.wav", vec![0x55u8]),
+    ] {
+        let mut bytes = whole.clone();
+        bytes.extend_from_slice(&tail);
+        check_shifted(name, &written(name, &bytes), 0.0);
     }
 }
