@@ -489,10 +489,10 @@ pub fn decode_source(
     }
     let wav_streamed = source.is_seekable() && wav::streamed(&mut source);
     if source.is_seekable() {
-        wav_fmt::check_fmt(&mut source).map_err(|reason| DecodeError::Corrupt {
-            input: input.clone(),
-            reason,
-        })?;
+        if let Err((rate, reason)) = wav_fmt::check_fmt(&mut source) {
+            check_rate(Some(rate), &input)?;
+            return Err(DecodeError::Corrupt { input, reason });
+        }
         wav::check_data_chunks(&mut source).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
             reason,

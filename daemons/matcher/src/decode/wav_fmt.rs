@@ -18,11 +18,16 @@ const MAX_CHUNKS: usize = 64;
 /// `Err` naming the contradicting fields when the source is a WAV whose `fmt` chunk
 /// describes PCM-like audio (PCM, IEEE float, A-law, mu-law, or those in
 /// WAVE_FORMAT_EXTENSIBLE) with a block align or byte rate the other fields deny.
+/// The `Err` holds the sample rate the chunk declares, so the caller can refuse an
+/// absurd rate as that first (the byte rate of a rate of 5 Hz contradicts it too).
 /// Rewinds the source.
-pub(super) fn check_fmt(source: &mut Box<dyn MediaSource>) -> Result<(), String> {
+pub(super) fn check_fmt(source: &mut Box<dyn MediaSource>) -> Result<(), (u32, String)> {
     let fmt = read_fmt(source);
     let _ = source.seek(SeekFrom::Start(0));
-    fmt.map_or(Ok(()), |f| f.contradiction().map_or(Ok(()), Err))
+    match fmt.and_then(|f| f.contradiction().map(|why| (f.rate, why))) {
+        Some(refused) => Err(refused),
+        None => Ok(()),
+    }
 }
 
 /// The fields of a `fmt ` chunk this check needs.
