@@ -653,8 +653,22 @@ pub fn decode_source(
         .filter(|_| is_mp4_track)
         .map(|g| g.delay_frames(source_rate))
         .unwrap_or(0);
-    if is_mp3 && params.delay.is_none() {
-        // No delay from symphonia: a tag it missed (CRC frames) or none at all.
+    // No delay from symphonia: a tag it missed (CRC frames, a LAME extension failing its
+    // CRC-16), an Info header whose LAME extension is blank (symphonia reads a delay of
+    // 0 from it) or missing, or no tag at all.
+    let blank_extension = params.delay == Some(0)
+        && matches!(
+            mp3_start,
+            Some(mp3::Start::TagWithoutDelay { stated: false, .. })
+        );
+    if is_mp3 && (params.delay.is_none() || blank_extension) {
+        if let Some(mp3::Start::TagWithoutDelay { delay, stated }) = mp3_start {
+            notes.push(if stated {
+                format!("the MP3's LAME tag fails its CRC-16: its encoder delay ({delay} samples) used, as ffmpeg does")
+            } else {
+                format!("the MP3's Xing/Info header has no LAME extension: LAME's usual encoder delay ({delay} samples) removed, as for an MP3 with no tag")
+            });
+        }
         trim = mp3_start
             .map(mp3::Start::skip)
             .filter(|skip| *skip > 0)
