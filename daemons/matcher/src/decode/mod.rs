@@ -52,6 +52,7 @@ mod resample;
 mod tail;
 mod walk;
 mod wav;
+mod wav_fmt;
 
 pub use band::ANALYSIS_BAND_HZ;
 
@@ -488,6 +489,10 @@ pub fn decode_source(
     }
     let wav_streamed = source.is_seekable() && wav::streamed(&mut source);
     if source.is_seekable() {
+        if let Err((rate, reason)) = wav_fmt::check_fmt(&mut source) {
+            check_rate(Some(rate), &input)?;
+            return Err(DecodeError::Corrupt { input, reason });
+        }
         wav::check_data_chunks(&mut source).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
             reason,
@@ -648,8 +653,22 @@ pub fn decode_source(
         .filter(|_| is_mp4_track)
         .map(|g| g.delay_frames(source_rate))
         .unwrap_or(0);
-    if is_mp3 && params.delay.is_none() {
-        // No delay from symphonia: a tag it missed (CRC frames) or none at all.
+    // No delay from symphonia: a tag it missed (CRC frames, a LAME extension failing its
+    // CRC-16), an Info header whose LAME extension is blank (symphonia reads a delay of
+    // 0 from it) or missing, or no tag at all.
+    let blank_extension = params.delay == Some(0)
+        && matches!(
+            mp3_start,
+            Some(mp3::Start::TagWithoutDelay { stated: false, .. })
+        );
+    if is_mp3 && (params.delay.is_none() || blank_extension) {
+        if let Some(mp3::Start::TagWithoutDelay { delay, stated }) = mp3_start {
+            notes.push(if stated {
+                format!("the MP3's LAME tag fails its CRC-16: its encoder delay ({delay} samples) used, as ffmpeg does")
+            } else {
+                format!("the MP3's Xing/Info header has no LAME extension: LAME's usual encoder delay ({delay} samples) removed, as for an MP3 with no tag")
+            });
+        }
         trim = mp3_start
             .map(mp3::Start::skip)
             .filter(|skip| *skip > 0)
@@ -822,6 +841,10 @@ pub fn decode_source(
         let mut held: Option<Packet> = None;
         let mut past_declared_end = false;
         let mut mp3_packets: u64 = 0;
+        // Samples the MP3 reader trimmed at the end so far, and the padding its LAME tag
+        // declares (less the decoder's delay, as the reader counts it).
+        let mut mp3_trimmed_end: u64 = 0;
+        let mp3_padding = u64::from(params.padding.unwrap_or(0));
         let mut seg_trim = Trim {
             skip: 0,
             keep: None,
@@ -953,9 +976,15 @@ pub fn decode_source(
                 }
             } else if is_mp3
                 && packet.trim_end > 0
-                && held.is_some()
                 && broke.is_none()
                 && mp3_walked.is_none_or(|n| mp3_packets + 1 < n)
+                && {
+                    // The reader trims the frames past the declared length; LAME's
+                    // padding may fill more than one frame (the last all padding), so
+                    // only trimming beyond the padding is audio past the declared end.
+                    mp3_trimmed_end += u64::from(packet.trim_end);
+                    mp3_trimmed_end > mp3_padding
+                }
             {
                 let declared =
                     expected_s.map_or("the length".to_string(), |e| format!("the {e:.3} s"));

@@ -26,8 +26,16 @@ pub(super) enum Start {
     /// A CRC-protected Xing/Info frame: it decodes to `frame` samples of silence, then
     /// `delay` samples of encoder delay (the LAME tag's, 0 without one) come before time 0.
     CrcTag { frame: u64, delay: u64 },
-    /// A Xing/Info (or VBRI) tag where symphonia finds it (it handles it itself).
+    /// A Xing/Info (or VBRI) tag where symphonia finds it (it handles it itself when
+    /// the tag has a LAME extension whose CRC-16 holds).
     Tag,
+    /// A Xing/Info tag whose delay symphonia drops: its LAME extension fails its CRC-16
+    /// (one flipped bit, a field a re-tagging tool rewrote), or there is none. Offsets
+    /// came out 25 ms late (50 ms at 22.05 kHz). With an extension its `delay` fields
+    /// are used, as ffmpeg does (`stated`); without one LAME's usual delay is assumed,
+    /// the convention for an MP3 with no tag at all. Used only when symphonia set no
+    /// delay (a valid LAME tag it reads itself).
+    TagWithoutDelay { delay: u64, stated: bool },
     /// No tag: nothing declares the encoder delay or the length.
     NoTag,
 }
@@ -38,6 +46,7 @@ impl Start {
         match self {
             Start::CrcTag { frame, delay } => frame + delay + DECODER_DELAY,
             Start::Tag => 0,
+            Start::TagWithoutDelay { delay, .. } => delay + DECODER_DELAY,
             Start::NoTag => LAME_DELAY + DECODER_DELAY,
         }
     }
@@ -98,17 +107,39 @@ fn parse_start(buf: &[u8]) -> Option<Start> {
         return Some(Start::NoTag);
     };
     if !crc {
-        return Some(Start::Tag);
+        return Some(match lame_delay(buf, tag) {
+            Some(delay) => Start::TagWithoutDelay {
+                delay,
+                stated: true,
+            },
+            None => Start::TagWithoutDelay {
+                delay: LAME_DELAY,
+                stated: false,
+            },
+        });
     }
-    // The LAME extension follows the 120-byte Xing tag; delay and padding are 12 bits
-    // each at its byte 21.
-    let delay = match buf.get(tag + 120..tag + 144) {
-        Some(lame) if lame[..4].iter().all(|b| b.is_ascii_alphanumeric()) => {
-            (u64::from(lame[21]) << 4) | (u64::from(lame[22]) >> 4)
-        }
-        _ => 0,
-    };
-    Some(Start::CrcTag { frame, delay })
+    Some(Start::CrcTag {
+        frame,
+        delay: lame_delay(buf, tag).unwrap_or(0),
+    })
+}
+
+/// The encoder delay of the LAME extension after the Xing/Info tag at `tag` in `buf`
+/// (its place depends on the tag's flags; delay and padding are 12 bits each at the
+/// extension's byte 21), if it has one: an encoder name of letters and digits.
+fn lame_delay(buf: &[u8], tag: usize) -> Option<u64> {
+    let flags = u32::from_be_bytes(buf.get(tag + 4..tag + 8)?.try_into().ok()?);
+    let at = tag
+        + 8
+        + if flags & 1 != 0 { 4 } else { 0 }
+        + if flags & 2 != 0 { 4 } else { 0 }
+        + if flags & 4 != 0 { 100 } else { 0 }
+        + if flags & 8 != 0 { 4 } else { 0 };
+    let lame = buf.get(at..at + 24)?;
+    lame[..4]
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric())
+        .then(|| (u64::from(lame[21]) << 4) | (u64::from(lame[22]) >> 4))
 }
 
 /// One MP3 file inside a body: joined files (`cat a.mp3 b.mp3`) each start with their
@@ -259,7 +290,8 @@ mod tests {
         let mut f = vec![0xff, 0xfa, 0x90, 0x00];
         f.extend(std::iter::repeat_n(0u8, 32));
         f.extend_from_slice(b"Info");
-        f.extend(std::iter::repeat_n(0u8, 116));
+        f.extend_from_slice(&[0, 0, 0, 0x0f]); // frames, bytes, TOC, quality
+        f.extend(std::iter::repeat_n(0u8, 112));
         f.extend_from_slice(b"LAME3.100");
         f.extend(std::iter::repeat_n(0u8, 12));
         f.extend_from_slice(&[0x24, 0x00, 0x00]); // delay 576

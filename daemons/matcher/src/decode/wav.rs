@@ -3,7 +3,13 @@
 //! with the rest of the samples after it. The reader stops at the declared end and the
 //! decode looked complete, so a clip in the rest was stored "not found". Such a file is
 //! refused naming what follows the declared audio; chunks that are not audio (`LIST`,
-//! `id3 `, padding bytes) after `data` are fine, and so are bytes past the RIFF's end.
+//! `id3 `, padding bytes) after `data` are fine.
+//!
+//! Bytes past the RIFF's end are audio the reader never sees, too: a recorder that
+//! crashed with both its RIFF and `data` sizes stale, two WAVs joined (`cat a.wav
+//! b.wav`), a resumed download that re-appended bytes midway (the header untouched, the
+//! surplus lies past the RIFF's end and every later offset is late). Such bytes are
+//! refused unless they are a tag or chunk (ID3, `LIST`), zeros, or too few to be audio.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -69,6 +75,47 @@ fn chunk_at(source: &mut Box<dyn MediaSource>, at: u64, end: u64) -> bool {
         })
 }
 
+/// Bytes past the RIFF's end that are at most this many are ignored (a stray pad byte,
+/// a writer's alignment): under 4 ms of audio even at 8 kHz mono 16-bit.
+const PAST_RIFF_SLACK: u64 = 64;
+
+/// The reason the bytes after the RIFF's end (`riff_end`, the body `len` bytes long)
+/// are audio that would not be examined, if they are: another RIFF (a joined file) or
+/// bytes that are no tag, no chunk and not all zeros.
+fn past_riff(source: &mut Box<dyn MediaSource>, riff_end: u64, len: u64) -> Option<String> {
+    let surplus = len.checked_sub(riff_end)?;
+    if surplus <= PAST_RIFF_SLACK {
+        return None;
+    }
+    let mut head = [0u8; 12];
+    source.seek(SeekFrom::Start(riff_end)).ok()?;
+    source.read_exact(&mut head).ok()?;
+    if &head[..4] == b"RIFF" {
+        return Some(format!(
+            "a second RIFF file starts at byte {riff_end} where the first one ends ({surplus} bytes follow: two WAV files joined): only the first would be decoded"
+        ));
+    }
+    if head.starts_with(b"ID3") || head.starts_with(b"TAG") || chunk_at(source, riff_end, len) {
+        return None;
+    }
+    source.seek(SeekFrom::Start(riff_end)).ok()?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut left = surplus;
+    while left > 0 {
+        let n = source.read(&mut buf[..left.min(1 << 16) as usize]).ok()?;
+        if n == 0 {
+            return None;
+        }
+        if buf[..n].iter().any(|b| *b != 0) {
+            return Some(format!(
+                "its RIFF ends at byte {riff_end} but {surplus} more bytes follow that are no chunk or tag (RIFF and `data` sizes both stale, as a recorder that crashed leaves them, or bytes a resumed download re-appended midway): audio there would not be examined, or every offset after the repeat would be late"
+            ));
+        }
+        left -= n as u64;
+    }
+    None
+}
+
 fn find_more_audio(source: &mut Box<dyn MediaSource>, len: u64) -> Option<String> {
     let (riff, riff_size) = read_chunk_head(source, 0)?;
     let mut wave = [0u8; 4];
@@ -81,7 +128,7 @@ fn find_more_audio(source: &mut Box<dyn MediaSource>, len: u64) -> Option<String
     let mut data_end = None;
     for _ in 0..MAX_CHUNKS {
         if at + 8 > end {
-            return None;
+            return data_end.and_then(|_| past_riff(source, 8 + riff_size, len));
         }
         let (id, size) = read_chunk_head(source, at)?;
         let printable = id.iter().all(|b| b.is_ascii_graphic() || *b == b' ');
