@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use znode_schema::records::AliasTarget;
 
 use super::rows::{
-    self, AliasRow, ClipRow, EpisodeRow, SummaryRow, ALIAS_COLUMNS, CLIP_COLUMNS, EPISODE_COLUMNS,
-    SUMMARY_COLUMNS,
+    self, AliasRow, CatalogRow, ClipRow, EpisodeRow, SummaryRow, ALIAS_COLUMNS, CLIP_COLUMNS,
+    EPISODE_COLUMNS, SUMMARY_COLUMNS,
 };
 use super::write::table;
 use super::{Alias, CatalogCounts, CatalogRecord, EpisodeSummary, Versioned, INSERT_ROWS, PAGE};
@@ -37,41 +37,34 @@ async fn fetch_records(
     binds: &[&str],
     tail: &[i64],
 ) -> Result<Vec<Versioned>, DbError> {
-    let what = || format!("reading {}", table(target));
     match target {
-        AliasTarget::Episode => {
-            let mut query = sqlx::query_as::<_, EpisodeRow>(statement);
-            for b in binds {
-                query = query.bind(*b);
-            }
-            for t in tail {
-                query = query.bind(*t);
-            }
-            query
-                .fetch_all(db.pool())
-                .await
-                .context(what)?
-                .into_iter()
-                .map(rows::episode)
-                .collect()
-        }
-        AliasTarget::Clip => {
-            let mut query = sqlx::query_as::<_, ClipRow>(statement);
-            for b in binds {
-                query = query.bind(*b);
-            }
-            for t in tail {
-                query = query.bind(*t);
-            }
-            query
-                .fetch_all(db.pool())
-                .await
-                .context(what)?
-                .into_iter()
-                .map(rows::clip)
-                .collect()
-        }
+        AliasTarget::Episode => fetch_rows::<EpisodeRow>(db, target, statement, binds, tail).await,
+        AliasTarget::Clip => fetch_rows::<ClipRow>(db, target, statement, binds, tail).await,
     }
+}
+
+/// [`fetch_records`] for one table's row type.
+async fn fetch_rows<R: CatalogRow>(
+    db: &Database,
+    target: AliasTarget,
+    statement: &str,
+    binds: &[&str],
+    tail: &[i64],
+) -> Result<Vec<Versioned>, DbError> {
+    let mut query = sqlx::query_as::<_, R>(statement);
+    for b in binds {
+        query = query.bind(*b);
+    }
+    for t in tail {
+        query = query.bind(*t);
+    }
+    query
+        .fetch_all(db.pool())
+        .await
+        .context(|| format!("reading {}", table(target)))?
+        .into_iter()
+        .map(R::into_versioned)
+        .collect()
 }
 
 pub(super) async fn aliases(

@@ -10,49 +10,94 @@ use znode_schema::SCHEMA_VERSION;
 use super::{Alias, CatalogRecord, Versioned};
 use crate::DbError;
 
-/// The columns of `episodes` in the order [`EpisodeRow`] holds them.
-pub(crate) const EPISODE_COLUMNS: &str = "id, title, description, media_url, media_type, curator, priority, initial_curated, last_curated, content_hash, duration_s, guid, air_date, version, seq";
+/// The columns episodes and clips share, as [`SharedColumns`] names them.
+macro_rules! shared_columns {
+    () => {
+        "id, title, description, media_url, media_type, curator, priority, initial_curated, last_curated, content_hash, duration_s, guid"
+    };
+}
+
+/// The columns of `episodes` that [`EpisodeRow`] reads.
+pub(crate) const EPISODE_COLUMNS: &str = concat!(shared_columns!(), ", air_date, version, seq");
 /// The columns of `aliases` in the order [`AliasRow`] holds them.
 pub(crate) const ALIAS_COLUMNS: &str = "key, target, id, key_text";
-/// The columns of `clips` in the order [`ClipRow`] holds them.
-pub(crate) const CLIP_COLUMNS: &str = "id, title, description, media_url, media_type, curator, priority, initial_curated, last_curated, content_hash, duration_s, guid, version, seq";
+/// The columns of `clips` that [`ClipRow`] reads.
+pub(crate) const CLIP_COLUMNS: &str = concat!(shared_columns!(), ", version, seq");
+
+/// The columns episodes and clips share: one conversion for both (see [`fields`]).
+#[derive(sqlx::FromRow)]
+pub(crate) struct SharedColumns {
+    id: String,
+    title: String,
+    description: Option<String>,
+    media_url: String,
+    media_type: Option<String>,
+    curator: String,
+    priority: i64,
+    initial_curated: i64,
+    last_curated: i64,
+    content_hash: Option<String>,
+    duration_s: Option<f64>,
+    guid: Option<String>,
+}
 
 /// An `episodes` row.
-pub(crate) type EpisodeRow = (
-    String,
-    String,
-    Option<String>,
-    String,
-    Option<String>,
-    String,
-    i64,
-    i64,
-    i64,
-    Option<String>,
-    Option<f64>,
-    Option<String>,
-    Option<String>,
-    i64,
-    i64,
-);
+#[derive(sqlx::FromRow)]
+pub(crate) struct EpisodeRow {
+    #[sqlx(flatten)]
+    shared: SharedColumns,
+    air_date: Option<String>,
+    version: i64,
+    seq: i64,
+}
 
 /// A `clips` row.
-pub(crate) type ClipRow = (
-    String,
-    String,
-    Option<String>,
-    String,
-    Option<String>,
-    String,
-    i64,
-    i64,
-    i64,
-    Option<String>,
-    Option<f64>,
-    Option<String>,
-    i64,
-    i64,
-);
+#[derive(sqlx::FromRow)]
+pub(crate) struct ClipRow {
+    #[sqlx(flatten)]
+    shared: SharedColumns,
+    version: i64,
+    seq: i64,
+}
+
+/// A catalog row that becomes a [`Versioned`] record: lets one reader serve both tables.
+pub(crate) trait CatalogRow:
+    for<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> + Send + Unpin + 'static
+{
+    /// The record this row holds, or why it is corrupt.
+    fn into_versioned(self) -> Result<Versioned, DbError>;
+}
+
+impl CatalogRow for EpisodeRow {
+    fn into_versioned(self) -> Result<Versioned, DbError> {
+        let (id, fields) = fields(self.shared)?;
+        Ok(Versioned {
+            record: CatalogRecord::Episode(EpisodeRecord {
+                schema: SCHEMA_VERSION,
+                id,
+                air_date: self.air_date,
+                fields,
+            }),
+            version: self.version,
+            seq: self.seq,
+        })
+    }
+}
+
+impl CatalogRow for ClipRow {
+    fn into_versioned(self) -> Result<Versioned, DbError> {
+        let (id, fields) = fields(self.shared)?;
+        Ok(Versioned {
+            record: CatalogRecord::Clip(ClipRecord {
+                schema: SCHEMA_VERSION,
+                id,
+                fields,
+            }),
+            version: self.version,
+            seq: self.seq,
+        })
+    }
+}
 
 /// An `aliases` row: its name (column `key`), target, id, and what it stands for
 /// (`key_text`).
@@ -106,123 +151,25 @@ fn time_of(column: &str, id: &str, ms: i64) -> Result<OffsetDateTime, DbError> {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn fields(
-    id: &str,
-    title: String,
-    description: Option<String>,
-    media_url: String,
-    media_type: Option<String>,
-    curator: String,
-    priority: i64,
-    initial_curated: i64,
-    last_curated: i64,
-    content_hash: Option<String>,
-    duration_s: Option<f64>,
-    guid: Option<String>,
-) -> Result<CatalogFields, DbError> {
-    Ok(CatalogFields {
-        title,
-        description,
-        media_url,
-        media_type,
-        curator,
-        priority,
-        initial_curated: time_of("initial_curated", id, initial_curated)?,
-        last_curated: time_of("last_curated", id, last_curated)?,
-        content_hash,
-        duration_s,
-        guid,
+/// The shared fields of a row, checked (times must be times), with the row's id.
+fn fields(row: SharedColumns) -> Result<(String, CatalogFields), DbError> {
+    let fields = CatalogFields {
+        title: row.title,
+        description: row.description,
+        media_url: row.media_url,
+        media_type: row.media_type,
+        curator: row.curator,
+        priority: row.priority,
+        initial_curated: time_of("initial_curated", &row.id, row.initial_curated)?,
+        last_curated: time_of("last_curated", &row.id, row.last_curated)?,
+        content_hash: row.content_hash,
+        duration_s: row.duration_s,
+        guid: row.guid,
         // Holds are coordination: they live in ZooKeeper (`/control/hold/{id}`), not
         // in the catalog.
         held: false,
-    })
-}
-
-pub(crate) fn episode(row: EpisodeRow) -> Result<Versioned, DbError> {
-    let (
-        id,
-        title,
-        description,
-        media_url,
-        media_type,
-        curator,
-        priority,
-        ic,
-        lc,
-        hash,
-        dur,
-        guid,
-        air_date,
-        version,
-        seq,
-    ) = row;
-    let fields = fields(
-        &id,
-        title,
-        description,
-        media_url,
-        media_type,
-        curator,
-        priority,
-        ic,
-        lc,
-        hash,
-        dur,
-        guid,
-    )?;
-    Ok(Versioned {
-        record: CatalogRecord::Episode(EpisodeRecord {
-            schema: SCHEMA_VERSION,
-            id,
-            air_date,
-            fields,
-        }),
-        version,
-        seq,
-    })
-}
-
-pub(crate) fn clip(row: ClipRow) -> Result<Versioned, DbError> {
-    let (
-        id,
-        title,
-        description,
-        media_url,
-        media_type,
-        curator,
-        priority,
-        ic,
-        lc,
-        hash,
-        dur,
-        guid,
-        version,
-        seq,
-    ) = row;
-    let fields = fields(
-        &id,
-        title,
-        description,
-        media_url,
-        media_type,
-        curator,
-        priority,
-        ic,
-        lc,
-        hash,
-        dur,
-        guid,
-    )?;
-    Ok(Versioned {
-        record: CatalogRecord::Clip(ClipRecord {
-            schema: SCHEMA_VERSION,
-            id,
-            fields,
-        }),
-        version,
-        seq,
-    })
+    };
+    Ok((row.id, fields))
 }
 
 /// The stored name of a target.
