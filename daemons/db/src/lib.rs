@@ -11,7 +11,8 @@
 //! (`sqlx::query`), never the compile-time checked macros, which need a live database to
 //! build. One [`sqlx::AnyPool`] serves both backends, so each query is written once in
 //! the SQL both understand (`$1` parameters, `ON CONFLICT`); the few differences
-//! (locking, how a write transaction starts) live in [`Database::begin_write`]. SQLite
+//! (locking, how a write transaction starts) live in [`Database::begin_write`], whose
+//! [`WriteTx`] never returns a connection with a transaction in an unknown state to the pool. SQLite
 //! is bundled (compiled into the binary), so a fresh machine needs nothing.
 //!
 //! The schema is `migrations/NNNN_name.sql`, the same files for both backends, applied
@@ -33,9 +34,11 @@ pub mod research;
 #[doc(hidden)]
 pub mod testing;
 pub mod url;
+mod write_tx;
 
 pub use error::DbError;
 pub use url::{redact, Backend};
+pub(crate) use write_tx::WriteTx;
 
 use error::Context;
 
@@ -185,15 +188,14 @@ impl Database {
     /// write lock at once (waiting up to the busy timeout) instead of failing when a
     /// read transaction later tries to write; PostgreSQL: a plain transaction (rows are
     /// locked as they are written, or with `FOR UPDATE`).
-    pub(crate) async fn begin_write(
-        &self,
-        what: impl Fn() -> String,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, DbError> {
-        match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
-            Backend::Postgres => self.pool.begin().await,
-        }
-        .context(|| format!("{}: starting a transaction", what()))
+    pub(crate) async fn begin_write(&self, what: impl Fn() -> String) -> Result<WriteTx, DbError> {
+        let begin = match self.backend {
+            Backend::Sqlite => "BEGIN IMMEDIATE",
+            Backend::Postgres => "BEGIN",
+        };
+        WriteTx::begin(&self.pool, begin)
+            .await
+            .context(|| format!("{}: starting a transaction", what()))
     }
 
     /// Refuses a newer schema, then applies the migrations this database lacks.

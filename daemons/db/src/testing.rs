@@ -16,3 +16,28 @@ pub async fn damage_research_runs(db: &Database, episode: &str) -> Result<u64, D
         .context(|| format!("damaging the runs of episode {episode}"))?;
     Ok(done.rows_affected())
 }
+
+/// SQLite only: makes every later change of a sequence counter (each research store and
+/// catalog write takes one) fail the way a full disk fails, with the whole transaction
+/// rolled back by SQLite itself (`RAISE(ROLLBACK)` ends it as `SQLITE_FULL` does), until
+/// [`disarm_rollback_trap`]. The trigger is in the schema, so it fires on every
+/// connection of every process.
+pub async fn arm_rollback_trap(db: &Database) -> Result<(), DbError> {
+    sqlx::raw_sql(
+        "CREATE TRIGGER test_rollback_trap BEFORE UPDATE ON counters \
+         BEGIN SELECT RAISE(ROLLBACK, 'database or disk is full (test trap)'); END",
+    )
+    .execute(db.pool())
+    .await
+    .context(|| "arming the rollback trap".to_string())?;
+    Ok(())
+}
+
+/// Removes what [`arm_rollback_trap`] made: writes succeed again (the disk has room).
+pub async fn disarm_rollback_trap(db: &Database) -> Result<(), DbError> {
+    sqlx::raw_sql("DROP TRIGGER test_rollback_trap")
+        .execute(db.pool())
+        .await
+        .context(|| "disarming the rollback trap".to_string())?;
+    Ok(())
+}

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use archivist_db::research::{self, Counts};
-use archivist_db::{Counter, Database};
-use archivist_testkit::db::fresh_databases;
+use archivist_db::{Backend, Counter, Database};
+use archivist_testkit::db::{fresh_database_url, fresh_databases};
 use time::OffsetDateTime;
 use znode_schema::clipset::ClipSet;
 use znode_schema::records::{Occurrence, ResearchRecord, ResearchRun};
@@ -205,4 +205,30 @@ async fn readers_walk_and_follow_changes() {
             1
         );
     }
+}
+
+/// Outside try of #22, finding 1: after one store failed with the transaction rolled
+/// back by SQLite itself (a full disk), every later store of that process failed with
+/// "attempted to call begin_with at non-zero transaction depth", even with room again.
+#[tokio::test]
+async fn stores_succeed_again_once_a_full_disk_has_room() {
+    let url = fresh_database_url(Backend::Sqlite, "research-disk-full").await;
+    let db = Database::connect(&url).await.expect("connect");
+    archivist_db::testing::arm_rollback_trap(&db).await.unwrap();
+    // More failures than the pool has connections, so every connection has failed once.
+    for n in 1..=12 {
+        let failed = research::update(&db, &format!("e{n:07}"), |r| add(r, "j1", n, None)).await;
+        let message = format!("{:#}", failed.expect_err("the disk is full"));
+        assert!(message.contains("disk is full"), "{message}");
+    }
+    archivist_db::testing::disarm_rollback_trap(&db)
+        .await
+        .unwrap();
+    for n in 1..=12 {
+        let stored = research::update(&db, &format!("e{n:07}"), |r| add(r, "j1", n, None))
+            .await
+            .unwrap_or_else(|e| panic!("store {n} once the disk has room: {e:#}"));
+        assert!(stored.value, "store {n} wrote its pair");
+    }
+    assert_eq!(research::counts(&db).await.unwrap().runs, 12);
 }
