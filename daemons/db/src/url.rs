@@ -30,31 +30,28 @@ impl Backend {
 }
 
 /// The URL with its password (in the user part or a `password=` parameter) replaced by
-/// `***`: every message and log line shows URLs through this.
+/// `***`: every message and log line shows URLs through this. The user part ends at the
+/// LAST `@`: a password may hold `/`, `?`, `#` or `@` unencoded (base64 passwords hold
+/// `/`), which makes the URL malformed but must never show it; a host never holds `@`.
 pub fn redact(url: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let mut shown = match base.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = match rest.find('/') {
-                Some(i) => rest.split_at(i),
-                None => (rest, ""),
-            };
-            match authority.rsplit_once('@') {
-                Some((userinfo, host)) => {
-                    let user = match userinfo.split_once(':') {
-                        Some((user, _password)) => format!("{user}:***"),
-                        None => userinfo.to_string(),
-                    };
-                    format!("{scheme}://{user}@{host}{path}")
-                }
-                None => base.to_string(),
+    let (mut shown, tail) = match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rfind('@') {
+            Some(at) => {
+                let user = match rest[..at].split_once(':') {
+                    Some((user, _password)) => format!("{user}:***"),
+                    None => rest[..at].to_string(),
+                };
+                (format!("{scheme}://{user}@"), &rest[at + 1..])
             }
-        }
-        None => base.to_string(),
+            None => (format!("{scheme}://"), rest),
+        },
+        None => (String::new(), url),
     };
+    let (base, query) = match tail.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (tail, None),
+    };
+    shown.push_str(base);
     if let Some(query) = query {
         let params: Vec<String> = query
             .split('&')
@@ -93,6 +90,17 @@ mod tests {
             redact("sqlite:///var/lib/archivist/archivist.db"),
             "sqlite:///var/lib/archivist/archivist.db"
         );
+        // Unencoded `/`, `?`, `@` in a password (outside try of #22, finding 4: it was
+        // shown in clear, and the URL was accepted on the command line).
+        assert_eq!(
+            redact("postgres://archivist:Zm9v/YmFy+cw==@127.0.0.1:25432/db"),
+            "postgres://archivist:***@127.0.0.1:25432/db"
+        );
+        assert_eq!(
+            redact("postgres://a:p?w@rd/x@h:1/db?sslmode=require"),
+            "postgres://a:***@h:1/db?sslmode=require"
+        );
+        assert!(has_password("postgres://a:Zm9v/YmFy@h/db"));
         assert!(has_password("postgres://a:b@h/db"));
         assert!(!has_password("sqlite://x.db?mode=rwc"));
     }
