@@ -196,3 +196,104 @@ async fn an_unreadable_node_fails_the_migration_and_stays() {
         );
     }
 }
+
+/// Outside try of #22, findings 3 and 4b: `migrate` left the database's id counters at 0,
+/// so curation handed out numbers the old tree had used and a new episode inherited a
+/// deleted episode's research; and a node whose name and record disagree
+/// (`/research/e0000002x` holding `episode: e0000002`) made PostgreSQL refuse the whole
+/// batch and SQLite never verify, without naming the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_carries_the_old_numbers_over_and_names_a_misnamed_node() {
+    use archivist_db::catalog::{self, CatalogBatch, CatalogRecord, NewRecord};
+    use archivist_engine::schema::SCHEMA_VERSION;
+    use time::OffsetDateTime;
+
+    for backend in archivist_testkit::db::backends() {
+        let (config, s, _) = legacy_tree("migrate-numbers").await;
+        let create = |path: String, data: Vec<u8>| {
+            let s = s.clone();
+            async move {
+                let options = s.create_options(archivist_engine::zk::CreateMode::Persistent);
+                s.client().create(&path, &data, &options).await.unwrap();
+            }
+        };
+        let (copied, _) = store::read::<ResearchRecord>(&s, &paths::research("e0000002"))
+            .await
+            .unwrap()
+            .expect("the synthetic tree researched e0000002");
+        // Research of an episode whose catalog node was deleted long ago, about a clip
+        // numbered past every clip node: the highest numbers the tree ever used.
+        let mut deleted = copied.clone();
+        deleted.episode = "e0000900".into();
+        deleted.runs[0].clips.insert(777);
+        let data = serde_yaml::to_string(&deleted).unwrap().into_bytes();
+        create(paths::research("e0000900"), data).await;
+        // A hand-made copy of a research node under another name.
+        let data = serde_yaml::to_string(&copied).unwrap().into_bytes();
+        create(paths::research("e0000002x"), data).await;
+
+        let db_url = archivist_testkit::db::fresh_database_url(backend, "migrate").await;
+        let out = archivist(&config, &db_url, &["migrate"]).await;
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("e0000002x") && stderr.contains("named"),
+            "{}",
+            text(&out)
+        );
+        assert!(
+            !stderr.contains("verification failed"),
+            "everything readable moved: {}",
+            text(&out)
+        );
+
+        let db = Database::connect(&db_url).await.unwrap();
+        assert!(
+            archivist_db::research::read(&db, "e0000900")
+                .await
+                .unwrap()
+                .is_some(),
+            "the deleted episode's research moved"
+        );
+        let fields = archivist_testkit::catalog::fields(
+            "brand new",
+            "http://127.0.0.1:1/new.mp3",
+            OffsetDateTime::now_utc(),
+        );
+        let episode = CatalogRecord::Episode(EpisodeRecord {
+            schema: SCHEMA_VERSION,
+            id: String::new(),
+            air_date: None,
+            fields: fields.clone(),
+        });
+        let clip = CatalogRecord::Clip(ClipRecord {
+            schema: SCHEMA_VERSION,
+            id: String::new(),
+            fields,
+        });
+        let written = catalog::write(
+            &db,
+            &CatalogBatch {
+                creates: vec![
+                    NewRecord {
+                        record: episode,
+                        aliases: Vec::new(),
+                    },
+                    NewRecord {
+                        record: clip,
+                        aliases: Vec::new(),
+                    },
+                ],
+                updates: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            written.created,
+            ["e0000901", "c000778"],
+            "new numbers come after every number the old tree used ({backend:?})"
+        );
+        db.close().await;
+    }
+}

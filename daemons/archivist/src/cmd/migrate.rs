@@ -20,11 +20,11 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use archivist_admin::Progress;
 use archivist_db::migrate::{self, CatalogBatch, CatalogTable, Counts};
-use archivist_db::Database;
+use archivist_db::{catalog, Database};
 use archivist_engine::ops;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{
-    self, AliasRecord, ClipRecord, EpisodeRecord, Record, ResearchRecord,
+    self, AliasRecord, AliasTarget, ClipRecord, EpisodeRecord, Record, ResearchRecord,
 };
 use archivist_engine::{zk, Session};
 
@@ -149,11 +149,96 @@ async fn read_batch(session: &Session, dir: Dir, names: &[String]) -> Result<Rea
                 &mut read.unreadable,
             ),
         };
+        let ok = ok && named_as_held(dir, name, path, &mut read);
         if ok {
             read.nodes.push((name.clone(), stat.version));
         }
     }
     Ok(read)
+}
+
+/// Whether the record just decoded names the node it came from: a hand-made copy
+/// (`/research/e0000002x` holding `episode: e0000002`) would store one record twice in a
+/// batch (PostgreSQL refused the whole batch) or never verify. A mismatch is unreadable
+/// and named, like a node that does not decode.
+fn named_as_held(dir: Dir, name: &str, path: &str, read: &mut Read) -> bool {
+    let held = match dir {
+        Dir::Clips => read.batch.clips.last().map(|c| c.id.clone()),
+        Dir::Episodes => read.batch.episodes.last().map(|e| e.id.clone()),
+        Dir::Research => read.research.last().map(|r| r.episode.clone()),
+        Dir::Aliases => return true,
+    };
+    match held {
+        Some(id) if id != name => {
+            match dir {
+                Dir::Clips => drop(read.batch.clips.pop()),
+                Dir::Episodes => drop(read.batch.episodes.pop()),
+                _ => drop(read.research.pop()),
+            }
+            read.unreadable.push(format!(
+                "{path}: the node is named {name} but its record is {id}'s"
+            ));
+            false
+        }
+        _ => true,
+    }
+}
+
+/// The highest episode and clip numbers an old tree used: its allocators
+/// (`/counters/episodes`, `/counters/clips`: the data version is the last number handed
+/// out) and every id its records name, research included (research is never deleted, so
+/// a deleted episode's number still has answers attached).
+#[derive(Debug, Default)]
+struct Highest {
+    episode: u64,
+    clip: u32,
+}
+
+impl Highest {
+    fn see(&mut self, dir: Dir, read: &Read) {
+        let episode = |id: &str| id.strip_prefix('e').and_then(|n| n.parse::<u64>().ok());
+        match dir {
+            Dir::Clips => read.batch.clips.iter().for_each(|c| {
+                self.clip = self.clip.max(paths::clip_number(&c.id).unwrap_or(0));
+            }),
+            Dir::Episodes => read.batch.episodes.iter().for_each(|e| {
+                self.episode = self.episode.max(episode(&e.id).unwrap_or(0));
+            }),
+            Dir::Aliases => {}
+            Dir::Research => read.research.iter().for_each(|r| {
+                self.episode = self.episode.max(episode(&r.episode).unwrap_or(0));
+                let clips = r.runs.iter().flat_map(|run| run.clips.iter());
+                let named = r.found.keys().chain(r.errors.keys());
+                let named = named.filter_map(|c| paths::clip_number(c));
+                self.clip = clips.chain(named).fold(self.clip, u32::max);
+            }),
+        }
+    }
+
+    /// Adds the old allocators' last numbers (a missing counter node counts as 0).
+    async fn see_allocators(&mut self, session: &Session) -> Result<()> {
+        for (path, is_episode) in [(paths::EPISODE_COUNTER, true), (paths::CLIP_COUNTER, false)] {
+            let Some(stat) = archivist_engine::store::exists(session, path).await? else {
+                continue;
+            };
+            let last = u32::try_from(stat.version).unwrap_or(0);
+            if is_episode {
+                self.episode = self.episode.max(u64::from(last));
+            } else {
+                self.clip = self.clip.max(last);
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the database's id counters to at least these numbers, so curation never
+    /// hands out a number the old tree used (a new record would inherit its research).
+    async fn raise(&self, db: &Database) -> Result<()> {
+        let episode = i64::try_from(self.episode).unwrap_or(i64::MAX);
+        catalog::raise_counter(db, AliasTarget::Episode, episode).await?;
+        catalog::raise_counter(db, AliasTarget::Clip, i64::from(self.clip)).await?;
+        Ok(())
+    }
 }
 
 /// What the tree holds of this batch, in [`Counts`]' units.
@@ -211,12 +296,15 @@ pub async fn run(global: &GlobalOpts, args: MigrateArgs) -> Result<ExitCode> {
     let mut unreadable = Vec::new();
     let mut inserted = 0u64;
     let mut holds = 0u64;
+    let mut highest = Highest::default();
+    highest.see_allocators(&session).await?;
     for dir in Dir::ALL {
         let names = archivist_engine::store::children(&session, dir.path()).await?;
         bar.begin(dir.name(), names.len() as u64);
         for chunk in names.chunks(batch) {
             let read = read_batch(&session, dir, chunk).await?;
             unreadable.extend(read.unreadable.iter().cloned());
+            highest.see(dir, &read);
             let written = match dir {
                 Dir::Research => migrate::insert_research(&db, &read.research).await?,
                 _ => migrate::insert_catalog(&db, &read.batch).await?,
@@ -229,6 +317,7 @@ pub async fn run(global: &GlobalOpts, args: MigrateArgs) -> Result<ExitCode> {
         }
         bar.end();
     }
+    highest.raise(&db).await?;
     let totals = migrate::counts(&db).await?;
     println!(
         "{:<18} {:>12} {:>12} {:>14}",
@@ -248,6 +337,10 @@ pub async fn run(global: &GlobalOpts, args: MigrateArgs) -> Result<ExitCode> {
     }
     println!("{inserted} records new to the database {}", db.shown_url());
     println!("{holds} hold(s) of the old records made /control/hold nodes");
+    println!(
+        "id counters at least e{:07} and c{:06} (the old tree's allocators and the highest ids its records name)",
+        highest.episode, highest.clip
+    );
     for why in &unreadable {
         eprintln!("unreadable, not migrated: {why}");
     }
