@@ -138,12 +138,15 @@ impl FaultKind {
 }
 
 /// Every fault one read of the tree shows, by kind then path.
-/// The ids of the catalog's episodes and clips (the database's, since issue 22), which
-/// research records are checked against.
+/// What the database holds that the tree is checked against: the ids of the catalog's
+/// episodes and clips (the database's, since issue 22), which research records are
+/// checked against, and the research archive's highest job id, which the job counter
+/// must be past (outside 17g finding 3).
 #[derive(Debug, Default)]
 pub(super) struct CatalogIds {
     pub(super) episodes: std::collections::BTreeSet<String>,
     pub(super) clips: std::collections::BTreeSet<String>,
+    pub(super) archived: archivist_engine::counter::Archived,
 }
 
 impl CatalogIds {
@@ -158,6 +161,9 @@ impl CatalogIds {
                 .await?
                 .into_iter()
                 .collect(),
+            archived: archivist_engine::counter::Archived::from_highest_job(
+                archivist_db::research::highest_job(db).await?.as_deref(),
+            ),
         })
     }
 }
@@ -178,7 +184,7 @@ fn findings(
     check_pauses(nodes, &mut faults);
     check_members(nodes, &mut faults);
     check_directories(nodes, &mut faults);
-    check_counters(&ix, &mut faults);
+    check_counters(&ix, &catalog.archived, &mut faults);
     check_research(&ix, catalog, &mut faults);
     check_catalog(nodes, &mut faults);
     faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));

@@ -167,9 +167,13 @@ async fn stale_locks_unparsable_nodes_and_overdue_leases_are_reported_not_repair
         .unwrap()
         .unwrap();
     fixtures::raw(&s, &paths::episode("e0000002"), b"title: [unclosed").await;
-    archivist_engine::counter::catch_up(&s, &archivist_engine::counter::EPISODES)
-        .await
-        .unwrap();
+    archivist_engine::counter::catch_up(
+        &s,
+        &archivist_engine::counter::EPISODES,
+        &archivist_engine::counter::Archived::NONE,
+    )
+    .await
+    .unwrap();
     let overdue = fixtures::job_with_lease(&s, &e, &["c000001"], 1).await;
     fixtures::research(&s, "e0000077", "j0000000001", &[1, 3], &[]).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
