@@ -85,6 +85,10 @@ pub enum FaultKind {
     LeaseMismatch,
     /// A pending job without a lease: no researcher can claim it (warning).
     PendingWithoutLease,
+    /// A running job (`leased`/`researching`, locked by its researcher) without a lease
+    /// (deleted by hand, warning): the planner counts its pairs as leased while the lock
+    /// is held (outside 17g finding 7); `fsck` names it and what to do.
+    RunningWithoutLease,
     /// A pending job whose lock has been held for a while (warning): a claim holds it a
     /// moment only, so its holder may have lost track of it (a create whose reply was
     /// lost, docs/protocol.md "Lost replies"); the job waits until that session ends.
@@ -131,6 +135,7 @@ impl FaultKind {
                 | FaultKind::LeaseWithoutJob
                 | FaultKind::LeaseMismatch
                 | FaultKind::PendingWithoutLease
+                | FaultKind::RunningWithoutLease
                 | FaultKind::ReportWithoutJob
                 | FaultKind::StaleLock
         )

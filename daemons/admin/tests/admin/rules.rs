@@ -569,3 +569,42 @@ async fn fsck_flags_a_job_counter_behind_the_research_archive_and_repairs_past_i
         assert_eq!(stat.version, 9);
     }
 }
+
+/// Outside 17g finding 7: `fsck` said nothing about a running job whose lease was
+/// deleted by hand. It names the job and what to do (a warning: the planner counts its
+/// pairs as leased while the lock is held).
+#[tokio::test]
+async fn fsck_names_a_running_job_without_a_lease() {
+    let (config, s) = archivist_testkit::fresh_tree("rules-running-no-lease").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    drive(&s, &job.id, &[JobState::Leased], "").await;
+    let researcher = archivist_testkit::another_session(&config).await;
+    let _lock = JobLock::try_acquire(&researcher, &job.id, "r1")
+        .await
+        .unwrap()
+        .unwrap();
+    let _ = s.client().delete(&paths::lease(&job.id), None).await;
+    let report = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
+    let fault = report
+        .faults
+        .iter()
+        .find(|f| f.kind == fsck::FaultKind::RunningWithoutLease)
+        .unwrap_or_else(|| panic!("no running_without_lease: {:#?}", report.faults));
+    assert_eq!(fault.job.as_deref(), Some(job.id.as_str()));
+    assert_eq!(fault.severity, fsck::Severity::Warning);
+    assert!(
+        fault
+            .detail
+            .contains(&format!("archivist cancel {}", job.id)),
+        "{}",
+        fault.detail
+    );
+}
