@@ -324,7 +324,14 @@ pub async fn submit(
             Err(e) if counter::taken_id(&counter::BATCHES, &e).is_some() => {
                 let taken = counter::taken_id(&counter::BATCHES, &e).unwrap_or_default();
                 let what = format!("batch {id}");
-                counter::skip_taken(session, &counter::BATCHES, taken, &what).await?;
+                counter::skip_taken(
+                    session,
+                    &counter::BATCHES,
+                    taken,
+                    &what,
+                    &counter::Archived::NONE,
+                )
+                .await?;
             }
             Err(EngineError::Precondition { op, source, .. }) if op.contains(paths::BATCHES) => {
                 return Err(EngineError::NotInitialised {

@@ -193,6 +193,30 @@ pub async fn counts(db: &Database) -> Result<Counts, DbError> {
     })
 }
 
+/// The highest job id the archive's runs name (`None`: no runs), in the form job ids
+/// have (`j` and ten digits, `znode_schema::paths::job_id`). The archive keeps every
+/// job id for ever while ZooKeeper forgets recorded jobs after the reaper's retention,
+/// so this is what keeps a job counter moved back from re-issuing an archived id
+/// (`archivist_engine::counter`). One indexed probe from the top of `research_runs
+/// (job)`; ids of another form (written by hand) are skipped, a bounded number of them.
+pub async fn highest_job(db: &Database) -> Result<Option<String>, DbError> {
+    /// Rows read from the top: ids of another form sort among real ones only when
+    /// written by hand, so a few are enough to get past them.
+    const PROBE: i64 = 64;
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT job FROM research_runs WHERE job >= 'j0000000000' AND job <= 'j9999999999' \
+         ORDER BY job DESC LIMIT $1",
+    )
+    .bind(PROBE)
+    .fetch_all(db.pool())
+    .await
+    .context(|| "reading the highest job id of the research archive".to_string())?;
+    Ok(rows
+        .into_iter()
+        .map(|(job,)| job)
+        .find(|job| job.len() == 11 && job[1..].bytes().all(|b| b.is_ascii_digit())))
+}
+
 /// Reads `episode`'s research (an empty record if none) under the episode's lock, lets
 /// `merge` change it, and writes back what changed, all in one transaction; see the
 /// module's doc for why this stores every pair exactly once.

@@ -232,3 +232,33 @@ async fn stores_succeed_again_once_a_full_disk_has_room() {
     }
     assert_eq!(research::counts(&db).await.unwrap().runs, 12);
 }
+
+/// The highest job id of the archive (what keeps a job counter moved back from
+/// re-issuing an archived id, outside 17g finding 3): by number, across episodes,
+/// ids of another form skipped.
+#[tokio::test]
+async fn the_highest_archived_job_id_is_found() {
+    for db in fresh_databases("research-highest-job").await {
+        assert_eq!(research::highest_job(&db).await.unwrap(), None);
+        for (episode, job) in [
+            ("e0000002", "j0000000009"),
+            ("e0000001", "j0000000012"),
+            ("e0000001", "j0000000003"),
+            ("e0000003", "j99"),
+            ("e0000003", "j00000000077"),
+            ("e0000003", "jx"),
+        ] {
+            research::update(&db, episode, |r| {
+                add(r, job, r.runs.len() as u32 + 1, None);
+            })
+            .await
+            .expect("store");
+        }
+        assert_eq!(
+            research::highest_job(&db).await.unwrap().as_deref(),
+            Some("j0000000012"),
+            "{:?}",
+            db.backend()
+        );
+    }
+}

@@ -9,6 +9,12 @@
 //! in use in a few multis (each a chain of version-checked writes), `init` calls it for
 //! every counter so it never leaves one behind, allocators call it when the id they took
 //! is in use, and `fsck` uses [`behind`] to report a counter behind its ids.
+//!
+//! "In use" is the tree's ids and the ids the research archive (the database) holds
+//! ([`Archived`]): the reaper deletes recorded jobs after its retention while the archive
+//! names their job ids for ever, so a job counter moved back past them would re-issue an
+//! archived id with no node in the tree to collide with (outside 17g finding 3). Callers
+//! with a database read [`Archived`] from it; the rule that adds it is [`in_use`].
 
 use znode_schema::paths;
 
@@ -80,6 +86,43 @@ pub const CLIPS: Counter = Counter {
 /// Every counter of the tree.
 pub const ALL: [Counter; 4] = [JOBS, BATCHES, EPISODES, CLIPS];
 
+/// The highest id numbers held outside the tree, per counter: the research archive's
+/// highest job id (`archivist_db::research::highest_job`). The engine has no database;
+/// the planner, `init` and `fsck` read it and pass it in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Archived {
+    /// The highest job number the research archive names (0: none).
+    pub jobs: u64,
+}
+
+impl Archived {
+    /// Nothing archived (no database at hand, or an empty one).
+    pub const NONE: Archived = Archived { jobs: 0 };
+
+    /// From the archive's highest job id (`None`: no runs).
+    pub fn from_highest_job(job: Option<&str>) -> Self {
+        Archived {
+            jobs: job.and_then(|j| JOBS.number_of(j)).unwrap_or(0),
+        }
+    }
+
+    /// The highest id number archived for `counter` (0 for counters the archive does
+    /// not number).
+    pub fn of(&self, counter: &Counter) -> u64 {
+        if counter.path == JOBS.path {
+            self.jobs
+        } else {
+            0
+        }
+    }
+}
+
+/// The one rule for "ids in use": the highest of the tree's (`in_tree`) and the
+/// archive's.
+pub fn in_use(counter: &Counter, in_tree: u64, archived: &Archived) -> u64 {
+    in_tree.max(archived.of(counter))
+}
+
 /// The highest id number in use among children names (0 when none).
 pub fn max_number<'a>(counter: &Counter, names: impl IntoIterator<Item = &'a str>) -> u64 {
     names
@@ -89,14 +132,15 @@ pub fn max_number<'a>(counter: &Counter, names: impl IntoIterator<Item = &'a str
         .unwrap_or(0)
 }
 
-/// The highest id number in use under the counter's directories (0 when none).
-pub async fn max_in_use(session: &Session, counter: &Counter) -> Result<u64> {
+/// The highest id number in use under the counter's directories and in the archive
+/// (0 when none).
+pub async fn max_in_use(session: &Session, counter: &Counter, archived: &Archived) -> Result<u64> {
     let mut max = 0;
     for dir in counter.dirs {
         let names = store::children(session, dir).await?;
         max = max.max(max_number(counter, names.iter().map(String::as_str)));
     }
-    Ok(max)
+    Ok(in_use(counter, max, archived))
 }
 
 /// A counter behind its ids: its version, and the highest id number in use.
@@ -123,8 +167,12 @@ pub fn behind(version: i32, max_in_use: u64) -> Option<Behind> {
 ///
 /// # Errors
 /// [`EngineError::NotInitialised`] when the counter does not exist; ZooKeeper failures.
-pub async fn catch_up(session: &Session, counter: &Counter) -> Result<Option<(i32, i32)>> {
-    let max = max_in_use(session, counter).await?;
+pub async fn catch_up(
+    session: &Session,
+    counter: &Counter,
+    archived: &Archived,
+) -> Result<Option<(i32, i32)>> {
+    let max = max_in_use(session, counter, archived).await?;
     let target = i32::try_from(max).map_err(|_| {
         EngineError::Config(format!(
             "{}: ids in use reach {max}, past what a counter version can number",
@@ -168,14 +216,14 @@ pub async fn catch_up(session: &Session, counter: &Counter) -> Result<Option<(i3
 /// # Errors
 /// ZooKeeper failures (e.g. `/counters` itself missing: run `archivist init`); as
 /// [`catch_up`].
-pub async fn recreate(session: &Session, counter: &Counter) -> Result<bool> {
+pub async fn recreate(session: &Session, counter: &Counter, archived: &Archived) -> Result<bool> {
     let options = session.create_options(crate::zk::CreateMode::Persistent);
     let created = match session.client().create(counter.path, b"", &options).await {
         Ok(_) => true,
         Err(crate::zk::Error::NodeExists) => false,
         Err(e) => return Err(EngineError::zk("create", counter.path, e)),
     };
-    catch_up(session, counter).await?;
+    catch_up(session, counter, archived).await?;
     Ok(created)
 }
 
@@ -211,8 +259,9 @@ pub async fn skip_taken(
     counter: &Counter,
     taken: &str,
     what: &str,
+    archived: &Archived,
 ) -> Result<(i32, i32)> {
-    let moved = catch_up(session, counter).await?;
+    let moved = catch_up(session, counter, archived).await?;
     tracing::warn!(
         counter = counter.path,
         exists = %taken,
@@ -245,5 +294,10 @@ mod tests {
         assert_eq!(behind(3, 10).map(|b| b.max_in_use), Some(10));
         assert_eq!(behind(10, 10), None);
         assert_eq!(behind(0, 0), None);
+        let archived = Archived::from_highest_job(Some("j0000000042"));
+        assert_eq!(in_use(&JOBS, 10, &archived), 42);
+        assert_eq!(in_use(&JOBS, 50, &archived), 50);
+        assert_eq!(in_use(&EPISODES, 10, &archived), 10);
+        assert_eq!(Archived::from_highest_job(None), Archived::NONE);
     }
 }

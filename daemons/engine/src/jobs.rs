@@ -4,6 +4,7 @@ use znode_schema::paths;
 use znode_schema::records::{JobEvent, JobProgress, JobRecord, JobRequest};
 use znode_schema::{JobState, SCHEMA_VERSION};
 
+use crate::counter::Archived;
 use crate::error::{EngineError, Result};
 use crate::ops::{self, Mode, Op};
 use crate::session::Session;
@@ -61,11 +62,25 @@ pub async fn read_optional(session: &Session, id: &str) -> Result<Option<(JobRec
 /// (the planner's lease), as one multi. The id comes from `/counters/jobs`, whose version
 /// check in the same multi makes ids unique; a lost race is retried. An id whose nodes
 /// exist already (the counter fell behind) is skipped by moving the counter past the ids
-/// in use ([`crate::counter::catch_up`]), so every pass makes progress.
+/// in use ([`crate::counter::catch_up`]), so every pass makes progress. Nothing
+/// archived is known here: the planner uses [`create_past`].
 pub async fn create(
     session: &Session,
     new: &NewJob,
     by: &str,
+    extra: impl Fn(&str) -> Vec<Op>,
+) -> Result<JobRecord> {
+    create_past(session, new, by, &Archived::NONE, extra).await
+}
+
+/// [`create`], never giving out an id the research archive holds (`archived`, read
+/// from the database): a counter behind it is moved past it first (the archive's ids
+/// have no node in the tree to collide with, so the multi alone would reuse them).
+pub async fn create_past(
+    session: &Session,
+    new: &NewJob,
+    by: &str,
+    archived: &Archived,
     extra: impl Fn(&str) -> Vec<Op>,
 ) -> Result<JobRecord> {
     loop {
@@ -75,6 +90,17 @@ pub async fn create(
                 chroot: session.chroot().to_string(),
                 missing: paths::JOB_COUNTER.to_string(),
             })?;
+        if crate::counter::behind(stat.version, archived.jobs).is_some() {
+            let moved = crate::counter::catch_up(session, &crate::counter::JOBS, archived).await?;
+            tracing::warn!(
+                counter = paths::JOB_COUNTER,
+                archived = %paths::job_id(archived.jobs),
+                for_ = %new.episode,
+                moved = ?moved,
+                "job counter was behind the job ids the research archive holds; moved it past them"
+            );
+            continue;
+        }
         let id = paths::job_id(stat.version as u64 + 1);
         let now = crate::clock::local_now();
         let job = JobRecord {
@@ -133,7 +159,8 @@ pub async fn create(
             Err(e) if crate::counter::taken_id(&crate::counter::JOBS, &e).is_some() => {
                 let taken = crate::counter::taken_id(&crate::counter::JOBS, &e).unwrap_or_default();
                 let what = format!("a new job of episode {} ({id} is taken)", new.episode);
-                crate::counter::skip_taken(session, &crate::counter::JOBS, taken, &what).await?;
+                crate::counter::skip_taken(session, &crate::counter::JOBS, taken, &what, archived)
+                    .await?;
             }
             Err(e) => return Err(e),
         }

@@ -23,7 +23,18 @@ pub struct InitReport {
 /// Creates every persistent directory and `/meta`, and moves any counter that is behind
 /// the ids in use past them (a counter re-created at version 0 must not hand out ids
 /// that exist). Idempotent: safe to run again and concurrently from several daemons.
+/// Knows no archive: `archivist init` uses [`init_past`].
 pub async fn init(session: &Session, created_by: &str) -> Result<InitReport> {
+    init_past(session, created_by, &crate::counter::Archived::NONE).await
+}
+
+/// [`init`], also moving the job counter past the ids the research archive holds
+/// (`archived`, read from the database), so `init` never leaves it behind them.
+pub async fn init_past(
+    session: &Session,
+    created_by: &str,
+    archived: &crate::counter::Archived,
+) -> Result<InitReport> {
     let mut report = InitReport::default();
     let options = session.create_options(zk::CreateMode::Persistent);
     // Issue every create at once (ZooKeeper keeps per-session order, parents first).
@@ -46,7 +57,7 @@ pub async fn init(session: &Session, created_by: &str) -> Result<InitReport> {
     };
     report.new_tree = store::create_if_absent(session, paths::META, &meta).await?;
     for counter in crate::counter::ALL {
-        if let Some((from, to)) = crate::counter::catch_up(session, &counter).await? {
+        if let Some((from, to)) = crate::counter::catch_up(session, &counter, archived).await? {
             tracing::warn!(
                 counter = counter.path,
                 from,

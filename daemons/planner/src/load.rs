@@ -273,6 +273,16 @@ fn put_research(index: &mut Index, path: &str, data: Option<&[u8]>) {
 /// planned the running job's pairs again at once (outside 17d finding 17). With neither
 /// lease nor job readable the pairs are unknown and the lease is left out, said once per
 /// change of the node.
+///
+/// A missing lease is no lease, except for a job still running: in `leased` or
+/// `researching` with its lock held (the lock is ephemeral: it exists while its holder's
+/// session lives). Such a lease was deleted by hand while the researcher works on, and
+/// its pairs count as leased while the lock is held ([`running_without_lease`]); before,
+/// the planner planned the episode again at once and it was researched twice (outside
+/// 17g finding 7). A lease the index already held as expired was revoked by the reaper
+/// (an expired lease of a locked job, docs/protocol.md): it stays gone, so its pairs are
+/// planned again as documented. When the lock goes away the reaper expires the job, its
+/// queue entry moves, and [`apply`] re-checks it here.
 async fn put_lease(
     session: &Session,
     index: &mut Index,
@@ -282,7 +292,18 @@ async fn put_lease(
 ) -> Result<(), EngineError> {
     let job = name_of(path);
     let Some((data, stat)) = found else {
-        index.remove_lease(job);
+        let expired = index
+            .lease_expires(job)
+            .is_some_and(|at| at <= index.now_ms());
+        match running_without_lease(session, job).await? {
+            Some(record) if !expired => {
+                if index.lease_expires(job) != Some(i64::MAX) {
+                    tracing::warn!(job, episode = %record.episode, state = %record.status, path, "lease missing of a running job (deleted by hand?): its pairs count as leased while its lock is held (see `archivist fsck`)");
+                }
+                index.upsert_lease(job, &record.episode, clip_numbers(&record.clips), i64::MAX);
+            }
+            _ => index.remove_lease(job),
+        }
         return Ok(());
     };
     if let Some(r) = decode::<LeaseRecord>(path, data) {
@@ -307,6 +328,26 @@ async fn put_lease(
         Err(e) => return Err(e),
     }
     Ok(())
+}
+
+/// The job `job` if it is running although its lease is missing: in `leased` or
+/// `researching` with its lock held by a live session (an unreadable or missing job is
+/// not).
+async fn running_without_lease(
+    session: &Session,
+    job: &str,
+) -> Result<Option<JobRecord>, EngineError> {
+    let record = match store::read::<JobRecord>(session, &paths::job(job)).await {
+        Ok(Some((record, _))) => record,
+        Ok(None) | Err(EngineError::Record(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !matches!(record.status, JobState::Leased | JobState::Researching) {
+        return Ok(None);
+    }
+    Ok(store::exists(session, &paths::job_lock(job))
+        .await?
+        .map(|_| record))
 }
 
 fn put_job(index: &mut Index, state: JobState, path: &str, data: Option<&[u8]>) {
@@ -352,6 +393,18 @@ pub async fn load(session: &Session, db: &Database, ttl_ms: i64) -> Result<Loade
             ttl_ms,
         )
         .await?;
+    }
+    // Running jobs whose lease node is missing (deleted by hand): `put_lease` decides
+    // whether their pairs count as leased. Their leases were never listed above.
+    for state in [JobState::Leased, JobState::Researching] {
+        for name in store::children(session, &paths::queue(state)).await? {
+            let Ok(entry) = QueueEntry::parse(&name) else {
+                continue;
+            };
+            if index.lease_expires(&entry.job).is_none() {
+                put_lease(session, &mut index, &paths::lease(&entry.job), None, ttl_ms).await?;
+            }
+        }
     }
     for state in BLOCKING_STATES {
         let job_paths: Vec<String> = store::children(session, &paths::queue(state))
@@ -440,6 +493,26 @@ pub async fn apply(
                     &job_path,
                     found.as_ref().map(|(d, _)| d.as_slice()),
                 );
+            }
+        }
+        // A running job leaving `leased`/`researching` whose lease the index holds
+        // without its node (a lease deleted by hand, see `put_lease`): re-check it, so
+        // its pairs are planned again once it is expired or done.
+        Node::QueueEntry(JobState::Leased | JobState::Researching, entry) if deleted => {
+            let Ok(entry) = QueueEntry::parse(entry) else {
+                return Ok(node);
+            };
+            if index.lease_expires(&entry.job) == Some(i64::MAX) {
+                let lease_path = paths::lease(&entry.job);
+                let found = store::read_raw(session, &lease_path).await?;
+                put_lease(
+                    session,
+                    index,
+                    &lease_path,
+                    found.as_ref().map(|(d, s)| (d.as_slice(), s)),
+                    ttl_ms,
+                )
+                .await?;
             }
         }
         Node::QueueEntry(..) | Node::Researcher | Node::Other => {}

@@ -389,7 +389,16 @@ impl Planner {
                 }],
             }
         };
-        let job = match jobs::create(&self.session, &new, &self.by, lease_op).await {
+        // The archive's highest job id, read before each job (one indexed probe): a job
+        // counter moved back must not re-issue an id the archive holds.
+        let archived = archivist_engine::counter::Archived::from_highest_job(
+            archivist_db::research::highest_job(&self.db)
+                .await
+                .map_err(crate::load::db_error)?
+                .as_deref(),
+        );
+        let job = match jobs::create_past(&self.session, &new, &self.by, &archived, lease_op).await
+        {
             Ok(job) => job,
             Err(e) => {
                 // On connection loss the multi may have applied unseen: reload. A failed

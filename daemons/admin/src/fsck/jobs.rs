@@ -275,6 +275,25 @@ pub(super) fn check_leases(
             faults.push(Fault::new(FaultKind::PendingWithoutLease, Severity::Warning, &node.path, "pending without a lease: no researcher can claim it; the reaper expires it after the work-item TTL").job(id));
         }
     }
+    let locked: BTreeSet<&str> = ix.locks.iter().map(|(id, _)| *id).collect();
+    for (id, (node, job)) in &ix.jobs {
+        let Some(job) = job else { continue };
+        let running = matches!(job.status, JobState::Leased | JobState::Researching);
+        if running && !leased.contains(id) && locked.contains(id) {
+            faults.push(
+                Fault::new(
+                    FaultKind::RunningWithoutLease,
+                    Severity::Warning,
+                    &node.path,
+                    format!(
+                        "{} ({}, locked by its researcher) has no lease (deleted by hand?): the planner counts its pairs as leased while the lock is held and the researcher reports on; if it is stuck, `archivist cancel {id}` or stop its researcher (the reaper then expires it)",
+                        id, job.status
+                    ),
+                )
+                .job(id),
+            );
+        }
+    }
 }
 
 /// A report belongs to its job (`<job>-<clip>`): only that job can have it recorded, so a

@@ -85,6 +85,10 @@ pub enum FaultKind {
     LeaseMismatch,
     /// A pending job without a lease: no researcher can claim it (warning).
     PendingWithoutLease,
+    /// A running job (`leased`/`researching`, locked by its researcher) without a lease
+    /// (deleted by hand, warning): the planner counts its pairs as leased while the lock
+    /// is held (outside 17g finding 7); `fsck` names it and what to do.
+    RunningWithoutLease,
     /// A pending job whose lock has been held for a while (warning): a claim holds it a
     /// moment only, so its holder may have lost track of it (a create whose reply was
     /// lost, docs/protocol.md "Lost replies"); the job waits until that session ends.
@@ -131,6 +135,7 @@ impl FaultKind {
                 | FaultKind::LeaseWithoutJob
                 | FaultKind::LeaseMismatch
                 | FaultKind::PendingWithoutLease
+                | FaultKind::RunningWithoutLease
                 | FaultKind::ReportWithoutJob
                 | FaultKind::StaleLock
         )
@@ -138,12 +143,15 @@ impl FaultKind {
 }
 
 /// Every fault one read of the tree shows, by kind then path.
-/// The ids of the catalog's episodes and clips (the database's, since issue 22), which
-/// research records are checked against.
+/// What the database holds that the tree is checked against: the ids of the catalog's
+/// episodes and clips (the database's, since issue 22), which research records are
+/// checked against, and the research archive's highest job id, which the job counter
+/// must be past (outside 17g finding 3).
 #[derive(Debug, Default)]
 pub(super) struct CatalogIds {
     pub(super) episodes: std::collections::BTreeSet<String>,
     pub(super) clips: std::collections::BTreeSet<String>,
+    pub(super) archived: archivist_engine::counter::Archived,
 }
 
 impl CatalogIds {
@@ -158,6 +166,9 @@ impl CatalogIds {
                 .await?
                 .into_iter()
                 .collect(),
+            archived: archivist_engine::counter::Archived::from_highest_job(
+                archivist_db::research::highest_job(db).await?.as_deref(),
+            ),
         })
     }
 }
@@ -178,7 +189,7 @@ fn findings(
     check_pauses(nodes, &mut faults);
     check_members(nodes, &mut faults);
     check_directories(nodes, &mut faults);
-    check_counters(&ix, &mut faults);
+    check_counters(&ix, &catalog.archived, &mut faults);
     check_research(&ix, catalog, &mut faults);
     check_catalog(nodes, &mut faults);
     faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));

@@ -57,13 +57,28 @@ pub(super) fn check_nodes(nodes: &[RawNode], settings: &AdminSettings, faults: &
     }
 }
 
-pub(super) fn check_counters(ix: &Index<'_>, faults: &mut Vec<Fault>) {
+/// A counter missing, or behind the ids in use: the tree's and, for jobs, the research
+/// archive's (`counter::in_use`, the one rule).
+pub(super) fn check_counters(
+    ix: &Index<'_>,
+    archived: &counter::Archived,
+    faults: &mut Vec<Fault>,
+) {
     for c in counter::ALL {
         let names = ix.nodes.iter().filter_map(|n| {
             let (dir, name) = n.path.rsplit_once('/')?;
             (dir == c.records_dir()).then_some(name)
         });
-        let max = counter::max_number(&c, names);
+        let in_tree = counter::max_number(&c, names);
+        let max = counter::in_use(&c, in_tree, archived);
+        let from_archive = if max > in_tree {
+            format!(
+                " (the research archive holds {}{max:010}, which the reaper's retention deleted from the tree)",
+                c.prefix
+            )
+        } else {
+            String::new()
+        };
         let Some(node) = ix.nodes.iter().find(|n| n.path == c.path) else {
             faults.push(
                 Fault::new(
@@ -71,12 +86,15 @@ pub(super) fn check_counters(ix: &Index<'_>, faults: &mut Vec<Fault>) {
                     Severity::Error,
                     c.path,
                     format!(
-                        "missing: no new id can be given (ids up to {max} are in use); `archivist init` or `fsck --repair` re-creates it"
+                        "missing: no new id can be given (ids up to {max} are in use{from_archive}); `archivist init` or `fsck --repair` re-creates it"
                     ),
                 )
                 .plan(
                     format!("create it at version {max}"),
-                    Plan::Recreate { counter: c.path },
+                    Plan::Recreate {
+                        counter: c.path,
+                        archived: *archived,
+                    },
                 ),
             );
             continue;
@@ -88,7 +106,7 @@ pub(super) fn check_counters(ix: &Index<'_>, faults: &mut Vec<Fault>) {
                     Severity::Error,
                     c.path,
                     format!(
-                        "at version {} (next id {}), but ids up to {} are in use: new ids would collide",
+                        "at version {} (next id {}), but ids up to {} are in use{from_archive}: new ids would collide",
                         behind.version,
                         i64::from(behind.version) + 1,
                         behind.max_in_use
@@ -96,7 +114,10 @@ pub(super) fn check_counters(ix: &Index<'_>, faults: &mut Vec<Fault>) {
                 )
                 .plan(
                     format!("move it to version {}", behind.max_in_use),
-                    Plan::CatchUp { counter: c.path },
+                    Plan::CatchUp {
+                        counter: c.path,
+                        archived: *archived,
+                    },
                 ),
             );
         }

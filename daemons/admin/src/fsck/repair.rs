@@ -13,11 +13,18 @@ pub(super) enum Plan {
         version: Option<i32>,
         unless: Option<String>,
     },
-    /// Move an id counter past the ids in use (`archivist_engine::counter::catch_up`).
-    CatchUp { counter: &'static str },
+    /// Move an id counter past the ids in use, the archive's included
+    /// (`archivist_engine::counter::catch_up`).
+    CatchUp {
+        counter: &'static str,
+        archived: counter::Archived,
+    },
     /// Re-create a missing id counter past the ids in use
     /// (`archivist_engine::counter::recreate`).
-    Recreate { counter: &'static str },
+    Recreate {
+        counter: &'static str,
+        archived: counter::Archived,
+    },
     /// Put a job in the queue of its status only, at the job's version.
     Requeue {
         job: String,
@@ -29,22 +36,28 @@ pub(super) enum Plan {
 
 pub(super) async fn apply(session: &Session, plan: &Plan) -> std::result::Result<(), String> {
     match plan {
-        Plan::CatchUp { counter: path } => {
+        Plan::CatchUp {
+            counter: path,
+            archived,
+        } => {
             let c = counter::ALL
                 .into_iter()
                 .find(|c| c.path == *path)
                 .ok_or_else(|| format!("{path} is not a counter"))?;
-            counter::catch_up(session, &c)
+            counter::catch_up(session, &c, archived)
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         }
-        Plan::Recreate { counter: path } => {
+        Plan::Recreate {
+            counter: path,
+            archived,
+        } => {
             let c = counter::ALL
                 .into_iter()
                 .find(|c| c.path == *path)
                 .ok_or_else(|| format!("{path} is not a counter"))?;
-            counter::recreate(session, &c)
+            counter::recreate(session, &c, archived)
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string())

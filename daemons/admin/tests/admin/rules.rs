@@ -509,3 +509,102 @@ async fn a_refusal_for_a_hand_made_lock_says_it_never_goes_and_what_to_delete() 
     );
     assert_eq!(read(&s, &failed.id).await.0.status, JobState::Failed);
 }
+
+/// Outside 17g finding 3: `fsck` checked the job counter only against the ids left in
+/// ZooKeeper, while the research archive keeps the ids of jobs the reaper deleted; a
+/// counter behind those was "clean" and `--repair` stopped short of them. On each
+/// database backend.
+#[tokio::test]
+async fn fsck_flags_a_job_counter_behind_the_research_archive_and_repairs_past_it() {
+    for (_c, s, db) in archivist_testkit::db::fresh_stores("rules-counter-archive").await {
+        fixtures::job(&s, "e0000001", &["c000001"]).await;
+        archivist_db::research::update(&db, "e0000002", |r| {
+            r.runs.push(archivist_engine::schema::records::ResearchRun {
+                job: paths::job_id(9),
+                researcher: "r-old".into(),
+                at: time::OffsetDateTime::UNIX_EPOCH,
+                clips: [1].into_iter().collect(),
+            });
+        })
+        .await
+        .unwrap();
+        let report = fsck::fsck(&s, &db, &AdminSettings::default(), false, &Silent)
+            .await
+            .unwrap();
+        let fault = report
+            .faults
+            .iter()
+            .find(|f| f.path == paths::JOB_COUNTER)
+            .unwrap_or_else(|| panic!("no fault on /counters/jobs: {:#?}", report.faults));
+        assert_eq!(fault.kind, fsck::FaultKind::CounterBehind);
+        assert!(
+            fault.detail.contains("ids up to 9") && fault.detail.contains("j0000000009"),
+            "{}",
+            fault.detail
+        );
+        let repaired = fsck::fsck(&s, &db, &AdminSettings::default(), true, &Silent)
+            .await
+            .unwrap();
+        assert!(repaired.is_clean(), "{:#?}", repaired.faults);
+        let stat = store::exists(&s, paths::JOB_COUNTER)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stat.version, 9, "{:?}", db.backend());
+        // `init` never leaves the counter behind the archive either.
+        s.client().delete(paths::JOB_COUNTER, None).await.unwrap();
+        let archived = archivist_engine::counter::Archived::from_highest_job(
+            archivist_db::research::highest_job(&db)
+                .await
+                .unwrap()
+                .as_deref(),
+        );
+        archivist_engine::tree::init_past(&s, "test", &archived)
+            .await
+            .unwrap();
+        let stat = store::exists(&s, paths::JOB_COUNTER)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stat.version, 9);
+    }
+}
+
+/// Outside 17g finding 7: `fsck` said nothing about a running job whose lease was
+/// deleted by hand. It names the job and what to do (a warning: the planner counts its
+/// pairs as leased while the lock is held).
+#[tokio::test]
+async fn fsck_names_a_running_job_without_a_lease() {
+    let (config, s) = archivist_testkit::fresh_tree("rules-running-no-lease").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    drive(&s, &job.id, &[JobState::Leased], "").await;
+    let researcher = archivist_testkit::another_session(&config).await;
+    let _lock = JobLock::try_acquire(&researcher, &job.id, "r1")
+        .await
+        .unwrap()
+        .unwrap();
+    let _ = s.client().delete(&paths::lease(&job.id), None).await;
+    let report = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
+    let fault = report
+        .faults
+        .iter()
+        .find(|f| f.kind == fsck::FaultKind::RunningWithoutLease)
+        .unwrap_or_else(|| panic!("no running_without_lease: {:#?}", report.faults));
+    assert_eq!(fault.job.as_deref(), Some(job.id.as_str()));
+    assert_eq!(fault.severity, fsck::Severity::Warning);
+    assert!(
+        fault
+            .detail
+            .contains(&format!("archivist cancel {}", job.id)),
+        "{}",
+        fault.detail
+    );
+}

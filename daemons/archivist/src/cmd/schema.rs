@@ -34,11 +34,19 @@ pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
         db.shown_url(),
         db.schema_version().await?
     );
+    // The research archive's highest job id: `init` never leaves the job counter behind
+    // it (a counter re-created at 0 after the reaper deleted old jobs would re-issue them).
+    let archived = archivist_engine::counter::Archived::from_highest_job(
+        archivist_db::research::highest_job(&db).await?.as_deref(),
+    );
     db.close().await;
     let session = Session::connect(&zk_config(global)?).await?;
-    let report =
-        archivist_engine::tree::init(&session, concat!("archivist ", env!("CARGO_PKG_VERSION")))
-            .await?;
+    let report = archivist_engine::tree::init_past(
+        &session,
+        concat!("archivist ", env!("CARGO_PKG_VERSION")),
+        &archived,
+    )
+    .await?;
     if report.new_tree {
         outln!(
             "initialised a new tree under {} ({} nodes created)",

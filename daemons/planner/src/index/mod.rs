@@ -354,6 +354,11 @@ impl Index {
         self.recompute(slot);
     }
 
+    /// When the lease of `job` the index holds expires (`None`: it holds none).
+    pub fn lease_expires(&self, job: &str) -> Option<i64> {
+        self.leases.get(job).map(|l| l.expires_ms)
+    }
+
     /// Forgets a lease (its node was deleted).
     pub fn remove_lease(&mut self, job: &str) {
         let Some(old) = self.leases.remove(job) else {

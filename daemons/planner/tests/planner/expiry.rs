@@ -244,3 +244,73 @@ async fn an_undecodable_lease_keeps_its_jobs_pairs_leased_until_its_node_age_pas
         assert_eq!(report.created[0].clips, first.clips);
     }
 }
+
+/// Outside 17g finding 7: a running job's lease deleted by hand (the job `leased`, its
+/// lock held by a live researcher) was taken for no lease, and the planner planned the
+/// episode again at once: researched twice. Its pairs now count as leased while the lock
+/// is held; once the lock is gone and the job expired (the reaper's move, made here by
+/// hand), they are planned again.
+#[tokio::test]
+async fn a_deleted_lease_of_a_running_locked_job_keeps_its_pairs_leased_until_the_lock_goes() {
+    for (config, session, db) in stores("expiry-deleted-lease").await {
+        register_researcher(&session, "r1", 4).await;
+        let (mut planner, first) = one_waiting_item(&session, &db).await;
+        let running = archivist_testkit::place_job(&session, first.clone(), JobState::Leased).await;
+        let researcher = archivist_testkit::another_session(&config).await;
+        let lock = archivist_engine::lock::JobLock::try_acquire(&researcher, &first.id, "r1")
+            .await
+            .unwrap()
+            .expect("the researcher's lock");
+        session
+            .client()
+            .delete(&paths::lease(&first.id), None)
+            .await
+            .unwrap();
+        planner.wait(Duration::from_millis(150)).await.unwrap();
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert!(
+            report.created.is_empty(),
+            "the running job's pairs were planned again: {:?}",
+            report.created
+        );
+        // A planner started now (no lease ever seen) counts them as leased too.
+        let mut fresh = archivist_planner::Planner::start(&session, &db, settings(), "p2")
+            .await
+            .unwrap();
+        let report = fresh.round(&CancellationToken::new()).await.unwrap();
+        assert!(report.created.is_empty(), "{:?}", report.created);
+        drop(fresh);
+        // The researcher goes (its lock with its session) and the job is expired.
+        drop(lock);
+        assert!(researcher.close(Duration::from_secs(5)).await);
+        let (job, version) = jobs::read(&session, &first.id).await.unwrap();
+        let mut expired = job.clone();
+        expired.status = JobState::Expired;
+        let entry = running.queue_entry().name();
+        archivist_engine::ops::commit(
+            &session,
+            &[
+                archivist_engine::ops::Op::SetData {
+                    path: paths::job(&first.id),
+                    data: store::encode(&paths::job(&first.id), &expired).unwrap(),
+                    version: Some(version),
+                },
+                archivist_engine::ops::Op::Delete {
+                    path: paths::queue_entry(JobState::Leased, &entry),
+                    version: None,
+                },
+                archivist_engine::ops::Op::Create {
+                    path: paths::queue_entry(JobState::Expired, &entry),
+                    data: Vec::new(),
+                    mode: archivist_engine::ops::Mode::Persistent,
+                },
+            ],
+        )
+        .await
+        .unwrap();
+        planner.wait(Duration::from_millis(150)).await.unwrap();
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert_eq!(report.created.len(), 1, "{report:?}");
+        assert_eq!(report.created[0].clips, first.clips);
+    }
+}

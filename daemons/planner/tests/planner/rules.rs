@@ -339,3 +339,44 @@ async fn a_deleted_queue_directory_or_clock_says_run_init_and_does_not_reload_th
         );
     }
 }
+
+/// Outside 17g finding 3: the reaper deletes recorded jobs after its retention, the
+/// research archive keeps their ids for ever; a job counter moved back (re-created at 0,
+/// or restored from an old backup) then re-issued an archived id, so one job id named
+/// two episodes in `results`/`export`. The archive's highest job id is in use too.
+#[tokio::test]
+async fn a_job_counter_moved_back_does_not_reissue_ids_the_research_archive_holds() {
+    for (_config, session, db) in stores("rules-counter-archive").await {
+        put_episode(&session, &db, 1, 0, BASE_MS, false).await;
+        put_clip(&session, &db, 1, 0, BASE_MS, false).await;
+        register_researcher(&session, "r1", 1).await;
+        // An episode researched long ago by job 7, whose node the reaper has deleted.
+        archivist_db::research::update(&db, "e0000099", |r| {
+            r.runs.push(archivist_engine::schema::records::ResearchRun {
+                job: paths::job_id(7),
+                researcher: "r-old".into(),
+                at: time::OffsetDateTime::UNIX_EPOCH,
+                clips: [1].into_iter().collect(),
+            });
+        })
+        .await
+        .unwrap();
+        reset_job_counter(&session).await;
+        let mut planner = Planner::start(&session, &db, settings(), "p")
+            .await
+            .unwrap();
+        let round = planner.round(&CancellationToken::new()).await.unwrap();
+        assert_eq!(round.created.len(), 1, "{round:?}");
+        assert_eq!(
+            round.created[0].id,
+            paths::job_id(8),
+            "the archive holds j0000000007: the next job must come after it ({:?})",
+            db.backend()
+        );
+        let counter = store::exists(&session, paths::JOB_COUNTER)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(counter.version, 8);
+    }
+}
