@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyConnection;
-use sqlx::{AnyPool, Executor};
+use sqlx::{AnyPool, Connection, Executor};
 
 pub mod catalog;
 pub mod error;
@@ -124,11 +124,22 @@ impl Database {
                 })
             })
             .connect(&url)
-            .await
-            .map_err(|source| DbError::Connect {
-                url: shown.clone(),
-                source,
-            })?;
+            .await;
+        let pool = match pool {
+            Ok(pool) => pool,
+            Err(sqlx::Error::PoolTimedOut) => {
+                // The pool retries a failing connect until its timeout and then says only
+                // "pool timed out": one direct attempt names the cause (connection
+                // refused, bad password, disk full, read-only file).
+                let source = match tokio::time::timeout(timeout, AnyConnection::connect(&url)).await
+                {
+                    Ok(Err(cause)) => cause,
+                    _ => sqlx::Error::PoolTimedOut,
+                };
+                return Err(DbError::Connect { url: shown, source });
+            }
+            Err(source) => return Err(DbError::Connect { url: shown, source }),
+        };
         let db = Database {
             pool,
             backend,

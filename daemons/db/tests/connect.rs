@@ -102,3 +102,18 @@ async fn errors_name_the_database_without_its_password() {
         .expect_err("cannot create");
     assert!(err.to_string().contains("/proc/archivist"), "{err}");
 }
+
+/// Outside try of #22, finding 9: a server that refuses connections was reported as
+/// "pool timed out while waiting for an open connection", the cause only in a log line.
+#[tokio::test]
+async fn an_unreachable_server_is_named_as_such_not_as_a_pool_timeout() {
+    let err = Database::connect_within(
+        "postgres://archivist:secret@127.0.0.1:1/archivist",
+        std::time::Duration::from_secs(2),
+    )
+    .await
+    .expect_err("nothing listens on port 1");
+    let message = err.to_string();
+    assert!(message.to_lowercase().contains("refused"), "{message}");
+    assert!(!message.contains("secret"), "{message}");
+}
