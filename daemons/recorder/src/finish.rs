@@ -6,6 +6,7 @@
 //! (`reported -> failed`, "report unusable: ...", lease deleted, report kept), so an
 //! operator looks at it; contention only hands the job back for a later try.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use archivist_engine::consumer::{Claimed, Step};
@@ -16,6 +17,7 @@ use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{jobs, store as zkstore, EngineError, Session};
 
+use crate::backoff::DatabaseBackoff;
 use crate::error::RecorderError;
 use crate::settings::RecorderSettings;
 use crate::store;
@@ -27,6 +29,7 @@ pub struct FinishStep {
     settings: RecorderSettings,
     db: Database,
     by: String,
+    backoff: Arc<DatabaseBackoff>,
 }
 
 impl FinishStep {
@@ -36,6 +39,7 @@ impl FinishStep {
             settings,
             db,
             by: by.into(),
+            backoff: Arc::default(),
         }
     }
 }
@@ -53,6 +57,9 @@ pub enum Finished {
     /// The job moved meanwhile, or the reports stayed contended: lock released, nothing
     /// else done.
     HandedBack,
+    /// The database refused the store (down, full, read-only): lock released, the
+    /// reports wait; the step waits before its slot takes another job.
+    DatabaseFailed,
 }
 
 /// The names of `job`'s reports still in `/reports`.
@@ -151,7 +158,7 @@ pub async fn finish(
                         // Not the job's fault: its reports wait for the database.
                         tracing::warn!(job = %job_id, episode = %claimed.job.episode, state = %claimed.job.status, error = %e, "storing reports in the database failed; job handed back");
                         claimed.lock.clone().release(session).await?;
-                        return Ok(Finished::HandedBack);
+                        return Ok(Finished::DatabaseFailed);
                     }
                     Err(e) => return Err(unusable(e)),
                 }
@@ -195,8 +202,18 @@ pub async fn finish(
 
 impl Step for FinishStep {
     async fn run(&self, claimed: Claimed) -> Result<(), EngineError> {
-        finish(&claimed, &self.db, &self.settings, &self.by)
-            .await
-            .map(|_| ())
+        match finish(&claimed, &self.db, &self.settings, &self.by).await? {
+            Finished::DatabaseFailed => {
+                let wait = self.backoff.failed();
+                tracing::warn!(
+                    wait_s = wait.as_secs(),
+                    "the database refused a store; waiting before the next job"
+                );
+                tokio::time::sleep(wait).await;
+            }
+            Finished::Recorded { .. } => self.backoff.succeeded(),
+            Finished::Failed | Finished::HandedBack => {}
+        }
+        Ok(())
     }
 }

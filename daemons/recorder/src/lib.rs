@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod archive;
+pub mod backoff;
 pub mod daemon;
 pub mod error;
 pub mod finish;
