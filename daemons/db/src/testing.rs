@@ -16,3 +16,16 @@ pub async fn damage_research_runs(db: &Database, episode: &str) -> Result<u64, D
         .context(|| format!("damaging the runs of episode {episode}"))?;
     Ok(done.rows_affected())
 }
+
+/// Deletes every row of `episode`'s research, as an operator repairing a damaged
+/// record by hand would (its pairs are researched again).
+pub async fn forget_research(db: &Database, episode: &str) -> Result<(), DbError> {
+    for table in ["research_runs", "found", "clip_errors", "research"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE episode = $1"))
+            .bind(episode)
+            .execute(db.pool())
+            .await
+            .context(|| format!("deleting the {table} rows of episode {episode}"))?;
+    }
+    Ok(())
+}
