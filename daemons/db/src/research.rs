@@ -68,6 +68,12 @@ fn from_ms(ms: i64, what: &str) -> Result<OffsetDateTime, DbError> {
     })
 }
 
+/// Where an episode's research is, in words, for a report that names a record that
+/// does not decode (`status`, `fsck`): one spelling everywhere.
+pub fn place(episode: &str) -> String {
+    format!("database research of {episode}")
+}
+
 /// One episode's research, `None` if it has none.
 pub async fn read(db: &Database, episode: &str) -> Result<Option<ResearchRecord>, DbError> {
     let mut conn = db

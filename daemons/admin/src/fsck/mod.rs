@@ -6,8 +6,8 @@
 //! so a stale lock is one on a failed, held or finished job); leases reference existing
 //! jobs, last a positive time and are not overdue by more than the reaper's interval;
 //! reports belong to existing jobs; no
-//! id counter is behind the ids of the records it numbers; research records match the
-//! catalog; no two episodes (or clips) share a media URL and every media-URL alias points
+//! id counter is behind the ids of the records it numbers; the research archive (in the
+//! database) parses and matches the catalog; no two episodes (or clips) share a media URL and every media-URL alias points
 //! at a record holding that URL; node sizes are under the limits; every node's data parses. Without `repair`
 //! nothing is written (the read-only role can run it): ZooKeeper's time is then the
 //! newest time seen on the tree, a lower bound.
@@ -137,7 +137,6 @@ impl FaultKind {
     }
 }
 
-/// Every fault one read of the tree shows, by kind then path.
 /// The ids of the catalog's episodes and clips (the database's, since issue 22), which
 /// research records are checked against.
 #[derive(Debug, Default)]
@@ -162,12 +161,9 @@ impl CatalogIds {
     }
 }
 
-fn findings(
-    nodes: &[tree::RawNode],
-    catalog: &CatalogIds,
-    settings: &AdminSettings,
-    now_ms: i64,
-) -> Vec<Fault> {
+/// Every fault one read of the tree shows, by kind then path (the research archive,
+/// in the database, is checked apart: [`check_research`]).
+fn findings(nodes: &[tree::RawNode], settings: &AdminSettings, now_ms: i64) -> Vec<Fault> {
     let mut faults = Vec::new();
     check_nodes(nodes, settings, &mut faults);
     let ix = index(nodes);
@@ -179,7 +175,6 @@ fn findings(
     check_members(nodes, &mut faults);
     check_directories(nodes, &mut faults);
     check_counters(&ix, &mut faults);
-    check_research(&ix, catalog, &mut faults);
     check_catalog(nodes, &mut faults);
     faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
     faults
@@ -327,7 +322,7 @@ pub async fn fsck(
             .unwrap_or(0)
     });
     let catalog = CatalogIds::read(db).await?;
-    let mut faults = findings(&nodes, &catalog, settings, now_ms);
+    let mut faults = findings(&nodes, settings, now_ms);
     if faults.iter().any(|f| f.kind.may_be_in_flight()) {
         // The walk is not atomic: a job moving between queues while it was read looks
         // like a job in no queue, in the wrong one, or an entry without its job. A real
@@ -335,7 +330,7 @@ pub async fn fsck(
         // if it is found again with its job at the same version (every move of a job
         // writes the job, so a job that moved meanwhile has another version).
         let again = tree::walk(session, settings, "/", progress).await?;
-        let confirmed = findings(&again, &catalog, settings, now_ms);
+        let confirmed = findings(&again, settings, now_ms);
         let (first, second) = (index(&nodes), index(&again));
         let version = |ix: &index::Index<'_>, job: Option<&str>| {
             job.and_then(|j| ix.jobs.get(j).map(|(node, _)| node.stat.version))
@@ -348,6 +343,9 @@ pub async fn fsck(
                 })
         });
     }
+    // The research archive is in the database (issue 22): checked once, by pages.
+    check_research(db, &catalog, settings, &mut faults).await?;
+    faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
     if repair {
         for fault in faults.iter_mut() {
             let Some(plan) = fault.plan.clone() else {

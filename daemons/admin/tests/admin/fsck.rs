@@ -508,3 +508,50 @@ async fn hand_made_pauses_of_states_nothing_claims_from_are_flagged_not_shown_as
         assert!(store::exists(&s, path).await.unwrap().is_none(), "{path}");
     }
 }
+
+#[tokio::test]
+async fn the_research_archive_is_checked_in_the_database() {
+    // Issue 22: fsck reads research from the database, a page at a time. A record that
+    // does not parse there, and one about an episode the catalog lacks, are both found
+    // and named by episode, whatever ZooKeeper holds.
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-research-db").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    let damaged = fixtures::episode(&s, 2, "Two").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::research(&s, &e, "j0000000042", &[1], &[(1, 3.0, 0.9)]).await;
+    fixtures::research(&s, &damaged, "j0000000043", &[1], &[]).await;
+    fixtures::research(&s, "e0000077", "j0000000044", &[1], &[]).await;
+    archivist_db::testing::damage_research_runs(&db, &damaged)
+        .await
+        .unwrap();
+    let settings = AdminSettings {
+        batch_size: 1,
+        ..AdminSettings::default()
+    };
+    let report = fsck::fsck(&s, &db, &settings, false, &Silent)
+        .await
+        .unwrap();
+    let research: Vec<(FaultKind, &str)> = report
+        .faults
+        .iter()
+        .filter(|f| f.path.starts_with("database research"))
+        .map(|f| (f.kind, f.path.as_str()))
+        .collect();
+    assert_eq!(
+        research,
+        [
+            (
+                FaultKind::Unparsable,
+                archivist_db::research::place(&damaged).as_str()
+            ),
+            (
+                FaultKind::ResearchMismatch,
+                archivist_db::research::place("e0000077").as_str()
+            ),
+        ],
+        "{:#?}",
+        report.faults
+    );
+    assert_eq!(report.errors, 2, "{:#?}", report.faults);
+}

@@ -69,7 +69,10 @@ pub fn spawn_reaper(
         Identity::named("reaper", name),
         shutdown.clone(),
     );
-    tokio::spawn(async move { reaper::run(&config, settings, identity, shutdown).await })
+    tokio::spawn(async move {
+        let db = db_for(&config).await;
+        reaper::run(&config, &db, settings, identity, shutdown).await
+    })
 }
 
 /// Moves a `researching` job to `reported` by the table, standing in for the
