@@ -111,10 +111,6 @@ fn admin_readers_read_a_catalog_curated_only_into_the_database() {
             archivist_db::research::update(&db, episode, |r| *r = record.clone())
                 .await
                 .unwrap();
-            let path = archivist_engine::schema::paths::research(episode);
-            archivist_engine::store::create_if_absent(&session, &path, &record)
-                .await
-                .unwrap();
         }
         db.close().await;
         (episodes, clips[0].clone())

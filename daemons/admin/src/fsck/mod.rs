@@ -57,8 +57,9 @@ pub enum FaultKind {
     Unparsable,
     /// A node's data is over ZooKeeper's limit.
     TooLarge,
-    /// A research record is large (warning).
-    LargeResearch,
+    /// A catalog or research record left in ZooKeeper by a tree from before the
+    /// database (warning): `archivist migrate`, then delete it.
+    OldTreeRecord,
     /// A node the schema does not know (warning).
     UnknownNode,
     /// A job's id differs from its node name.
@@ -165,7 +166,7 @@ impl CatalogIds {
 /// in the database, is checked apart: [`check_research`]).
 fn findings(nodes: &[tree::RawNode], settings: &AdminSettings, now_ms: i64) -> Vec<Fault> {
     let mut faults = Vec::new();
-    check_nodes(nodes, settings, &mut faults);
+    check_nodes(nodes, &mut faults);
     let ix = index(nodes);
     check_queues(&ix, &mut faults);
     check_locks(&ix, settings, now_ms, &mut faults);

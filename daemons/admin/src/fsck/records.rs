@@ -18,7 +18,24 @@ use crate::tree::{self, RawNode};
 use super::index::{parts, Index};
 use super::{CatalogIds, Fault, FaultKind, Plan, Severity};
 
-pub(super) fn check_nodes(nodes: &[RawNode], settings: &AdminSettings, faults: &mut Vec<Fault>) {
+/// A record under `/catalog/{episodes,clips,aliases}` or `/research`: written only by
+/// trees from before issue 22, read only by `archivist migrate`.
+fn is_old_archive(path: &str) -> bool {
+    [
+        paths::EPISODES,
+        paths::CLIPS,
+        paths::ALIASES,
+        paths::RESEARCH,
+    ]
+    .iter()
+    .any(|dir| {
+        path.strip_prefix(dir)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+    })
+}
+
+pub(super) fn check_nodes(nodes: &[RawNode], faults: &mut Vec<Fault>) {
     for node in nodes {
         let size = node.data.len();
         if size > MAX_NODE_BYTES {
@@ -46,15 +63,12 @@ pub(super) fn check_nodes(nodes: &[RawNode], settings: &AdminSettings, faults: &
                 error,
             ));
         }
-        if node.path.starts_with("/research/") && size > settings.research_warn_bytes {
+        if is_old_archive(&node.path) {
             faults.push(Fault::new(
-                FaultKind::LargeResearch,
+                FaultKind::OldTreeRecord,
                 Severity::Warning,
                 &node.path,
-                format!(
-                    "{size} bytes (warning threshold {} bytes)",
-                    settings.research_warn_bytes
-                ),
+                "a catalog or research record of a tree from before the database (issue 22): no daemon reads it; run `archivist migrate` (it moves it into the database and verifies), then delete it (`archivist migrate --delete-zk`)",
             ));
         }
     }

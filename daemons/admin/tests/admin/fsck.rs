@@ -555,3 +555,40 @@ async fn the_research_archive_is_checked_in_the_database() {
     );
     assert_eq!(report.errors, 2, "{:#?}", report.faults);
 }
+
+#[tokio::test]
+async fn an_old_trees_catalog_and_research_are_migrate_then_delete_warnings() {
+    // Issue 22: nothing writes or reads `/catalog/*` and `/research/*` but `archivist
+    // migrate`; a tree from before keeps them until migrated. fsck says what to do,
+    // as a warning (the tree is not broken).
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-old-tree").await;
+    let e = fixtures::zk_episode(&s, 1, "One").await;
+    let research = paths::research(&e);
+    fixtures::raw(
+        &s,
+        &research,
+        format!("schema: 1\nepisode: {e}\nruns: []\n").as_bytes(),
+    )
+    .await;
+    let report = check(&s, false).await;
+    let old: Vec<(&str, fsck::Severity)> = report
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::OldTreeRecord)
+        .map(|f| (f.path.as_str(), f.severity))
+        .collect();
+    assert_eq!(
+        old,
+        [
+            (paths::episode(&e).as_str(), fsck::Severity::Warning),
+            (research.as_str(), fsck::Severity::Warning),
+        ],
+        "{:#?}",
+        report.faults
+    );
+    assert!(report
+        .faults
+        .iter()
+        .all(|f| f.kind != FaultKind::OldTreeRecord || f.detail.contains("archivist migrate")));
+    assert_eq!(report.errors, 0, "{:#?}", report.faults);
+}
