@@ -81,11 +81,6 @@ fn admin_readers_read_a_catalog_curated_only_into_the_database() {
                 .unwrap();
         assert_eq!((episodes.len(), clips.len()), (2, 1));
         let number = archivist_engine::schema::paths::clip_number(&clips[0]).unwrap();
-        let session = archivist_engine::Session::connect(
-            &archivist_engine::ZkConfig::new(&env.zk).with_chroot(&env.chroot),
-        )
-        .await
-        .unwrap();
         // Research as the recorder stores it: the clip found in the first episode and
         // researched (not found) in the second.
         for (i, episode) in episodes.iter().enumerate() {
