@@ -20,9 +20,6 @@ pub struct AdminSettings {
     /// How far past its expiry a lease may be before `fsck` calls it a fault (the
     /// reaper's interval), in seconds. Defaults to 5 s.
     pub reaper_interval_s: u64,
-    /// Research records over this size draw a warning from `fsck`, in bytes. Defaults to
-    /// 100 KB.
-    pub research_warn_bytes: usize,
     /// Nodes read per pipelined batch during scans, and research records per database
     /// page in `results --clip` and `export`. Defaults to 500.
     pub batch_size: usize,
@@ -35,7 +32,6 @@ impl Default for AdminSettings {
             lease_duration_s: 600,
             work_item_ttl_s: 300,
             reaper_interval_s: 5,
-            research_warn_bytes: 100_000,
             batch_size: 500,
         }
     }
@@ -68,12 +64,6 @@ impl AdminSettings {
     /// Sets the reaper interval `fsck` tolerates. Defaults to 5 s.
     pub fn with_reaper_interval(mut self, interval: Duration) -> Self {
         self.reaper_interval_s = interval.as_secs();
-        self
-    }
-
-    /// Sets the research-record size warning threshold. Defaults to 100 KB.
-    pub fn with_research_warn_bytes(mut self, bytes: usize) -> Self {
-        self.research_warn_bytes = bytes;
         self
     }
 

@@ -3,13 +3,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use archivist_engine::schema::records::{BatchRecord, JobRecord, LeaseRecord, ResearchRecord};
+use archivist_engine::schema::records::{BatchRecord, JobRecord, LeaseRecord};
 use archivist_engine::schema::{paths, BatchState, JobState};
 use archivist_engine::{clock, member, queue, store, Session};
 use serde::Serialize;
 
-use archivist_db::catalog;
 use archivist_db::Database;
+use archivist_db::{catalog, research};
 use archivist_engine::schema::records::AliasTarget;
 
 use crate::control::{self, PauseReport};
@@ -139,7 +139,8 @@ pub struct ResearchProgress {
 /// A record that exists but does not decode.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unreadable {
-    /// Its path.
+    /// Where it is: a ZooKeeper path, or for research in the database
+    /// `database research of {episode}` ([`archivist_db::research::place`]).
     pub path: String,
     /// Why it does not decode.
     pub error: String,
@@ -482,23 +483,45 @@ pub async fn research_progress(
         .filter_map(|c| paths::clip_number(c))
         .collect();
     let episode_ids = catalog::ids(db, AliasTarget::Episode).await?;
-    let research =
-        scan::load_dir::<ResearchRecord>(session, paths::RESEARCH, settings, progress).await?;
+    // The archive a page of episodes at a time (bounded memory at any size); only the
+    // two counts per episode are kept.
     let mut by_episode: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    for node in &research {
-        let Some(record) = node.ok() else { continue };
-        let researched = record
-            .researched()
-            .iter()
-            .filter(|n| clip_numbers.contains(n))
-            .count();
-        let found = record
-            .found
-            .iter()
-            .filter(|(clip, occ)| !occ.is_empty() && clip_ids.contains(*clip))
-            .count();
-        by_episode.insert(node.name.clone(), (researched, found));
+    let mut unreadable = Vec::new();
+    progress.begin(
+        "research",
+        research::counts(db).await?.episodes.max(0) as u64,
+    );
+    let mut after: Option<String> = None;
+    loop {
+        let page = research::page_each(db, after.as_deref(), settings.batch_size.max(1)).await?;
+        let Some((last, _)) = page.last() else { break };
+        after = Some(last.clone());
+        progress.advance(page.len() as u64);
+        for (episode, read) in page {
+            let record = match read {
+                Ok(record) => record,
+                Err(e) => {
+                    unreadable.push(Unreadable {
+                        path: research::place(&episode),
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let researched = record
+                .researched()
+                .iter()
+                .filter(|n| clip_numbers.contains(n))
+                .count();
+            let found = record
+                .found
+                .iter()
+                .filter(|(clip, occ)| !occ.is_empty() && clip_ids.contains(*clip))
+                .count();
+            by_episode.insert(episode, (researched, found));
+        }
     }
+    progress.end();
     let episodes: BTreeSet<&String> = episode_ids.iter().collect();
     let (mut researched_pairs, mut found_pairs) = (0u64, 0u64);
     for (episode, (r, f)) in &by_episode {
@@ -552,7 +575,7 @@ pub async fn research_progress(
         fraction: fraction(researched_pairs, total_pairs),
         found_pairs,
         episodes_with_research: by_episode.len(),
-        unreadable: Unreadable::of(&research),
+        unreadable,
         per_episode,
     })
 }

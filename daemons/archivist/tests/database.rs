@@ -81,11 +81,6 @@ fn admin_readers_read_a_catalog_curated_only_into_the_database() {
                 .unwrap();
         assert_eq!((episodes.len(), clips.len()), (2, 1));
         let number = archivist_engine::schema::paths::clip_number(&clips[0]).unwrap();
-        let session = archivist_engine::Session::connect(
-            &archivist_engine::ZkConfig::new(&env.zk).with_chroot(&env.chroot),
-        )
-        .await
-        .unwrap();
         // Research as the recorder stores it: the clip found in the first episode and
         // researched (not found) in the second.
         for (i, episode) in episodes.iter().enumerate() {
@@ -109,10 +104,6 @@ fn admin_readers_read_a_catalog_curated_only_into_the_database() {
                 );
             }
             archivist_db::research::update(&db, episode, |r| *r = record.clone())
-                .await
-                .unwrap();
-            let path = archivist_engine::schema::paths::research(episode);
-            archivist_engine::store::create_if_absent(&session, &path, &record)
                 .await
                 .unwrap();
         }

@@ -47,7 +47,7 @@ pub struct Batcher {
     settings: BatcherSettings,
     by: String,
     http: reqwest::Client,
-    /// The database holding the catalog.
+    /// The database holding the catalog and the research archive.
     db: Database,
 }
 
@@ -168,7 +168,7 @@ impl Batcher {
             .flat_map(|r| r.episodes.iter().cloned())
             .collect();
         let knowledge = if records.iter().any(|r| evaluates(r.status)) {
-            snapshot::load(session, &episodes, self.settings.read_chunk).await?
+            snapshot::load(session, &self.db, &episodes, self.settings.read_chunk).await?
         } else {
             Knowledge::default()
         };

@@ -1,12 +1,13 @@
 //! Reading what [`crate::evaluate`] needs: the research records of the batches'
-//! episodes and the jobs that can still decide a pair: every queue but `recorded` and
-//! `expired` (a `cancelled` job keeps its pairs out of planning until it is deleted, so
-//! it decides them). Reads are pipelined.
+//! episodes (from the database, issue 22) and the jobs that can still decide a pair:
+//! every queue but `recorded` and `expired` (a `cancelled` job keeps its pairs out of
+//! planning until it is deleted, so it decides them). ZooKeeper reads are pipelined.
 
 use std::collections::BTreeSet;
 
+use archivist_db::{research, Database, DbError};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{JobRecord, ResearchRecord};
+use archivist_engine::schema::records::JobRecord;
 use archivist_engine::schema::JobState;
 use archivist_engine::{queue, store, Session};
 
@@ -24,19 +25,30 @@ pub const LIVE_STATES: [JobState; 7] = [
     JobState::Cancelled,
 ];
 
-/// Loads research of `episodes` and the live jobs of those episodes.
+/// Loads research of `episodes` (from `db`) and the live jobs of those episodes.
 ///
 /// # Errors
-/// [`BatchError::Engine`] when ZooKeeper fails.
+/// [`BatchError::Engine`] when ZooKeeper fails; [`BatchError::Db`] when the database
+/// does (not for a record that does not decode: that one is left out, logged).
 pub async fn load(
     session: &Session,
+    db: &Database,
     episodes: &BTreeSet<String>,
     chunk: usize,
 ) -> Result<Knowledge, BatchError> {
-    let research_paths: Vec<String> = episodes.iter().map(|e| paths::research(e)).collect();
-    // An unreadable record is left out (logged): a pair only it would decide waits.
-    let research =
-        store::read_many_readable::<ResearchRecord>(session, &research_paths, chunk).await?;
+    let mut research = Vec::new();
+    for episode in episodes {
+        match research::read(db, episode).await {
+            Ok(Some(record)) => research.push(record),
+            Ok(None) => {}
+            // An unreadable record is left out (logged): a pair only it would decide
+            // waits.
+            Err(e @ DbError::Corrupt { .. }) => {
+                tracing::warn!(episode, error = %e, "unreadable research record; its pairs wait (see `archivist fsck`)");
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     let mut job_paths = Vec::new();
     for state in LIVE_STATES {
         let (entries, _) = queue::list(session, state).await?;

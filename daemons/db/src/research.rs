@@ -68,6 +68,12 @@ fn from_ms(ms: i64, what: &str) -> Result<OffsetDateTime, DbError> {
     })
 }
 
+/// Where an episode's research is, in words, for a report that names a record that
+/// does not decode (`status`, `fsck`): one spelling everywhere.
+pub fn place(episode: &str) -> String {
+    format!("database research of {episode}")
+}
+
 /// One episode's research, `None` if it has none.
 pub async fn read(db: &Database, episode: &str) -> Result<Option<ResearchRecord>, DbError> {
     let mut conn = db
@@ -98,30 +104,11 @@ pub async fn page(
     after: Option<&str>,
     limit: usize,
 ) -> Result<Vec<ResearchRecord>, DbError> {
-    let what = || format!("reading a page of research after {after:?}");
-    let mut conn = db.pool().acquire().await.context(what)?;
-    let episodes: Vec<(String,)> = match after {
-        Some(a) => {
-            sqlx::query_as(
-                "SELECT episode FROM research WHERE episode > $1 ORDER BY episode LIMIT $2",
-            )
-            .bind(a)
-            .bind(limit as i64)
-            .fetch_all(&mut *conn)
-            .await
-        }
-        None => {
-            sqlx::query_as("SELECT episode FROM research ORDER BY episode LIMIT $1")
-                .bind(limit as i64)
-                .fetch_all(&mut *conn)
-                .await
-        }
-    }
-    .context(what)?;
-    let (Some((first,)), Some((last,))) = (episodes.first(), episodes.last()) else {
-        return Ok(Vec::new());
-    };
-    load(&mut conn, Range::Between(first, last)).await
+    page_each(db, after, limit)
+        .await?
+        .into_iter()
+        .map(|(_, record)| record)
+        .collect()
 }
 
 /// The episodes whose research changed after the watermark `after_seq`, oldest change
@@ -147,6 +134,76 @@ pub async fn changed_since(
     for (episode, seq) in rows {
         if let Some(record) = load(&mut conn, Range::One(&episode)).await?.pop() {
             out.push((seq, record));
+        }
+    }
+    Ok(out)
+}
+
+/// The research sequence number of the last committed change: a watermark. Every row
+/// with a `seq` up to it is committed (`seq`s are handed out under the counter's row
+/// lock, so in commit order), and any later change carries a higher one.
+pub async fn last_seq(db: &Database) -> Result<i64, DbError> {
+    db.current_seq(Counter::Research).await
+}
+
+/// Up to `limit` episodes' research in episode order after `after` (`None`: from the
+/// first), each as read: a record that does not decode is an `Err` for that episode
+/// alone (the planner's load leaves it out and plans the rest). Paging by episode id
+/// neither skips nor repeats an episode while the archive is being written: the key
+/// never changes, whatever `seq` a concurrent write stamps.
+pub async fn page_each(
+    db: &Database,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<EachRecord>, DbError> {
+    let what = || format!("reading a page of research after {after:?}");
+    let mut conn = db.pool().acquire().await.context(what)?;
+    let (first, last) = {
+        let episodes: Vec<(String,)> = sqlx::query_as(
+            "SELECT episode FROM research WHERE episode > $1 AND seq > 0 \
+             ORDER BY episode LIMIT $2",
+        )
+        .bind(after.unwrap_or(""))
+        .bind(limit as i64)
+        .fetch_all(&mut *conn)
+        .await
+        .context(what)?;
+        match (episodes.first(), episodes.last()) {
+            (Some((first,)), Some((last,))) => (first.clone(), last.clone()),
+            _ => return Ok(Vec::new()),
+        }
+    };
+    load_each(&mut conn, Range::Between(&first, &last)).await
+}
+
+/// The episodes whose research changed after `after_seq` and up to `upto_seq` (both
+/// watermarks from [`last_seq`]), oldest change first, at most `limit`, each with the
+/// `seq` of its change and the record as read (`Err`: it does not decode). A reader
+/// asks again after the highest `seq` it got until a page is short. An episode
+/// written again meanwhile moves past `upto_seq`: it is read with the next watermark,
+/// never lost (its wake-up, `/signals/research`, comes after that commit).
+pub async fn changed_between(
+    db: &Database,
+    after_seq: i64,
+    upto_seq: i64,
+    limit: usize,
+) -> Result<Vec<(i64, EachRecord)>, DbError> {
+    let what = || format!("reading research changed in seq {after_seq}..={upto_seq}");
+    let mut conn = db.pool().acquire().await.context(what)?;
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT episode, seq FROM research WHERE seq > $1 AND seq <= $2 \
+         ORDER BY seq, episode LIMIT $3",
+    )
+    .bind(after_seq)
+    .bind(upto_seq)
+    .bind(limit as i64)
+    .fetch_all(&mut *conn)
+    .await
+    .context(what)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (episode, seq) in rows {
+        for each in load_each(&mut conn, Range::One(&episode)).await? {
+            out.push((seq, each));
         }
     }
     Ok(out)
@@ -385,9 +442,25 @@ impl Range<'_> {
     }
 }
 
-/// The research records of the episodes in `range`, in episode order: four range
-/// queries, whatever the number of episodes.
+/// The research records of the episodes in `range`, in episode order; the first
+/// record that does not decode fails the read (see [`load_each`]).
 async fn load(conn: &mut AnyConnection, range: Range<'_>) -> Result<Vec<ResearchRecord>, DbError> {
+    load_each(conn, range)
+        .await?
+        .into_iter()
+        .map(|(_, record)| record)
+        .collect()
+}
+
+/// One episode's research as read: the record, or why it does not decode (the other
+/// episodes of the same read are unaffected).
+pub type EachRecord = (String, Result<ResearchRecord, DbError>);
+
+/// The research records of the episodes in `range`, in episode order: four range
+/// queries, whatever the number of episodes. A stored value that does not parse marks
+/// only its own episode [`DbError::Corrupt`], so a reader of many (the planner) can
+/// leave that one out and go on with the rest.
+async fn load_each(conn: &mut AnyConnection, range: Range<'_>) -> Result<Vec<EachRecord>, DbError> {
     let (lo, hi) = range.bounds();
     let what = || format!("reading research of episodes {lo}..={hi}");
     let heads: Vec<(String, Option<f64>)> = sqlx::query_as(
@@ -399,12 +472,12 @@ async fn load(conn: &mut AnyConnection, range: Range<'_>) -> Result<Vec<Research
     .fetch_all(&mut *conn)
     .await
     .context(what)?;
-    let mut records: BTreeMap<String, ResearchRecord> = heads
+    let mut records: BTreeMap<String, Result<ResearchRecord, DbError>> = heads
         .into_iter()
         .map(|(episode, duration)| {
             let mut r = ResearchRecord::new(&episode);
             r.episode_duration_s = duration;
-            (episode, r)
+            (episode, Ok(r))
         })
         .collect();
     if records.is_empty() {
@@ -420,22 +493,30 @@ async fn load(conn: &mut AnyConnection, range: Range<'_>) -> Result<Vec<Research
     .await
     .context(what)?;
     for (episode, job, researcher, at, clips) in runs {
-        let Some(record) = records.get_mut(&episode) else {
+        let Some(Ok(record)) = records.get_mut(&episode) else {
             continue;
         };
-        let place = || format!("research_runs ({episode}, {job})");
-        let clips: ClipSet = clips
+        let place = format!("research_runs ({episode}, {job})");
+        let run = clips
             .parse()
             .map_err(|e: znode_schema::clipset::BadClipSet| DbError::Corrupt {
-                what: place(),
+                what: place.clone(),
                 reason: e.to_string(),
-            })?;
-        record.runs.push(ResearchRun {
-            at: from_ms(at, &place())?,
-            job,
-            researcher,
-            clips,
-        });
+            })
+            .and_then(|clips: ClipSet| {
+                Ok(ResearchRun {
+                    at: from_ms(at, &place)?,
+                    job,
+                    researcher,
+                    clips,
+                })
+            });
+        match run {
+            Ok(run) => record.runs.push(run),
+            Err(e) => {
+                records.insert(episode, Err(e));
+            }
+        }
     }
     let found: Vec<(String, String, String)> = sqlx::query_as(
         "SELECT episode, clip, occurrences FROM found \
@@ -447,14 +528,18 @@ async fn load(conn: &mut AnyConnection, range: Range<'_>) -> Result<Vec<Research
     .await
     .context(what)?;
     for (episode, clip, text) in found {
-        let Some(record) = records.get_mut(&episode) else {
+        let Some(Ok(record)) = records.get_mut(&episode) else {
             continue;
         };
-        let list = occurrences::parse_list(&text).map_err(|reason| DbError::Corrupt {
-            what: format!("found ({episode}, {clip})"),
-            reason,
-        })?;
-        record.found.insert(clip, list);
+        match occurrences::parse_list(&text) {
+            Ok(list) => {
+                record.found.insert(clip, list);
+            }
+            Err(reason) => {
+                let what = format!("found ({episode}, {clip})");
+                records.insert(episode, Err(DbError::Corrupt { what, reason }));
+            }
+        }
     }
     let errors: Vec<(String, String, String, Option<String>)> = sqlx::query_as(
         "SELECT episode, clip, message, stamp FROM clip_errors \
@@ -466,7 +551,7 @@ async fn load(conn: &mut AnyConnection, range: Range<'_>) -> Result<Vec<Research
     .await
     .context(what)?;
     for (episode, clip, message, stamp) in errors {
-        let Some(record) = records.get_mut(&episode) else {
+        let Some(Ok(record)) = records.get_mut(&episode) else {
             continue;
         };
         if let Some(stamp) = stamp {
@@ -474,5 +559,5 @@ async fn load(conn: &mut AnyConnection, range: Range<'_>) -> Result<Vec<Research
         }
         record.errors.insert(clip, message);
     }
-    Ok(records.into_values().collect())
+    Ok(records.into_iter().collect())
 }

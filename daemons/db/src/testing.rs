@@ -41,3 +41,16 @@ pub async fn disarm_rollback_trap(db: &Database) -> Result<(), DbError> {
         .context(|| "disarming the rollback trap".to_string())?;
     Ok(())
 }
+
+/// Deletes every row of `episode`'s research, as an operator repairing a damaged
+/// record by hand would (its pairs are researched again).
+pub async fn forget_research(db: &Database, episode: &str) -> Result<(), DbError> {
+    for table in ["research_runs", "found", "clip_errors", "research"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE episode = $1"))
+            .bind(episode)
+            .execute(db.pool())
+            .await
+            .context(|| format!("deleting the {table} rows of episode {episode}"))?;
+    }
+    Ok(())
+}

@@ -262,3 +262,107 @@ async fn the_highest_archived_job_id_is_found() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_corrupt_record_fails_only_its_own_episode_in_pages_and_changes() {
+    // The planner reads many episodes at once: one stored value that does not parse
+    // must be an error for that episode alone, never the whole page (a page that fails
+    // as a whole would be read again and again, or stop planning for everything).
+    for db in fresh_databases("research-corrupt-each").await {
+        let start = research::last_seq(&db).await.unwrap();
+        for e in 1..=5u32 {
+            research::update(&db, &format!("e{e:07}"), |r| add(r, "j1", e, Some(2.0)))
+                .await
+                .unwrap();
+        }
+        archivist_db::testing::damage_research_runs(&db, "e0000003")
+            .await
+            .unwrap();
+        let upto = research::last_seq(&db).await.unwrap();
+        let page = research::page_each(&db, None, 100).await.unwrap();
+        let ids: Vec<&str> = page.iter().map(|(e, _)| e.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["e0000001", "e0000002", "e0000003", "e0000004", "e0000005"]
+        );
+        for (episode, read) in &page {
+            assert_eq!(read.is_err(), episode == "e0000003", "{episode}: {read:?}");
+        }
+        let changed = research::changed_between(&db, start, upto, 100)
+            .await
+            .unwrap();
+        assert_eq!(changed.len(), 5);
+        for (_, (episode, read)) in &changed {
+            assert_eq!(read.is_err(), episode == "e0000003", "{episode}: {read:?}");
+        }
+        // The strict readers still refuse it.
+        assert!(research::page(&db, None, 100).await.is_err());
+    }
+}
+
+#[tokio::test]
+async fn pages_and_watermarks_miss_nothing_while_research_is_written() {
+    // The planner's load: the watermark first, then pages by episode while the
+    // recorder writes; then the changes after the watermark. Every episode is read
+    // once by the pages, and every change made during the walk is among the changes.
+    for db in fresh_databases("research-paging-writes").await {
+        for e in 1..=30u32 {
+            research::update(&db, &format!("e{e:07}"), |r| add(r, "j1", 1, None))
+                .await
+                .unwrap();
+        }
+        let watermark = research::last_seq(&db).await.unwrap();
+        let mut walked = Vec::new();
+        let mut after: Option<String> = None;
+        let mut round = 0u32;
+        loop {
+            let page = research::page_each(&db, after.as_deref(), 4).await.unwrap();
+            let Some((last, _)) = page.last() else { break };
+            after = Some(last.clone());
+            walked.extend(page.into_iter().map(|(e, r)| (e, r.unwrap())));
+            // Meanwhile: one episode already walked, one not yet, one new at each end.
+            round += 1;
+            if round > 8 {
+                continue;
+            }
+            for e in [round, 31 - round, 100 + round] {
+                research::update(&db, &format!("e{e:07}"), |r| add(r, "j2", 1 + round, None))
+                    .await
+                    .unwrap();
+            }
+            research::update(&db, "e0000000", |r| add(r, "j3", round, None))
+                .await
+                .unwrap();
+        }
+        let ids: Vec<&str> = walked.iter().map(|(e, _)| e.as_str()).collect();
+        let mut unique = ids.clone();
+        unique.dedup();
+        assert_eq!(ids, unique, "an episode was walked twice");
+        for e in 1..=30u32 {
+            assert!(ids.contains(&format!("e{e:07}").as_str()), "e{e} skipped");
+        }
+        // Replaying the changes after the watermark over the walk gives the final archive.
+        let upto = research::last_seq(&db).await.unwrap();
+        let mut seen: BTreeMap<String, ResearchRecord> = walked.into_iter().collect();
+        let mut from = watermark;
+        loop {
+            let page = research::changed_between(&db, from, upto, 3).await.unwrap();
+            for (seq, (episode, record)) in &page {
+                from = from.max(*seq);
+                seen.insert(episode.clone(), record.as_ref().unwrap().clone());
+            }
+            if page.len() < 3 {
+                break;
+            }
+        }
+        let mut all = BTreeMap::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = research::page(&db, after.as_deref(), 50).await.unwrap();
+            let Some(last) = page.last() else { break };
+            after = Some(last.episode.clone());
+            all.extend(page.into_iter().map(|r| (r.episode.clone(), r)));
+        }
+        assert_eq!(seen, all);
+    }
+}

@@ -402,6 +402,7 @@ async fn zk_load(episodes: usize, clips: u32) -> Result<(), String> {
         held,
     };
     let mut nodes: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut research_records: Vec<ResearchRecord> = Vec::new();
     let mut holds: Vec<String> = Vec::new();
     for (_, c) in &world.clips {
         records.push(CatalogRecord::Clip(ClipRecord {
@@ -430,15 +431,16 @@ async fn zk_load(episodes: usize, clips: u32) -> Result<(), String> {
             at: archivist_engine::clock::to_datetime(BASE_MS),
             clips: researched(&world, i).collect(),
         });
-        let path = paths::research(id);
-        nodes.push((
-            path.clone(),
-            store::encode(&path, &research).map_err(|e| e.to_string())?,
-        ));
+        research_records.push(research);
     }
     let t = Instant::now();
     for chunk in records.chunks(5_000) {
         archivist_db::catalog::put(&db, chunk)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    for chunk in research_records.chunks(2_000) {
+        archivist_db::migrate::insert_research(&db, chunk)
             .await
             .map_err(|e| e.to_string())?;
     }

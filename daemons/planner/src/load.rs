@@ -1,23 +1,24 @@
 //! Filling the index from the database and ZooKeeper and keeping it current.
 //!
 //! [`load`] reads the catalog from the database (a page at a time, in `seq` order, up to
-//! the catalog's last `seq`, which becomes the watermark), the holds, research records,
-//! leases and blocking jobs from ZooKeeper, many reads in flight at a time (ZooKeeper
-//! pipelining). [`apply`] handles one watch event: a catalog signal reads the rows
-//! changed after the watermark ([`read_catalog`]); any other event re-reads the node it
-//! names. So replaying an event, or seeing an event for a change the load already saw,
-//! leaves the index the same. Unreadable records are logged and skipped: one bad record
-//! must not stop planning for everything else.
+//! the catalog's last `seq`, which becomes the watermark) and the research archive (a
+//! page of episodes at a time, in episode order, after reading the research watermark
+//! first), then the holds, leases and blocking jobs from ZooKeeper, many reads in flight
+//! at a time (ZooKeeper pipelining). [`apply`] handles one watch event: a catalog or
+//! research signal reads the rows changed after its watermark ([`read_catalog`],
+//! [`read_research`]); any other event re-reads the node it names. So replaying an
+//! event, or seeing an event for a change the load already saw, leaves the index the
+//! same. Unreadable records are logged and skipped: one bad record must not stop
+//! planning for everything else.
 
 use std::collections::BTreeSet;
 
 use archivist_db::catalog::{self, CatalogRecord, EpisodeSummary, Versioned};
+use archivist_db::research;
 use archivist_db::{Database, DbError};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::queue_key::QueueEntry;
-use archivist_engine::schema::records::{
-    self, clip_stamp, JobRecord, LeaseRecord, Record, ResearchRecord,
-};
+use archivist_engine::schema::records::{self, clip_stamp, JobRecord, LeaseRecord, Record};
 use archivist_engine::schema::JobState;
 use archivist_engine::signal::Signal;
 use archivist_engine::zk;
@@ -40,6 +41,10 @@ pub const BLOCKING_STATES: [JobState; 4] = [
 /// Reads in flight at once while loading.
 const BATCH: usize = 1_000;
 
+/// Episodes' research read from the database per page (memory stays bounded by the
+/// page, not the archive).
+const RESEARCH_PAGE: usize = 500;
+
 /// What a watched path is, for the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
@@ -47,8 +52,6 @@ pub enum Node {
     Signal(Signal),
     /// `/control/hold/{id}`: an operator's hold of an episode or clip.
     Hold(String),
-    /// `/research/{episode}`
-    Research(String),
     /// `/leases/{job}`
     Lease(String),
     /// `/queues/{state}/{entry}`
@@ -72,9 +75,6 @@ pub fn classify(path: &str) -> Node {
     }
     if let Some(id) = child(paths::HOLDS) {
         return Node::Hold(id);
-    }
-    if let Some(id) = child(paths::RESEARCH) {
-        return Node::Research(id);
     }
     if let Some(id) = child(paths::LEASES) {
         return Node::Lease(id);
@@ -229,13 +229,8 @@ pub async fn read_catalog(
     Ok(upto)
 }
 
-fn put_research(index: &mut Index, path: &str, data: Option<&[u8]>) {
-    let episode = name_of(path);
-    let Some(bytes) = data else {
-        index.remove_research(episode);
-        return;
-    };
-    match records::decode::<ResearchRecord>(path, bytes) {
+fn put_research(index: &mut Index, (episode, read): research::EachRecord) {
+    match read {
         Ok(r) => {
             let errors = r
                 .errors
@@ -250,7 +245,7 @@ fn put_research(index: &mut Index, path: &str, data: Option<&[u8]>) {
                 })
                 .collect();
             index.set_research_with_errors(
-                episode,
+                &episode,
                 r.runs.iter().flat_map(|run| run.clips.iter()),
                 errors,
             )
@@ -258,12 +253,60 @@ fn put_research(index: &mut Index, path: &str, data: Option<&[u8]>) {
         Err(e) => {
             // Unknown research is not "nothing researched": planning its pairs again
             // would loop (the recorder cannot store into it either). Leave the episode
-            // out and say why; `fsck` and `status` report the record too.
-            tracing::error!(episode, path, error = %e, "unreadable research record: the episode is left out of planning until it is repaired (see `archivist fsck`)");
+            // out and say why; `fsck` and `status` report the record too. The planner
+            // reads it again when it changes or at its next load.
+            tracing::error!(episode, error = %e, "unreadable research record: the episode is left out of planning until it is repaired (see `archivist fsck`; restart the planner after a repair by hand)");
             metrics::counter!("archivist_planner_unreadable_research_total").increment(1);
-            index.set_research_unreadable(episode);
+            index.set_research_unreadable(&episode);
         }
     }
+}
+
+/// Reads the research archive into the index, a page of episodes at a time, and
+/// returns the watermark read before the first page. An episode written during the
+/// load is read either way (its key does not move), and again from the watermark at the
+/// next [`read_research`].
+async fn load_research(db: &Database, index: &mut Index) -> Result<i64, EngineError> {
+    let watermark = research::last_seq(db).await.map_err(db_error)?;
+    let mut after: Option<String> = None;
+    loop {
+        let page = research::page_each(db, after.as_deref(), RESEARCH_PAGE)
+            .await
+            .map_err(db_error)?;
+        let full = page.len() >= RESEARCH_PAGE;
+        for each in page {
+            after = Some(each.0.clone());
+            put_research(index, each);
+        }
+        if !full {
+            return Ok(watermark);
+        }
+    }
+}
+
+/// Reads the research changed after the watermark `after` into the index and returns
+/// the new watermark (the research `seq` read before the rows, as [`read_catalog`]).
+pub async fn read_research(
+    db: &Database,
+    index: &mut Index,
+    after: i64,
+) -> Result<i64, EngineError> {
+    let upto = research::last_seq(db).await.map_err(db_error)?;
+    let mut from = after;
+    while from < upto {
+        let page = research::changed_between(db, from, upto, RESEARCH_PAGE)
+            .await
+            .map_err(db_error)?;
+        let full = page.len() >= RESEARCH_PAGE;
+        for (seq, each) in page {
+            from = from.max(seq);
+            put_research(index, each);
+        }
+        if !full {
+            break;
+        }
+    }
+    Ok(upto.max(after))
 }
 
 /// Puts a lease read at `path` into the index. A lease whose data does not decode still
@@ -366,6 +409,8 @@ pub struct Loaded {
     pub holds: Holds,
     /// The catalog's `seq` read up to.
     pub catalog_seq: i64,
+    /// The research archive's `seq` read up to.
+    pub research_seq: i64,
 }
 
 /// Loads the whole index (`ttl_ms`: the work-item TTL, for an undecodable lease). Set
@@ -378,12 +423,7 @@ pub async fn load(session: &Session, db: &Database, ttl_ms: i64) -> Result<Loade
         .into_iter()
         .collect();
     let catalog_seq = read_catalog(db, &mut index, &holds, 0).await?;
-    let research_paths = children_paths(session, paths::RESEARCH).await?;
-    for chunk in research_paths.chunks(BATCH) {
-        for (path, found) in read_many(session, chunk.to_vec()).await? {
-            put_research(&mut index, &path, found.as_ref().map(|(d, _)| d.as_slice()));
-        }
-    }
+    let research_seq = load_research(db, &mut index).await?;
     for (path, found) in read_many(session, children_paths(session, paths::LEASES).await?).await? {
         put_lease(
             session,
@@ -426,6 +466,7 @@ pub async fn load(session: &Session, db: &Database, ttl_ms: i64) -> Result<Loade
         index,
         holds,
         catalog_seq,
+        research_seq,
     })
 }
 
@@ -453,7 +494,9 @@ pub async fn apply(
         Node::Signal(Signal::Catalog) => {
             loaded.catalog_seq = read_catalog(db, index, &loaded.holds, loaded.catalog_seq).await?;
         }
-        Node::Signal(Signal::Research) => {}
+        Node::Signal(Signal::Research) => {
+            loaded.research_seq = read_research(db, index, loaded.research_seq).await?;
+        }
         Node::Hold(id) => {
             let held = !deleted;
             if held {
@@ -462,10 +505,6 @@ pub async fn apply(
                 loaded.holds.remove(id);
             }
             put_hold(index, id, held);
-        }
-        Node::Research(_) => {
-            let found = read(path.to_string()).await?;
-            put_research(index, path, found.as_ref().map(|(d, _)| d.as_slice()));
         }
         Node::Lease(_) => {
             let found = read(path.to_string()).await?;
@@ -536,10 +575,6 @@ mod tests {
             Node::Hold("e0000001".into())
         );
         assert_eq!(
-            classify("/research/e0000001"),
-            Node::Research("e0000001".into())
-        );
-        assert_eq!(
             classify("/leases/j0000000001"),
             Node::Lease("j0000000001".into())
         );
@@ -550,6 +585,7 @@ mod tests {
         );
         for other in [
             "/catalog/episodes/e0000001",
+            "/research/e0000001",
             "/signals",
             "/control/hold",
             "/queues/bogus/x",

@@ -50,9 +50,10 @@ pub struct RoundReport {
     pub stop: Stop,
 }
 
-/// How often the planner compares the catalog's last `seq` with its watermark even
-/// without a signal (a curator that died between its commit and its signal): a slow
-/// safety net, not the wake-up path.
+/// How often the planner compares the catalog's and the research archive's last `seq`
+/// with its watermarks even without a signal (a curator or recorder that died between
+/// its commit and its signal, or whose bump failed): a slow safety net, not the wake-up
+/// path.
 pub const CATALOG_RECHECK: Duration = Duration::from_secs(120);
 
 /// The planner on one session: its index, kept current by its watches and the
@@ -127,7 +128,7 @@ fn is_wake(node: &Node, deleted: bool) -> bool {
         Node::QueueEntry(state, _) => {
             *state == JobState::Pending || (deleted && load::BLOCKING_STATES.contains(state))
         }
-        Node::Lease(_) | Node::Research(_) => deleted,
+        Node::Lease(_) => deleted,
         Node::Other => false,
     }
 }
@@ -251,6 +252,11 @@ impl Planner {
             if loaded.catalog_seq > before {
                 tracing::warn!(from = before, to = loaded.catalog_seq, "catalog changes arrived without a signal (a curator stopped between its commit and /signals/catalog?); read now");
                 wake = true;
+            }
+            let before = loaded.research_seq;
+            loaded.research_seq = load::read_research(&self.db, &mut loaded.index, before).await?;
+            if loaded.research_seq > before {
+                tracing::warn!(from = before, to = loaded.research_seq, "research changes arrived without a signal (a recorder stopped between its commit and /signals/research?); read now");
             }
         }
         Ok(wake)

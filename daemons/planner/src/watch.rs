@@ -1,9 +1,10 @@
 //! The planner's persistent recursive watches and the events they bring.
 //!
 //! One watch each on `/signals` (the database's catalog and research changed),
-//! `/control/hold`, `/research`, `/leases`, `/queues` and `/researchers` (not the whole
-//! tree: `/jobs` progress heartbeats and `/clock` writes would flood it). The catalog
-//! itself is in the database, which the planner reads when `/signals/catalog` moves.
+//! `/control/hold`, `/leases`, `/queues` and `/researchers` (not the whole tree: `/jobs`
+//! progress heartbeats and `/clock` writes would flood it). The catalog and the research
+//! archive are in the database, which the planner reads when `/signals/catalog` or
+//! `/signals/research` moves.
 //! A persistent watch survives reconnects but may lose events while disconnected
 //! (ZOOKEEPER-4698), so a reconnect is reported and the planner reloads its index.
 //! After a terminal session event the watchers are never polled again (the client
@@ -18,10 +19,9 @@ use archivist_engine::zk;
 use archivist_engine::{EngineError, Session};
 
 /// The directories the planner watches.
-pub const WATCHED: [&str; 6] = [
+pub const WATCHED: [&str; 5] = [
     paths::SIGNALS,
     paths::HOLDS,
-    paths::RESEARCH,
     paths::LEASES,
     "/queues",
     paths::RESEARCHERS,

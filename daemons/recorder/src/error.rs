@@ -31,7 +31,7 @@ pub enum RecorderError {
     /// reports are left for the next pass.
     #[error("{path}: still contended after {attempts} attempts; left for the next pass")]
     Contended {
-        /// The research record.
+        /// The job whose reports raced.
         path: String,
         /// Attempts made.
         attempts: u32,

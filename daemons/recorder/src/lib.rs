@@ -16,7 +16,7 @@
 //! `archivist_recorder_clips_already_stored_total`,
 //! `archivist_recorder_lease_extensions_total`, `archivist_recorder_store_conflicts_total`,
 //! `archivist_recorder_bad_reports_total`, `archivist_recorder_jobs_recorded_total`,
-//! `archivist_research_record_bytes`, `archivist_reaper_sweeps_total`,
+//! `archivist_reaper_sweeps_total`,
 //! `archivist_reaper_sweep_seconds`, `archivist_reaper_jobs_expired_total{reason}`,
 //! `archivist_reaper_leases_deleted_total`, `archivist_reaper_jobs_deleted_total`.
 #![deny(missing_docs)]

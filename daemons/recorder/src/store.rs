@@ -1,27 +1,26 @@
-//! Storing reports: the database first, then research record write + report deletes +
-//! lease extension, as one multi.
+//! Storing reports: the database first, then report deletes + lease extension, as one
+//! multi.
 //!
 //! The database holds the research archive (issue 22): [`store_reports`] merges a job's
 //! reports into the episode's research in ONE database transaction
 //! ([`archivist_db::research::update`]: the episode locked, a clip already researched
-//! never stored again), and only after that commit runs the ZooKeeper multi. A crash
+//! never stored again), and only after that commit runs the ZooKeeper multi, which
+//! deletes the reports it stored (ZooKeeper holds no research since issue 22). A crash
 //! between the two leaves the reports in ZooKeeper; the next pass merges them again into
 //! a record that already holds them (the database write is a no-op) and runs the multi.
-//! During the move to the database the multi still writes `/research/{episode}` too, for
-//! the readers not yet moved (see docs/recorder.md).
 //!
-//! [`prepare`] reads the reports, the episode's research record and the job's lease and
-//! builds the multi; [`commit`] runs it. Because every op is version-checked, a multi
-//! built from a stale read fails whole and is rebuilt ([`store_reports`] retries with
-//! jitter), so several recorders can store the same job's reports in parallel and a
-//! pair is never stored twice, whatever crashes: a crash before the commit leaves the
-//! reports in place, a crash after it leaves them stored and deleted.
+//! [`prepare`] reads the reports and the job's lease and builds the multi; [`commit`]
+//! runs it. Because every op is version-checked, a multi built from a stale read fails
+//! whole and is rebuilt ([`store_reports`] retries with jitter), so several recorders
+//! can store the same job's reports in parallel and a pair is never stored twice,
+//! whatever crashes: the database stores a pair once under the episode's lock, a crash
+//! before the multi leaves the reports in place, a crash after it leaves them deleted.
 
 use std::time::Duration;
 
 use archivist_db::Database;
-use archivist_engine::ops::{self, Mode, Op};
-use archivist_engine::schema::records::{self, LeaseRecord, ReportRecord, ResearchRecord};
+use archivist_engine::ops::{self, Op};
+use archivist_engine::schema::records::{self, LeaseRecord, ReportRecord};
 use archivist_engine::schema::JobState;
 use archivist_engine::schema::{occurrences, paths};
 use archivist_engine::signal::{self, Signal};
@@ -46,7 +45,8 @@ pub struct Prepared {
     pub job: String,
     /// Episode of the reports, if any report was usable.
     pub episode: Option<String>,
-    /// Clip ids this multi adds to the research record.
+    /// Clip ids the database transaction added to the research archive (filled by
+    /// [`record_in_database`]).
     pub stored: Vec<String>,
     /// Clip ids that were already researched: their reports are only deleted.
     pub already: Vec<String>,
@@ -58,8 +58,6 @@ pub struct Prepared {
     pub extends_lease: bool,
     /// Whether one of the reports is its job's final one.
     pub has_final: bool,
-    /// Size of the research record written, in bytes (0 when not written).
-    pub record_bytes: usize,
     /// The usable reports with their clip numbers, merged into the database before the
     /// multi runs.
     reports: Vec<(ReportRecord, u32)>,
@@ -93,8 +91,9 @@ fn bad(path: String, reason: impl Into<String>) -> RecorderError {
     }
 }
 
-/// Reads the named reports of `job` (missing ones were stored by someone else), the
-/// episode's research record and the lease, and builds the multi that stores them.
+/// Reads the named reports of `job` (missing ones were stored by someone else) and the
+/// lease, and builds the multi that deletes the reports (after the database stored
+/// them: [`record_in_database`]).
 ///
 /// The lease is extended only if it exists, names this job, has not expired by
 /// ZooKeeper's clock (`mtime + duration_ms`) and no report is final (the final one is
@@ -168,56 +167,23 @@ pub async fn prepare(
         }
         reports.push((name.clone(), report, number, stat.version));
     }
-    let Some(episode) = prepared.episode.clone() else {
+    if prepared.episode.is_none() {
         return Ok(prepared);
-    };
-    let research_path = paths::research(&episode);
-    let existing = store::read::<ResearchRecord>(session, &research_path).await?;
+    }
     let now_ms = clock::zk_now_ms(session).await?;
     let now = clock::to_datetime(now_ms);
-    let (mut record, research_version) = match existing {
-        Some((record, stat)) => (record, Some(stat.version)),
-        None => (ResearchRecord::new(&episode), None),
-    };
     prepared.now = Some(now);
     prepared.reports = reports
         .iter()
         .map(|(_, report, number, _)| (report.clone(), *number))
         .collect();
     let mut deletes = Vec::with_capacity(reports.len());
-    for (name, report, number, version) in &reports {
-        match archive::merge(&mut record, report, *number, now) {
-            Merge::Stored { dropped } => {
-                if dropped > 0 {
-                    metrics::counter!("archivist_recorder_occurrences_dropped_total")
-                        .increment(dropped as u64);
-                    tracing::warn!(job = %report.job, episode = %report.episode, clip = %report.clip, dropped, kept = archive::MAX_OCCURRENCES_PER_CLIP, "more occurrences than the archive keeps per clip: the most confident are stored");
-                }
-                prepared.stored.push(report.clip.clone());
-            }
-            Merge::AlreadyResearched => prepared.already.push(report.clip.clone()),
-        }
+    for (name, report, _, version) in &reports {
         prepared.has_final |= report.is_final;
         prepared.deleted.push(name.clone());
         deletes.push(Op::Delete {
             path: paths::report(name),
             version: Some(*version),
-        });
-    }
-    if !prepared.stored.is_empty() {
-        let data = store::encode(&research_path, &record)?;
-        prepared.record_bytes = data.len();
-        prepared.ops.push(match research_version {
-            Some(version) => Op::SetData {
-                path: research_path,
-                data,
-                version: Some(version),
-            },
-            None => Op::Create {
-                path: research_path,
-                data,
-                mode: Mode::Persistent,
-            },
         });
     }
     prepared.ops.extend(deletes);
@@ -261,33 +227,45 @@ pub async fn commit(session: &Session, prepared: &Prepared) -> Result<(), Engine
 }
 
 /// Merges the prepared reports into the episode's research in the database, in one
-/// transaction (nothing when every clip is stored already). Returns how many clips it
-/// stored. The first half of [`store_reports`]; public so a test can stop between it and
-/// the multi, as a crash would.
+/// transaction (nothing when every clip is stored already), and says in `prepared`
+/// which clips it stored and which were there already. Returns how many it stored.
+/// The first half of [`store_reports`]; public so a test can stop between it and the
+/// multi, as a crash would.
 pub async fn record_in_database(
     db: &Database,
-    prepared: &Prepared,
+    prepared: &mut Prepared,
 ) -> Result<usize, RecorderError> {
-    let (Some(episode), Some(now)) = (&prepared.episode, prepared.now) else {
+    let (Some(episode), Some(now)) = (prepared.episode.clone(), prepared.now) else {
         return Ok(0);
     };
     if prepared.reports.is_empty() {
         return Ok(0);
     }
-    let updated = archivist_db::research::update(db, episode, |record| {
-        prepared
-            .reports
+    let reports = &prepared.reports;
+    let updated = archivist_db::research::update(db, &episode, |record| {
+        reports
             .iter()
-            .filter(|(report, number)| {
-                matches!(
-                    archive::merge(record, report, *number, now),
-                    Merge::Stored { .. }
-                )
-            })
-            .count()
+            .map(|(report, number)| (report, archive::merge(record, report, *number, now)))
+            .map(|(report, merge)| (report.clone(), merge))
+            .collect::<Vec<_>>()
     })
     .await?;
-    Ok(updated.value)
+    prepared.stored.clear();
+    prepared.already.clear();
+    for (report, merge) in updated.value {
+        match merge {
+            Merge::Stored { dropped } => {
+                if dropped > 0 {
+                    metrics::counter!("archivist_recorder_occurrences_dropped_total")
+                        .increment(dropped as u64);
+                    tracing::warn!(job = %report.job, episode = %report.episode, clip = %report.clip, dropped, kept = archive::MAX_OCCURRENCES_PER_CLIP, "more occurrences than the archive keeps per clip: the most confident are stored");
+                }
+                prepared.stored.push(report.clip);
+            }
+            Merge::AlreadyResearched => prepared.already.push(report.clip),
+        }
+    }
+    Ok(prepared.stored.len())
 }
 
 /// Stores the named reports of `job` (the database transaction, then one multi per
@@ -305,13 +283,15 @@ pub async fn store_reports(
     job: &str,
     names: &[String],
 ) -> Result<Prepared, RecorderError> {
-    let mut last_research = String::new();
+    // Clips an earlier attempt of this call stored (its multi then lost a race): stored
+    // by this call, though the database has them by the next attempt.
+    let mut stored_here: Vec<String> = Vec::new();
     for attempt in 1..=settings.max_attempts {
-        let prepared = prepare(session, job, names).await?;
-        if let Some(episode) = &prepared.episode {
-            last_research = paths::research(episode);
-        }
-        let in_database = record_in_database(db, &prepared).await?;
+        let mut prepared = prepare(session, job, names).await?;
+        let in_database = record_in_database(db, &mut prepared).await?;
+        stored_here.extend(prepared.stored.iter().cloned());
+        prepared.already.retain(|c| !stored_here.contains(c));
+        prepared.stored.clone_from(&stored_here);
         if in_database > 0 {
             tracing::debug!(
                 job,
@@ -348,7 +328,7 @@ pub async fn store_reports(
         }
     }
     Err(RecorderError::Contended {
-        path: last_research,
+        path: paths::job(job),
         attempts: settings.max_attempts,
     })
 }
@@ -360,9 +340,6 @@ fn observe(prepared: &Prepared) {
         .increment(prepared.already.len() as u64);
     if prepared.extends_lease {
         metrics::counter!("archivist_recorder_lease_extensions_total").increment(1);
-    }
-    if prepared.record_bytes > 0 {
-        metrics::histogram!("archivist_research_record_bytes").record(prepared.record_bytes as f64);
     }
     tracing::debug!(
         job = %prepared.job,

@@ -1,11 +1,8 @@
-//! Catalog records written straight into a test tree, standing in for the catalog
-//! daemon. One copy for every crate's tests (the planner's, the researcher's and the
-//! admin's each wrote their own record builders and writers).
+//! The fields of test catalog records, one copy for every crate's tests. The catalog is
+//! in the database since issue 22 (tests store records with `archivist_db::catalog`);
+//! the writers of `/catalog` nodes had no reader left and are gone.
 
-use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{CatalogFields, ClipRecord, EpisodeRecord};
-use archivist_engine::schema::SCHEMA_VERSION;
-use archivist_engine::{store, Session};
+use archivist_engine::schema::records::CatalogFields;
 use time::OffsetDateTime;
 
 /// The fields of a test record: `title`, its media at `media_url`, first and last
@@ -27,35 +24,4 @@ pub fn fields(title: &str, media_url: &str, curated: OffsetDateTime) -> CatalogF
         guid: None,
         held: false,
     }
-}
-
-/// Writes (creates or overwrites) episode `id` with `fields`.
-///
-/// # Panics
-/// If the record cannot be encoded or written.
-pub async fn put_episode(session: &Session, id: &str, fields: CatalogFields) {
-    let record = EpisodeRecord {
-        schema: SCHEMA_VERSION,
-        id: id.to_string(),
-        air_date: None,
-        fields,
-    };
-    let path = paths::episode(id);
-    let data = store::encode(&path, &record).expect("encode episode");
-    crate::write_node(session, &path, &data).await;
-}
-
-/// Writes (creates or overwrites) clip `id` with `fields`.
-///
-/// # Panics
-/// If the record cannot be encoded or written.
-pub async fn put_clip(session: &Session, id: &str, fields: CatalogFields) {
-    let record = ClipRecord {
-        schema: SCHEMA_VERSION,
-        id: id.to_string(),
-        fields,
-    };
-    let path = paths::clip(id);
-    let data = store::encode(&path, &record).expect("encode clip");
-    crate::write_node(session, &path, &data).await;
 }

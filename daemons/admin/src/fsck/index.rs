@@ -1,5 +1,5 @@
 //! The tree as fsck reads it: every node once, indexed by kind (jobs with their decoded
-//! records, locks, queue entries, leases, research, catalog ids).
+//! records, locks, queue entries, leases, catalog ids).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,7 +19,6 @@ pub(super) struct Index<'a> {
     pub(super) entries: Vec<(JobState, &'a str, &'a RawNode)>,
     pub(super) leases: Vec<(&'a str, &'a RawNode)>,
     pub(super) reports: Vec<(&'a str, &'a RawNode)>,
-    pub(super) research: Vec<(&'a str, &'a RawNode)>,
     pub(super) episodes: BTreeSet<&'a str>,
     pub(super) clips: BTreeSet<&'a str>,
 }
@@ -32,7 +31,6 @@ pub(super) fn index(nodes: &[RawNode]) -> Index<'_> {
         entries: Vec::new(),
         leases: Vec::new(),
         reports: Vec::new(),
-        research: Vec::new(),
         episodes: BTreeSet::new(),
         clips: BTreeSet::new(),
     };
@@ -55,7 +53,6 @@ pub(super) fn index(nodes: &[RawNode]) -> Index<'_> {
             }
             ["leases", id] => ix.leases.push((id, node)),
             ["reports", name] => ix.reports.push((name, node)),
-            ["research", episode] => ix.research.push((episode, node)),
             ["catalog", "episodes", id] => {
                 ix.episodes.insert(id);
             }

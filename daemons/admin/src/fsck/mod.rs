@@ -6,8 +6,8 @@
 //! so a stale lock is one on a failed, held or finished job); leases reference existing
 //! jobs, last a positive time and are not overdue by more than the reaper's interval;
 //! reports belong to existing jobs; no
-//! id counter is behind the ids of the records it numbers; research records match the
-//! catalog; no two episodes (or clips) share a media URL and every media-URL alias points
+//! id counter is behind the ids of the records it numbers; the research archive (in the
+//! database) parses and matches the catalog; no two episodes (or clips) share a media URL and every media-URL alias points
 //! at a record holding that URL; node sizes are under the limits; every node's data parses. Without `repair`
 //! nothing is written (the read-only role can run it): ZooKeeper's time is then the
 //! newest time seen on the tree, a lower bound.
@@ -57,8 +57,9 @@ pub enum FaultKind {
     Unparsable,
     /// A node's data is over ZooKeeper's limit.
     TooLarge,
-    /// A research record is large (warning).
-    LargeResearch,
+    /// A catalog or research record left in ZooKeeper by a tree from before the
+    /// database (warning): `archivist migrate`, then delete it.
+    OldTreeRecord,
     /// A node the schema does not know (warning).
     UnknownNode,
     /// A job's id differs from its node name.
@@ -142,7 +143,6 @@ impl FaultKind {
     }
 }
 
-/// Every fault one read of the tree shows, by kind then path.
 /// What the database holds that the tree is checked against: the ids of the catalog's
 /// episodes and clips (the database's, since issue 22), which research records are
 /// checked against, and the research archive's highest job id, which the job counter
@@ -173,6 +173,8 @@ impl CatalogIds {
     }
 }
 
+/// Every fault one read of the tree shows, by kind then path (the research archive,
+/// in the database, is checked apart: [`check_research`]).
 fn findings(
     nodes: &[tree::RawNode],
     catalog: &CatalogIds,
@@ -180,7 +182,7 @@ fn findings(
     now_ms: i64,
 ) -> Vec<Fault> {
     let mut faults = Vec::new();
-    check_nodes(nodes, settings, &mut faults);
+    check_nodes(nodes, &mut faults);
     let ix = index(nodes);
     check_queues(&ix, &mut faults);
     check_locks(&ix, settings, now_ms, &mut faults);
@@ -190,7 +192,6 @@ fn findings(
     check_members(nodes, &mut faults);
     check_directories(nodes, &mut faults);
     check_counters(&ix, &catalog.archived, &mut faults);
-    check_research(&ix, catalog, &mut faults);
     check_catalog(nodes, &mut faults);
     faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
     faults
@@ -359,6 +360,9 @@ pub async fn fsck(
                 })
         });
     }
+    // The research archive is in the database (issue 22): checked once, by pages.
+    check_research(db, &catalog, settings, &mut faults).await?;
+    faults.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
     if repair {
         for fault in faults.iter_mut() {
             let Some(plan) = fault.plan.clone() else {

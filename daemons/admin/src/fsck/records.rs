@@ -9,13 +9,33 @@ use archivist_engine::schema::records::{
     self, AliasRecord, CatalogFields, ClipRecord, EpisodeRecord, ResearchRecord, MAX_NODE_BYTES,
 };
 
+use archivist_db::{research, Database};
+
+use crate::error::Result;
 use crate::settings::AdminSettings;
 use crate::tree::{self, RawNode};
 
 use super::index::{parts, Index};
 use super::{CatalogIds, Fault, FaultKind, Plan, Severity};
 
-pub(super) fn check_nodes(nodes: &[RawNode], settings: &AdminSettings, faults: &mut Vec<Fault>) {
+/// A record under `/catalog/{episodes,clips,aliases}` or `/research`: written only by
+/// trees from before issue 22, read only by `archivist migrate`.
+fn is_old_archive(path: &str) -> bool {
+    [
+        paths::EPISODES,
+        paths::CLIPS,
+        paths::ALIASES,
+        paths::RESEARCH,
+    ]
+    .iter()
+    .any(|dir| {
+        path.strip_prefix(dir)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+    })
+}
+
+pub(super) fn check_nodes(nodes: &[RawNode], faults: &mut Vec<Fault>) {
     for node in nodes {
         let size = node.data.len();
         if size > MAX_NODE_BYTES {
@@ -43,15 +63,12 @@ pub(super) fn check_nodes(nodes: &[RawNode], settings: &AdminSettings, faults: &
                 error,
             ));
         }
-        if node.path.starts_with("/research/") && size > settings.research_warn_bytes {
+        if is_old_archive(&node.path) {
             faults.push(Fault::new(
-                FaultKind::LargeResearch,
+                FaultKind::OldTreeRecord,
                 Severity::Warning,
                 &node.path,
-                format!(
-                    "{size} bytes (warning threshold {} bytes)",
-                    settings.research_warn_bytes
-                ),
+                "a catalog or research record of a tree from before the database (issue 22): no daemon reads it; run `archivist migrate` (it moves it into the database and verifies), then delete it (`archivist migrate --delete-zk`)",
             ));
         }
     }
@@ -124,66 +141,97 @@ pub(super) fn check_counters(
     }
 }
 
-pub(super) fn check_research(ix: &Index<'_>, catalog: &CatalogIds, faults: &mut Vec<Fault>) {
-    for (episode, node) in &ix.research {
-        let Ok(record) = records::decode::<ResearchRecord>(&node.path, &node.data) else {
-            continue;
+/// Checks the research archive in the database against the catalog, a page of
+/// episodes at a time (bounded memory at any size): a record that does not parse is
+/// [`FaultKind::Unparsable`], one that contradicts the catalog or itself
+/// [`FaultKind::ResearchMismatch`]; both name the episode ([`research::place`]).
+pub(super) async fn check_research(
+    db: &Database,
+    catalog: &CatalogIds,
+    settings: &AdminSettings,
+    faults: &mut Vec<Fault>,
+) -> Result<()> {
+    let mut after: Option<String> = None;
+    loop {
+        let page = research::page_each(db, after.as_deref(), settings.batch_size.max(1)).await?;
+        let Some((last, _)) = page.last() else {
+            return Ok(());
         };
-        let mut problems = Vec::new();
-        if record.episode != *episode {
-            problems.push(format!("the record is for episode {}", record.episode));
-        }
-        if !catalog.episodes.contains(*episode) {
-            problems.push(format!("episode {episode} is not in the catalog"));
-        }
-        let mut unknown: Vec<String> = record
-            .researched()
-            .iter()
-            .map(paths::clip_id)
-            .filter(|c| !catalog.clips.contains(c.as_str()))
-            .collect();
-        unknown.extend(
-            record
-                .found
-                .keys()
-                .filter(|c| !catalog.clips.contains(c.as_str()))
-                .cloned(),
-        );
-        unknown.sort();
-        unknown.dedup();
-        if !unknown.is_empty() {
-            let shown: Vec<&str> = unknown.iter().take(5).map(String::as_str).collect();
-            problems.push(format!(
-                "{} clip(s) not in the catalog: {}{}",
-                unknown.len(),
-                shown.join(", "),
-                if unknown.len() > 5 { ", ..." } else { "" }
-            ));
-        }
-        let not_researched: Vec<&String> = record
-            .found
-            .keys()
-            .filter(|c| paths::clip_number(c).is_none_or(|n| !record.is_researched(n)))
-            .collect();
-        if !not_researched.is_empty() {
-            problems.push(format!(
-                "occurrences for clips no run researched: {}",
-                not_researched
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        if !problems.is_empty() {
-            faults.push(Fault::new(
-                FaultKind::ResearchMismatch,
-                Severity::Error,
-                &node.path,
-                problems.join("; "),
-            ));
+        after = Some(last.clone());
+        for (episode, read) in page {
+            let place = research::place(&episode);
+            match read {
+                Ok(record) => {
+                    let problems = research_problems(&episode, &record, catalog);
+                    if !problems.is_empty() {
+                        faults.push(Fault::new(
+                            FaultKind::ResearchMismatch,
+                            Severity::Error,
+                            place,
+                            problems.join("; "),
+                        ));
+                    }
+                }
+                Err(e) => faults.push(Fault::new(
+                    FaultKind::Unparsable,
+                    Severity::Error,
+                    place,
+                    format!("{e}: the planner leaves the episode out until it is repaired"),
+                )),
+            }
         }
     }
+}
+
+/// What in `record` (the research of `episode`) contradicts itself or the catalog.
+fn research_problems(episode: &str, record: &ResearchRecord, catalog: &CatalogIds) -> Vec<String> {
+    let mut problems = Vec::new();
+    if record.episode != episode {
+        problems.push(format!("the record is for episode {}", record.episode));
+    }
+    if !catalog.episodes.contains(episode) {
+        problems.push(format!("episode {episode} is not in the catalog"));
+    }
+    let mut unknown: Vec<String> = record
+        .researched()
+        .iter()
+        .map(paths::clip_id)
+        .filter(|c| !catalog.clips.contains(c.as_str()))
+        .collect();
+    unknown.extend(
+        record
+            .found
+            .keys()
+            .filter(|c| !catalog.clips.contains(c.as_str()))
+            .cloned(),
+    );
+    unknown.sort();
+    unknown.dedup();
+    if !unknown.is_empty() {
+        let shown: Vec<&str> = unknown.iter().take(5).map(String::as_str).collect();
+        problems.push(format!(
+            "{} clip(s) not in the catalog: {}{}",
+            unknown.len(),
+            shown.join(", "),
+            if unknown.len() > 5 { ", ..." } else { "" }
+        ));
+    }
+    let not_researched: Vec<&String> = record
+        .found
+        .keys()
+        .filter(|c| paths::clip_number(c).is_none_or(|n| !record.is_researched(n)))
+        .collect();
+    if !not_researched.is_empty() {
+        problems.push(format!(
+            "occurrences for clips no run researched: {}",
+            not_researched
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    problems
 }
 
 /// The media URL of a catalog record node, if it is one and decodes.

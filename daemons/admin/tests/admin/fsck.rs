@@ -514,3 +514,87 @@ async fn hand_made_pauses_of_states_nothing_claims_from_are_flagged_not_shown_as
         assert!(store::exists(&s, path).await.unwrap().is_none(), "{path}");
     }
 }
+
+#[tokio::test]
+async fn the_research_archive_is_checked_in_the_database() {
+    // Issue 22: fsck reads research from the database, a page at a time. A record that
+    // does not parse there, and one about an episode the catalog lacks, are both found
+    // and named by episode, whatever ZooKeeper holds.
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-research-db").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    let damaged = fixtures::episode(&s, 2, "Two").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::research(&s, &e, "j0000000042", &[1], &[(1, 3.0, 0.9)]).await;
+    fixtures::research(&s, &damaged, "j0000000043", &[1], &[]).await;
+    fixtures::research(&s, "e0000077", "j0000000044", &[1], &[]).await;
+    archivist_db::testing::damage_research_runs(&db, &damaged)
+        .await
+        .unwrap();
+    let settings = AdminSettings {
+        batch_size: 1,
+        ..AdminSettings::default()
+    };
+    let report = fsck::fsck(&s, &db, &settings, false, &Silent)
+        .await
+        .unwrap();
+    let research: Vec<(FaultKind, &str)> = report
+        .faults
+        .iter()
+        .filter(|f| f.path.starts_with("database research"))
+        .map(|f| (f.kind, f.path.as_str()))
+        .collect();
+    assert_eq!(
+        research,
+        [
+            (
+                FaultKind::Unparsable,
+                archivist_db::research::place(&damaged).as_str()
+            ),
+            (
+                FaultKind::ResearchMismatch,
+                archivist_db::research::place("e0000077").as_str()
+            ),
+        ],
+        "{:#?}",
+        report.faults
+    );
+    assert_eq!(report.errors, 2, "{:#?}", report.faults);
+}
+
+#[tokio::test]
+async fn an_old_trees_catalog_and_research_are_migrate_then_delete_warnings() {
+    // Issue 22: nothing writes or reads `/catalog/*` and `/research/*` but `archivist
+    // migrate`; a tree from before keeps them until migrated. fsck says what to do,
+    // as a warning (the tree is not broken).
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-old-tree").await;
+    let e = fixtures::zk_episode(&s, 1, "One").await;
+    let research = paths::research(&e);
+    fixtures::raw(
+        &s,
+        &research,
+        format!("schema: 1\nepisode: {e}\nruns: []\n").as_bytes(),
+    )
+    .await;
+    let report = check(&s, false).await;
+    let old: Vec<(&str, fsck::Severity)> = report
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::OldTreeRecord)
+        .map(|f| (f.path.as_str(), f.severity))
+        .collect();
+    assert_eq!(
+        old,
+        [
+            (paths::episode(&e).as_str(), fsck::Severity::Warning),
+            (research.as_str(), fsck::Severity::Warning),
+        ],
+        "{:#?}",
+        report.faults
+    );
+    assert!(report
+        .faults
+        .iter()
+        .all(|f| f.kind != FaultKind::OldTreeRecord || f.detail.contains("archivist migrate")));
+    assert_eq!(report.errors, 0, "{:#?}", report.faults);
+}

@@ -353,33 +353,42 @@ async fn a_fresh_lease_is_checked_against_the_running_planners_ttl() {
     );
 }
 
-const BAD_RESEARCH: &[u8] =
-    b"schema: 1\nepisode: e0000002\nruns: []\nfound:\n  c000001: [{at: not-a-number}]\n";
-
 #[tokio::test]
 async fn unreadable_research_is_named_by_status() {
+    // Status reads the research archive from the database (issue 22), a page at a
+    // time: the record that does not parse there is named, the others counted.
     let (_c, s) = archivist_testkit::fresh_tree("rules-unreadable").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
     let good = fixtures::episode(&s, 1, "One").await;
     let bad = fixtures::episode(&s, 2, "Two").await;
     fixtures::clip(&s, 1, "Jingle").await;
     fixtures::research(&s, &good, "j0000000042", &[1], &[(1, 3.0, 0.9)]).await;
-    fixtures::raw(&s, &paths::research(&bad), BAD_RESEARCH).await;
-    let progress = status::research_progress(
-        &s,
-        &archivist_testkit::db::tree_database(s.chroot()).await,
-        &AdminSettings::default(),
-        false,
-        &Silent,
-    )
-    .await
-    .unwrap();
+    fixtures::research(&s, &bad, "j0000000043", &[1], &[]).await;
+    archivist_db::testing::damage_research_runs(&db, &bad)
+        .await
+        .unwrap();
+    let settings = AdminSettings {
+        batch_size: 1,
+        ..AdminSettings::default()
+    };
+    let progress = status::research_progress(&s, &db, &settings, false, &Silent)
+        .await
+        .unwrap();
     assert_eq!(
         progress
             .unreadable
             .iter()
             .map(|u| u.path.as_str())
             .collect::<Vec<_>>(),
-        [paths::research(&bad)]
+        [archivist_db::research::place(&bad)]
+    );
+    assert_eq!(
+        (
+            progress.researched_pairs,
+            progress.found_pairs,
+            progress.episodes_with_research
+        ),
+        (1, 1, 1)
     );
 }
 

@@ -113,12 +113,13 @@ pub fn reaper_settings(base: ReaperSettings, opts: &ReaperOpts) -> Result<Reaper
 /// Starts the reaper as a task of this process (for `run --all` and `--with-reaper`).
 pub fn spawn_reaper(
     config: ZkConfig,
+    db: archivist_db::Database,
     settings: ReaperSettings,
     identity: Identity,
     shutdown: CancellationToken,
 ) -> JoinHandle<Result<(), archivist_recorder::ReaperError>> {
     tokio::spawn(async move {
-        archivist_recorder::reaper::run(&config, settings, identity, shutdown).await
+        archivist_recorder::reaper::run(&config, &db, settings, identity, shutdown).await
     })
 }
 
@@ -140,6 +141,7 @@ pub async fn run_recorder(global: &GlobalOpts, args: RecorderArgs) -> Result<Exi
     let reaper = if args.with_reaper {
         Some(spawn_reaper(
             config.clone(),
+            db.clone(),
             reaper_settings,
             identity("reaper", &None),
             shutdown.clone(),
@@ -167,8 +169,10 @@ pub async fn run_recorder(global: &GlobalOpts, args: RecorderArgs) -> Result<Exi
 pub async fn run_reaper(global: &GlobalOpts, args: ReaperArgs) -> Result<ExitCode> {
     let config = crate::context::zk_config(global)?;
     let settings = reaper_settings(crate::context::file_config(global)?.reaper, &args.reaper)?;
+    let db = crate::context::database(global).await?;
     archivist_recorder::reaper::run(
         &config,
+        &db,
         settings,
         identity("reaper", &args.name),
         crate::shutdown::on_signal(),

@@ -119,11 +119,16 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
         }));
     }
     if want(args.reaper) {
-        let (zk, settings, stop) = (zk.clone(), file.reaper.clone(), shutdown.clone());
+        let (zk, settings, stop, db) = (
+            zk.clone(),
+            file.reaper.clone(),
+            shutdown.clone(),
+            db.clone(),
+        );
         roles.spawn(keep_running("reaper", shutdown.clone(), move || {
-            let (zk, settings, stop) = (zk.clone(), settings.clone(), stop.clone());
+            let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
             async move {
-                archivist_recorder::reaper::run(&zk, settings, Identity::new("reaper"), stop)
+                archivist_recorder::reaper::run(&zk, &db, settings, Identity::new("reaper"), stop)
                     .await
                     .context("reaper")
             }

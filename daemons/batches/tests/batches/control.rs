@@ -94,12 +94,11 @@ async fn a_deleted_batch_keeps_a_tombstone_and_loses_its_reports() {
                 .is_none()
         );
         // The research and the job are not the batch's to delete.
-        assert!(
-            store::exists(&session, &paths::research(&processing.episodes[0]))
-                .await
-                .unwrap()
-                .is_some()
-        );
+        let db = archivist_testkit::db::tree_database(session.chroot()).await;
+        assert!(archivist_db::research::read(&db, &processing.episodes[0])
+            .await
+            .unwrap()
+            .is_some());
         assert!(store::exists(&session, &paths::job(&job.id))
             .await
             .unwrap()

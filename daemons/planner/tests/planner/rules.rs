@@ -208,37 +208,73 @@ async fn an_unreadable_research_record_leaves_its_episode_out_of_planning() {
     for (_config, session, db) in stores("rules-unreadable").await {
         let bad = put_episode(&session, &db, 1, 5, BASE_MS, false).await;
         let good = put_episode(&session, &db, 2, 0, BASE_MS, false).await;
+        let later = put_episode(&session, &db, 3, 4, BASE_MS, false).await;
         put_clip(&session, &db, 1, 0, BASE_MS, false).await;
-        // An occurrence that does not parse, as the outside test wrote.
-        write(
+        put_clip(&session, &db, 2, 0, BASE_MS, false).await;
+        // A stored clip set that does not parse, read by the load.
+        put_research(&session, &db, &bad, &[1]).await;
+        archivist_db::testing::damage_research_runs(&db, &bad)
+            .await
+            .unwrap();
+        register_researcher(&session, "r1", 1).await;
+        let mut planner = Planner::start(&session, &db, settings(), "p")
+            .await
+            .unwrap();
+        assert_eq!(planner.index().unreadable_research(), [bad.as_str()]);
+        // Another one, read from the changes after the recorder's signal.
+        archivist_db::research::update(&db, &later, |r| {
+            r.runs.push(archivist_engine::schema::records::ResearchRun {
+                job: "j0000099998".into(),
+                researcher: "test".into(),
+                at: at(BASE_MS),
+                clips: [1].into_iter().collect(),
+            })
+        })
+        .await
+        .unwrap();
+        archivist_db::testing::damage_research_runs(&db, &later)
+            .await
+            .unwrap();
+        archivist_engine::signal::bump(
             &session,
-            &paths::research(&bad),
-            b"schema: 1\nepisode: e0000001\nruns: []\nfound:\n  c000001: [{at: not-a-number}]\n",
+            archivist_engine::signal::Signal::Research,
+            "test",
         )
-        .await;
-        register_researcher(&session, "r1", 4).await;
+        .await
+        .unwrap();
+        planner.wait(Duration::from_millis(300)).await.unwrap();
+        assert_eq!(
+            planner.index().unreadable_research(),
+            [bad.as_str(), later.as_str()]
+        );
+        let mut planned = Vec::new();
+        for _ in 0..3 {
+            let report = planner.round(&CancellationToken::new()).await.unwrap();
+            planned.extend(report.created.into_iter().map(|j| j.episode));
+        }
+        assert_eq!(
+            planned,
+            std::slice::from_ref(&good),
+            "an unreadable episode was planned (its pairs would be re-planned forever)"
+        );
+        // Repaired by hand (here: its rows deleted), it is planned after a restart.
+        for episode in [&bad, &later] {
+            archivist_db::testing::forget_research(&db, episode)
+                .await
+                .unwrap();
+        }
+        drop(planner);
+        register_researcher(&session, "r2", 8).await;
         let mut planner = Planner::start(&session, &db, settings(), "p")
             .await
             .unwrap();
         let report = planner.round(&CancellationToken::new()).await.unwrap();
-        let episodes: Vec<&str> = report.created.iter().map(|j| j.episode.as_str()).collect();
-        assert_eq!(
-            episodes,
-            [good.as_str()],
-            "the unreadable episode was planned (its pairs would be re-planned forever)"
-        );
-        // Repaired (here: deleted), it is planned again.
-        session
-            .client()
-            .delete(&paths::research(&bad), None)
-            .await
-            .unwrap();
-        planner.wait(Duration::from_millis(300)).await.unwrap();
-        let report = planner.round(&CancellationToken::new()).await.unwrap();
-        assert!(
-            report.created.iter().any(|j| j.episode == bad),
-            "{report:?}"
-        );
+        for episode in [&bad, &later] {
+            assert!(
+                report.created.iter().any(|j| &j.episode == episode),
+                "{episode}: {report:?}"
+            );
+        }
     }
 }
 

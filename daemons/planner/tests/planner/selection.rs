@@ -95,8 +95,8 @@ async fn complete_episodes_and_leased_clips_are_excluded() {
         for n in 1..=4 {
             put_clip(&session, &db, n, 0, BASE_MS + n as i64, false).await;
         }
-        put_research(&session, &complete, &[1, 2, 3, 4]).await;
-        put_research(&session, &partly_leased, &[4]).await;
+        put_research(&session, &db, &complete, &[1, 2, 3, 4]).await;
+        put_research(&session, &db, &partly_leased, &[4]).await;
         put_lease(&session, "j0000090001", &partly_leased, &[3, 2], 600_000).await;
         put_lease(&session, "j0000090002", &all_leased, &[1, 2, 3, 4], 600_000).await;
         let mut planner = Planner::start(&session, &db, settings(), "p")
@@ -194,7 +194,7 @@ async fn the_index_follows_the_tree_through_its_watches() {
         let other = archivist_testkit::another_session(&_config).await;
         let urgent = put_episode(&other, &db, 2, 50, BASE_MS, false).await;
         assert_eq!(planner.pick().await.unwrap().unwrap().episode, urgent);
-        put_research(&other, &urgent, &[1]).await;
+        put_research(&other, &db, &urgent, &[1]).await;
         assert_eq!(planner.pick().await.unwrap().unwrap().episode, first);
         put_lease(&other, "j0000090001", &first, &[1], 600_000).await;
         assert_eq!(planner.pick().await.unwrap(), None);
@@ -209,9 +209,8 @@ async fn the_index_follows_the_tree_through_its_watches() {
             (pick.episode.as_str(), pick.clips),
             (urgent.as_str(), vec![c2.clone()])
         );
-        store::delete_if_present(&other, &paths::research(&urgent))
-            .await
-            .unwrap();
+        // Its research undone (a repair), the pair is work again.
+        put_research(&other, &db, &urgent, &[]).await;
         let pick = planner.pick().await.unwrap().unwrap();
         assert_eq!(
             (pick.episode.as_str(), pick.clips),

@@ -98,16 +98,24 @@ pub async fn put_clip(
     id
 }
 
-pub async fn put_research(session: &Session, episode: &str, clips: &[u32]) {
+/// Stores research as the recorder does: the database (replacing the episode's
+/// record), then `/signals/research`.
+pub async fn put_research(session: &Session, db: &Database, episode: &str, clips: &[u32]) {
     let mut record = ResearchRecord::new(episode);
-    record.runs.push(ResearchRun {
-        job: "j0000099999".into(),
-        researcher: "test".into(),
-        at: at(BASE_MS),
-        clips: clips.iter().copied().collect(),
-    });
-    let path = paths::research(episode);
-    write(session, &path, &store::encode(&path, &record).unwrap()).await;
+    if !clips.is_empty() {
+        record.runs.push(ResearchRun {
+            job: "j0000099999".into(),
+            researcher: "test".into(),
+            at: at(BASE_MS),
+            clips: clips.iter().copied().collect(),
+        });
+    }
+    archivist_db::research::update(db, episode, |r| *r = record)
+        .await
+        .unwrap();
+    signal::bump(session, Signal::Research, "test")
+        .await
+        .unwrap();
 }
 
 pub async fn put_lease(

@@ -7,6 +7,7 @@
 
 pub mod sweep;
 
+use archivist_db::Database;
 use archivist_engine::leader;
 use archivist_engine::member::{self, Identity};
 use archivist_engine::schema::paths;
@@ -26,6 +27,7 @@ pub use sweep::{sweep, SweepReport, LEASE_EXPIRED, TTL_PASSED};
 /// [`ReaperError::Settings`] for unusable settings; otherwise it keeps retrying.
 pub async fn run(
     config: &ZkConfig,
+    db: &Database,
     settings: ReaperSettings,
     identity: Identity,
     shutdown: CancellationToken,
@@ -36,7 +38,8 @@ pub async fn run(
         let settings = settings.clone();
         let identity = identity.clone();
         let shutdown = shutdown.clone();
-        async move { lead_and_sweep(&session, &settings, &identity, &shutdown).await }
+        let db = db.clone();
+        async move { lead_and_sweep(&session, &db, &settings, &identity, &shutdown).await }
     })
     .await?;
     Ok(())
@@ -62,6 +65,7 @@ fn candidate_data(identity: &Identity) -> Result<Vec<u8>, EngineError> {
 /// `shutdown` fires (leaves the election) or the session is lost.
 pub async fn lead_and_sweep(
     session: &Session,
+    db: &Database,
     settings: &ReaperSettings,
     identity: &Identity,
     shutdown: &CancellationToken,
@@ -75,7 +79,7 @@ pub async fn lead_and_sweep(
         "reaper",
         &candidate,
         shutdown,
-        |leading| async move { sweep_while_leading(session, settings, identity, &leading).await },
+        |leading| async move { sweep_while_leading(session, db, settings, identity, &leading).await },
     )
     .await
 }
@@ -84,13 +88,14 @@ pub async fn lead_and_sweep(
 /// daemon went). A failed sweep is logged and tried again at the next interval.
 async fn sweep_while_leading(
     session: &Session,
+    db: &Database,
     settings: &ReaperSettings,
     identity: &Identity,
     leading: &CancellationToken,
 ) -> Result<(), EngineError> {
     let lost = session.lost();
     loop {
-        match sweep(session, settings, &identity.name).await {
+        match sweep(session, db, settings, &identity.name).await {
             Ok(report) => {
                 archivist_engine::health::recovered(&identity.role);
                 if report != SweepReport::default() {

@@ -5,10 +5,11 @@
 //! at again on the next sweep. Times are ZooKeeper's (`mtime`/`ctime` against
 //! [`clock::zk_now_ms`]).
 
+use archivist_db::Database;
 use archivist_engine::lock::{JobLock, LockGuard};
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::paths;
-use archivist_engine::schema::records::{JobRecord, ResearchRecord};
+use archivist_engine::schema::records::JobRecord;
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{clock, jobs, lease, queue, store, EngineError, Session};
@@ -50,6 +51,7 @@ pub struct SweepReport {
 /// stops the sweep.
 pub async fn sweep(
     session: &Session,
+    db: &Database,
     settings: &ReaperSettings,
     by: &str,
 ) -> Result<SweepReport, EngineError> {
@@ -59,7 +61,7 @@ pub async fn sweep(
     stale_work_items(session, settings, by, now, &mut report).await?;
     let grace = (settings.interval.as_millis() as i64 * 2).max(1_000);
     orphaned_jobs(session, by, now, grace, &mut report).await?;
-    expired_leases(session, by, now, &mut report).await?;
+    expired_leases(session, db, by, now, &mut report).await?;
     finished_jobs(session, settings, now, &mut report).await?;
     let work = stray_entries(session, &mut report).await?;
     metrics::counter!("archivist_reaper_sweeps_total").increment(1);
@@ -184,16 +186,17 @@ async fn expire(
 }
 
 /// "lease expired", saying so when every clip of the job was recorded anyway (its
-/// final report never came, but nothing is left to plan).
-async fn expiry_message(session: &Session, job: &JobRecord) -> Result<String, EngineError> {
-    let research = store::read::<ResearchRecord>(session, &paths::research(&job.episode)).await;
-    let all_recorded = match research {
-        Ok(Some((record, _))) => job
+/// final report never came, but nothing is left to plan), by the research archive in
+/// the database.
+async fn expiry_message(db: &Database, job: &JobRecord) -> Result<String, EngineError> {
+    let all_recorded = match archivist_db::research::read(db, &job.episode).await {
+        Ok(Some(record)) => job
             .clips
             .iter()
             .all(|c| paths::clip_number(c).is_some_and(|n| record.is_researched(n))),
-        Ok(None) | Err(EngineError::Record(_)) => false,
-        Err(e) => return Err(e),
+        // Unknown research is not "all recorded": the plain message.
+        Ok(None) | Err(archivist_db::DbError::Corrupt { .. }) => false,
+        Err(e) => return Err(EngineError::daemon(e)),
     };
     Ok(if all_recorded && !job.clips.is_empty() {
         format!(
@@ -312,6 +315,7 @@ async fn orphan_candidates(session: &Session) -> Result<Vec<(String, &'static st
 
 async fn expired_leases(
     session: &Session,
+    db: &Database,
     by: &str,
     now: i64,
     report: &mut SweepReport,
@@ -331,7 +335,7 @@ async fn expired_leases(
                 if let Some((lock, record, version)) = lock_and_read(session, &job, by).await? {
                     if matches!(record.status, JobState::Leased | JobState::Researching) {
                         let delete = lease_delete(&job, stat.version);
-                        let message = expiry_message(session, &record).await?;
+                        let message = expiry_message(db, &record).await?;
                         if expire(session, lock, &record, version, &message, by, Some(delete))
                             .await?
                         {

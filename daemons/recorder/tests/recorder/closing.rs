@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use archivist_engine::schema::paths;
 use archivist_engine::schema::JobState;
-use archivist_engine::{jobs, store, zk};
+use archivist_engine::{jobs, zk};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{
@@ -99,7 +99,7 @@ async fn the_recorder_daemon_records_a_reported_job_and_revokes_its_lease() {
 /// `export` and planning).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_with_impossible_occurrences_fail_the_job_and_the_record_stays_readable() {
-    use archivist_engine::schema::records::{Occurrence, ResearchRecord};
+    use archivist_engine::schema::records::Occurrence;
     let (config, session) = archivist_testkit::fresh_tree("impossible-occurrences").await;
     let shutdown = CancellationToken::new();
     let recorder = support::spawn_recorder(&config, "recorder-impossible", &shutdown);
@@ -143,10 +143,10 @@ async fn reports_with_impossible_occurrences_fail_the_job_and_the_record_stays_r
         assert!(settled, "{}: {:?}: {message}", j.id, failed.status);
         assert!(message.contains("report unusable"), "{message}");
         // Whatever was stored reads back, and holds nothing of the impossible report.
-        let path = paths::research(&j.episode);
-        if let Some((record, _)) = store::read::<ResearchRecord>(&session, &path)
+        let db = support::db(&session).await;
+        if let Some(record) = archivist_db::research::read(&db, &j.episode)
             .await
-            .unwrap_or_else(|e| panic!("{path} does not read back: {e}"))
+            .unwrap_or_else(|e| panic!("{} does not read back: {e}", j.episode))
         {
             assert!(!record.found.contains_key("c000002"), "{record:?}");
         }

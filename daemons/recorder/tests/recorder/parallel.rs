@@ -55,7 +55,10 @@ async fn three_recorders_store_each_of_200_reports_exactly_once() {
     );
     println!("200 reports by 3 recorders in {took:?}; stored per recorder {per_recorder:?}");
     assert_eq!(stored, 200, "clips stored in total across recorders");
-    assert_eq!(already, 0, "no report was seen twice");
+    // `already` is not 0 when two recorders read a report at once: one stores it (the
+    // database locks the episode) and the other counts it `already` if its multi deletes
+    // the report first. The archive below is what must hold each pair once.
+    println!("reports counted as already stored: {already}");
     let (record, _) = research(&session, "e0000010").await.unwrap();
     let counts = support::run_clip_counts(&record);
     assert_eq!(counts.len(), 200);

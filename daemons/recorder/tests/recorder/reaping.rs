@@ -110,9 +110,14 @@ async fn an_expired_lease_of_a_live_researcher_goes_alone_and_late_results_still
         .unwrap()
         .expect("lock");
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let swept = sweep(&session, &fast_reaper(), "reaper-test")
-        .await
-        .unwrap();
+    let swept = sweep(
+        &session,
+        &support::db(&session).await,
+        &fast_reaper(),
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert_eq!(swept.leases_deleted, vec![j.id.clone()]);
     assert!(swept.lease_jobs_expired.is_empty());
     assert!(read_lease(&session, &j.id).await.is_none());
@@ -136,9 +141,14 @@ async fn an_expired_lease_of_a_live_researcher_goes_alone_and_late_results_still
     // A live lease is never touched.
     let fresh = job(&session, "e0000021", &[3], JobState::Leased).await;
     lease(&session, &fresh, 60_000).await;
-    let swept = sweep(&session, &fast_reaper(), "reaper-test")
-        .await
-        .unwrap();
+    let swept = sweep(
+        &session,
+        &support::db(&session).await,
+        &fast_reaper(),
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert_eq!(swept, Default::default());
     assert!(read_lease(&session, &fresh.id).await.is_some());
 }
@@ -162,9 +172,14 @@ async fn an_expired_job_whose_clips_were_all_recorded_says_so() {
     .unwrap();
     lease(&session, &j, 1).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let swept = sweep(&session, &fast_reaper(), "reaper-test")
-        .await
-        .unwrap();
+    let swept = sweep(
+        &session,
+        &support::db(&session).await,
+        &fast_reaper(),
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert_eq!(swept.lease_jobs_expired, vec![j.id.clone()]);
     assert_eq!(
         status(&session, &j).await,
@@ -181,7 +196,14 @@ async fn waiting_work_items_past_their_ttl_expire_and_release_their_lease() {
     let old = job(&session, "e0000022", &[1], JobState::Pending).await;
     lease(&session, &old, 60_000).await;
     let long_ttl = fast_reaper().with_work_item_ttl(Duration::from_secs(3600));
-    let swept = sweep(&session, &long_ttl, "reaper-test").await.unwrap();
+    let swept = sweep(
+        &session,
+        &support::db(&session).await,
+        &long_ttl,
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert!(swept.ttl_jobs_expired.is_empty());
     assert_eq!(
         status(&session, &old).await.map(|s| s.0),
@@ -189,7 +211,14 @@ async fn waiting_work_items_past_their_ttl_expire_and_release_their_lease() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     let short_ttl = fast_reaper().with_work_item_ttl(Duration::from_millis(200));
-    let swept = sweep(&session, &short_ttl, "reaper-test").await.unwrap();
+    let swept = sweep(
+        &session,
+        &support::db(&session).await,
+        &short_ttl,
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert_eq!(swept.ttl_jobs_expired, vec![old.id.clone()]);
     assert_eq!(
         status(&session, &old).await,
@@ -229,12 +258,26 @@ async fn retention_removes_finished_jobs_keeps_failed_and_cancelled_ones_and_all
     let (before, _) = research(&session, "e0000023").await.unwrap();
 
     let keep_all = fast_reaper().with_retention(Duration::from_secs(3600));
-    let swept = sweep(&session, &keep_all, "reaper-test").await.unwrap();
+    let swept = sweep(
+        &session,
+        &support::db(&session).await,
+        &keep_all,
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert!(swept.jobs_deleted.is_empty());
 
     tokio::time::sleep(Duration::from_millis(300)).await;
     let short = fast_reaper().with_retention(Duration::from_millis(200));
-    let mut swept = sweep(&session, &short, "reaper-test").await.unwrap();
+    let mut swept = sweep(
+        &session,
+        &support::db(&session).await,
+        &short,
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     swept.jobs_deleted.sort();
     let mut expected = vec![recorded.id.clone(), expired.id.clone()];
     expected.sort();
@@ -254,10 +297,6 @@ async fn retention_removes_finished_jobs_keeps_failed_and_cancelled_ones_and_all
     }
     let (after, _) = research(&session, "e0000023").await.unwrap();
     assert_eq!(after, before, "research must outlive its jobs");
-    assert!(store::exists(&session, &paths::research("e0000023"))
-        .await
-        .unwrap()
-        .is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -340,9 +379,14 @@ async fn a_job_whose_researcher_died_is_expired_at_once_without_waiting_for_its_
         .expect("lock");
 
     // While its researcher lives, a job with a long lease is left alone.
-    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test")
-        .await
-        .unwrap();
+    let report = sweep::sweep(
+        &session,
+        &support::db(&session).await,
+        &fast_reaper(),
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert!(report.orphans_expired.is_empty());
 
     // The researcher dies: its session closes and its lock goes with it.
@@ -357,9 +401,14 @@ async fn a_job_whose_researcher_died_is_expired_at_once_without_waiting_for_its_
     );
     // Past the grace (2 x the interval, at least 1 s) the orphan is expired.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test")
-        .await
-        .unwrap();
+    let report = sweep::sweep(
+        &session,
+        &support::db(&session).await,
+        &fast_reaper(),
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert_eq!(report.orphans_expired, vec![dead.id.clone()]);
     assert_eq!(
         status(&session, &dead).await,
@@ -419,9 +468,14 @@ async fn a_dead_holders_pending_cancel_or_hold_is_honoured_not_expired() {
     .await;
     assert!(gone, "the dead researcher's lock should vanish");
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    sweep::sweep(&session, &fast_reaper(), "reaper-test")
-        .await
-        .unwrap();
+    sweep::sweep(
+        &session,
+        &support::db(&session).await,
+        &fast_reaper(),
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert_eq!(
         status(&session, &cancel).await,
         Some((JobState::Cancelled, Some("dead-holder-cancel".to_string())))
@@ -468,9 +522,14 @@ async fn a_running_job_whose_queue_entry_was_deleted_is_still_expired() {
         assert!(queues_holding(&session, &j.id).await.is_empty());
     }
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test")
-        .await
-        .unwrap();
+    let report = sweep::sweep(
+        &session,
+        &support::db(&session).await,
+        &fast_reaper(),
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     let mut expired_ids = report.orphans_expired.clone();
     expired_ids.extend(report.lease_jobs_expired.clone());
     expired_ids.sort();
@@ -520,9 +579,14 @@ async fn stray_entries_in_the_in_flight_queues_are_removed() {
         .await
         .unwrap();
     }
-    let report = sweep::sweep(&session, &fast_reaper(), "reaper-test")
-        .await
-        .unwrap();
+    let report = sweep::sweep(
+        &session,
+        &support::db(&session).await,
+        &fast_reaper(),
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert_eq!(report.strays_removed, 3);
     for path in &strays {
         assert!(
@@ -565,7 +629,14 @@ async fn a_paused_queues_waiting_jobs_do_not_expire() {
     .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let short_ttl = fast_reaper().with_work_item_ttl(Duration::from_millis(200));
-    let swept = sweep(&session, &short_ttl, "reaper-test").await.unwrap();
+    let swept = sweep(
+        &session,
+        &support::db(&session).await,
+        &short_ttl,
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert!(swept.ttl_jobs_expired.is_empty(), "{swept:?}");
     assert_eq!(
         status(&session, &waiting).await.map(|s| s.0),
@@ -582,6 +653,13 @@ async fn a_paused_queues_waiting_jobs_do_not_expire() {
     )
     .await
     .unwrap();
-    let swept = sweep(&session, &short_ttl, "reaper-test").await.unwrap();
+    let swept = sweep(
+        &session,
+        &support::db(&session).await,
+        &short_ttl,
+        "reaper-test",
+    )
+    .await
+    .unwrap();
     assert_eq!(swept.ttl_jobs_expired, vec![waiting.id.clone()]);
 }

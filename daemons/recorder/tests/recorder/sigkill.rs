@@ -23,6 +23,7 @@ async fn a_recorder_killed_mid_store_leaves_nothing_half_done() {
     }
     let mut child = archivist_testkit::child_on("child::recorder_test_slow", &config)
         .arg("300")
+        .arg(archivist_testkit::db::tree_database_url(session.chroot()))
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn slow recorder");

@@ -85,6 +85,14 @@ async fn replayed_reports_and_duplicate_pairs_are_no_ops() {
         after_version, version,
         "a replay rewrote the research record"
     );
+    // ZooKeeper holds no research (issue 22): the database is the archive.
+    assert!(
+        archivist_engine::store::exists(&session, &paths::research("e0000001"))
+            .await
+            .unwrap()
+            .is_none(),
+        "the recorder wrote /research"
+    );
     assert!(support::reports_left(&session).await.is_empty());
 
     // Both jobs report clip 8 at once; one watcher pass stores exactly one of them.
@@ -245,13 +253,19 @@ async fn reports_of_a_failed_job_that_cannot_be_stored_are_parked_not_retried_ev
     let settings = support::settings();
     let failed = job(&session, "e0000009", &[1], JobState::Failed).await;
     report(&session, &failed, 1, occurrences_for(1, 0.5), true).await;
-    session
-        .client()
-        .create(
-            &paths::research("e0000009"),
-            b"schema: 1\nepisode: e0000009\nruns: []\nfound:\n  c000001: [{at: not-a-number}]\n",
-            &session.create_options(archivist_engine::zk::CreateMode::Persistent),
-        )
+    // Research stored in the database that no longer parses.
+    let db = support::db(&session).await;
+    archivist_db::research::update(&db, "e0000009", |r| {
+        r.runs.push(archivist_engine::schema::records::ResearchRun {
+            job: "j0000000777".into(),
+            researcher: "r".into(),
+            at: archivist_engine::clock::to_datetime(0),
+            clips: [2].into_iter().collect(),
+        })
+    })
+    .await
+    .unwrap();
+    archivist_db::testing::damage_research_runs(&db, "e0000009")
         .await
         .unwrap();
     let mut bad = HashSet::new();
@@ -306,8 +320,11 @@ async fn a_crash_between_the_database_commit_and_the_multi_replays_as_a_no_op() 
         for clip in [4, 8, 9] {
             names.push(report(&session, &j, clip, occurrences_for(clip, 0.5), false).await);
         }
-        let prepared = store::prepare(&session, &j.id, &names).await.unwrap();
-        assert_eq!(store::record_in_database(&db, &prepared).await.unwrap(), 3);
+        let mut prepared = store::prepare(&session, &j.id, &names).await.unwrap();
+        assert_eq!(
+            store::record_in_database(&db, &mut prepared).await.unwrap(),
+            3
+        );
         let seq = db.current_seq(Counter::Research).await.unwrap();
         // The crash: the multi never ran, the reports are all still there.
         assert_eq!(support::reports_left(&session).await.len(), 3);

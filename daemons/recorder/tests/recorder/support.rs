@@ -69,7 +69,10 @@ pub fn spawn_reaper(
         Identity::named("reaper", name),
         shutdown.clone(),
     );
-    tokio::spawn(async move { reaper::run(&config, settings, identity, shutdown).await })
+    tokio::spawn(async move {
+        let db = db_for(&config).await;
+        reaper::run(&config, &db, settings, identity, shutdown).await
+    })
 }
 
 /// Moves a `researching` job to `reported` by the table, standing in for the
@@ -173,12 +176,13 @@ pub async fn report(
     name
 }
 
-/// The episode's research record and its version.
-pub async fn research(session: &Session, episode: &str) -> Option<(ResearchRecord, i32)> {
-    store::read::<ResearchRecord>(session, &paths::research(episode))
-        .await
-        .unwrap()
-        .map(|(r, s)| (r, s.version))
+/// The episode's research record in the test tree's database (ZooKeeper holds none
+/// since issue 22), with the archive's research `seq` (moves with every write).
+pub async fn research(session: &Session, episode: &str) -> Option<(ResearchRecord, i64)> {
+    let db = db(session).await;
+    let record = archivist_db::research::read(&db, episode).await.unwrap()?;
+    let seq = archivist_db::research::last_seq(&db).await.unwrap();
+    Some((record, seq))
 }
 
 /// Report names still waiting.
