@@ -116,14 +116,15 @@ say "Waiting until every (episode, clip) pair is recorded"
 status=0
 "$bin" sample check "$qs/media" --wait-s 900 || status=$?
 
-say "What is in ZooKeeper"
+say "Where things stand (jobs in ZooKeeper, catalog and results in the database)"
 "$bin" status || true
 cat <<EOF
 
 Look at the tree yourself:
   /usr/share/zookeeper/bin/zkCli.sh -server $connect ls -R $ARCHIVIST_CHROOT
-  /usr/share/zookeeper/bin/zkCli.sh -server $connect ls $ARCHIVIST_CHROOT/research   # then: get $ARCHIVIST_CHROOT/research/<episode>
   ARCHIVIST_ZK=$connect ARCHIVIST_CHROOT=$ARCHIVIST_CHROOT $bin status
+  ARCHIVIST_DATABASE_URL=$ARCHIVIST_DATABASE_URL $bin results --episode e0000001   # the answers, from the database
+  ARCHIVIST_DATABASE_URL=$ARCHIVIST_DATABASE_URL $bin export -o json | head
   ARCHIVIST_ZK=$connect ARCHIVIST_CHROOT=$ARCHIVIST_CHROOT $bin tree /jobs
 Daemon logs: $qs/daemons.log
 EOF
