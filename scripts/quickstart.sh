@@ -123,8 +123,8 @@ cat <<EOF
 Look at the tree yourself:
   /usr/share/zookeeper/bin/zkCli.sh -server $connect ls -R $ARCHIVIST_CHROOT
   ARCHIVIST_ZK=$connect ARCHIVIST_CHROOT=$ARCHIVIST_CHROOT $bin status
-  ARCHIVIST_DATABASE_URL=$ARCHIVIST_DATABASE_URL $bin results --episode e0000001   # the answers, from the database
-  ARCHIVIST_DATABASE_URL=$ARCHIVIST_DATABASE_URL $bin export -o json | head
+  ARCHIVIST_ZK=$connect ARCHIVIST_CHROOT=$ARCHIVIST_CHROOT ARCHIVIST_DATABASE_URL=$ARCHIVIST_DATABASE_URL $bin results --episode e0000001   # the answers, from the database
+  ARCHIVIST_ZK=$connect ARCHIVIST_CHROOT=$ARCHIVIST_CHROOT ARCHIVIST_DATABASE_URL=$ARCHIVIST_DATABASE_URL $bin export -o json | head
   ARCHIVIST_ZK=$connect ARCHIVIST_CHROOT=$ARCHIVIST_CHROOT $bin tree /jobs
 Daemon logs: $qs/daemons.log
 EOF
