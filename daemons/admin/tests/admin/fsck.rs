@@ -559,7 +559,16 @@ async fn the_research_archive_is_checked_in_the_database() {
         "{:#?}",
         report.faults
     );
-    assert_eq!(report.errors, 2, "{:#?}", report.faults);
+    // The third error: the archive names jobs up to j0000000044, past this tree's job
+    // counter (outside 17g finding 3: the counter must be past the archive's ids).
+    let others: Vec<FaultKind> = report
+        .faults
+        .iter()
+        .filter(|f| !f.path.starts_with("database research"))
+        .map(|f| f.kind)
+        .collect();
+    assert_eq!(others, [FaultKind::CounterBehind], "{:#?}", report.faults);
+    assert_eq!(report.errors, 3, "{:#?}", report.faults);
 }
 
 #[tokio::test]
