@@ -37,18 +37,27 @@
 //!   ([`id3`]): the start of the audio would be skipped;
 //! - a WAV whose RIFF holds audio after its `data` chunk's declared end (a second
 //!   `data` chunk, a stale size) is refused ([`wav`]);
+//! - a fragmented MP4 whose fragment starts later (or earlier) than the ones before it
+//!   end (a fragment cut out or repeated midway) is incomplete ([`fragments`]);
+//! - an MP3 whose valid LAME tag's CRC of the music does not match the body (frames
+//!   lost and others repeated, the count unchanged) is incomplete ([`lame_crc`]);
+//! - an MP4 sample table counting more entries than its box holds is refused before
+//!   the reader allocates for them ([`tables`]);
 //! - an MP3 holding other frames than its Xing/LAME header declares (data inserted
 //!   midway) is incomplete: every offset after the insertion would be wrong.
 
 mod band;
 pub mod container;
 mod continuity;
+mod fragments;
 pub mod guard;
 mod id3;
+mod lame_crc;
 mod mp3;
 mod mp4;
 mod opus;
 mod resample;
+mod tables;
 mod tail;
 mod walk;
 mod wav;
@@ -506,6 +515,26 @@ pub fn decode_source(
     } else {
         mp4::Statement::NotMp4
     };
+    // Sample-table counts the boxes cannot hold: refused before the reader allocates.
+    if source.is_seekable() && mp4_statement != mp4::Statement::NotMp4 {
+        tables::check(&mut source).map_err(|reason| DecodeError::Corrupt {
+            input: input.clone(),
+            reason,
+        })?;
+    }
+    // A fragmented MP4's fragments must follow each other ([`fragments`]): a gap is
+    // reported once the rest has decoded (so the reason says how much did).
+    let fragment_gap = if source.is_seekable() && mp4_statement != mp4::Statement::NotMp4 {
+        match fragments::check(&mut source).map_err(|reason| DecodeError::Corrupt {
+            input: input.clone(),
+            reason,
+        })? {
+            fragments::Fragments::Gap(reason) => Some(reason),
+            fragments::Fragments::None | fragments::Fragments::Continuous => None,
+        }
+    } else {
+        None
+    };
     let mp4_gapless = match mp4_statement {
         mp4::Statement::Stated(g) => Some(g),
         _ => None,
@@ -540,6 +569,13 @@ pub fn decode_source(
     let mp3_segments = match &tail {
         Some(t) if sniffed_mpeg && mp4_statement == mp4::Statement::NotMp4 => {
             mp3::segments(&mut source, tail::trailer_len(t))
+        }
+        _ => None,
+    };
+    // A valid LAME tag's CRC of the music: frames lost and others repeated ([`lame_crc`]).
+    let music_crc_fault = match &tail {
+        Some(_) if sniffed_mpeg && mp4_statement == mp4::Statement::NotMp4 => {
+            lame_crc::music_crc_fault(&mut source)
         }
         _ => None,
     };
@@ -1109,6 +1145,9 @@ pub fn decode_source(
         if let Some(reason) = frame_walk.and_then(|(walked, name)| walked.lost_reason(name)) {
             broke = Some(reason);
         }
+        if let Some(reason) = fragment_gap.clone().filter(|_| broke.is_none()) {
+            broke = Some(reason);
+        }
         if let (Some(plan), None) = (&mp3_plan, &broke) {
             broke = plan.check(mp3_packets);
         }
@@ -1154,6 +1193,10 @@ pub fn decode_source(
                     "{junk} bytes after the last {what} are not audio (ignored)"
                 )),
             }
+        }
+        // Last: a body the structural checks above found fault with is named by them.
+        if let Some(reason) = music_crc_fault.clone().filter(|_| broke.is_none()) {
+            broke = Some(reason);
         }
         flush(&tx, &mut chunk);
         drop(tx);

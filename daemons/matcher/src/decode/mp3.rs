@@ -52,6 +52,16 @@ impl Start {
     }
 }
 
+/// Bytes of a layer III frame's side information (after the header and its CRC).
+pub(super) fn side_info_len(mpeg1: bool, mono: bool) -> usize {
+    match (mpeg1, mono) {
+        (true, true) => 17,
+        (true, false) => 32,
+        (false, true) => 9,
+        (false, false) => 17,
+    }
+}
+
 /// Reads the start of a seekable MP3 source (and rewinds it).
 pub(super) fn read_start(source: &mut Box<dyn MediaSource>) -> Option<Start> {
     let mut buf = Vec::with_capacity(1 << 16);
@@ -84,12 +94,7 @@ fn parse_start(buf: &[u8]) -> Option<Start> {
     let mpeg1 = (b1 >> 3) & 3 == 3;
     let crc = b1 & 1 == 0;
     let mono = buf[pos + 3] >> 6 == 3;
-    let side = match (mpeg1, mono) {
-        (true, true) => 17,
-        (true, false) => 32,
-        (false, true) => 9,
-        (false, false) => 17,
-    };
+    let side = side_info_len(mpeg1, mono);
     let frame = if mpeg1 { 1152 } else { 576 };
     // LAME writes the tag right after the side information even when a CRC follows the
     // header; other writers may move it past the CRC.
@@ -239,12 +244,7 @@ pub(super) fn segments(
 /// The Xing/Info tag of a layer III frame where the reader looks for one (right after
 /// the side information, which must be zero), with its LAME extension.
 fn info_tag(frame: &[u8], mpeg1: bool, mono: bool) -> Option<SegmentTag> {
-    let side = match (mpeg1, mono) {
-        (true, true) => 17,
-        (true, false) => 32,
-        (false, true) => 9,
-        (false, false) => 17,
-    };
+    let side = side_info_len(mpeg1, mono);
     let at = 4 + side;
     let id = frame.get(at..at + 8)?;
     if &id[..4] != b"Xing" && &id[..4] != b"Info" {

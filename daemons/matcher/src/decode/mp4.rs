@@ -75,16 +75,16 @@ fn scale(t: u64, timescale: u32, rate: u32) -> u64 {
     }
 }
 
-fn be_u32(b: &[u8]) -> Option<u32> {
+pub(super) fn be_u32(b: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(b.get(..4)?.try_into().ok()?))
 }
 
-fn be_u64(b: &[u8]) -> Option<u64> {
+pub(super) fn be_u64(b: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(b.get(..8)?.try_into().ok()?))
 }
 
 /// Iterates the boxes in `data`: (type, body).
-fn boxes(mut data: &[u8]) -> impl Iterator<Item = ([u8; 4], &[u8])> {
+pub(super) fn boxes(mut data: &[u8]) -> impl Iterator<Item = ([u8; 4], &[u8])> {
     std::iter::from_fn(move || {
         let size = be_u32(data)? as u64;
         let kind: [u8; 4] = data.get(4..8)?.try_into().ok()?;
@@ -103,7 +103,7 @@ fn boxes(mut data: &[u8]) -> impl Iterator<Item = ([u8; 4], &[u8])> {
     })
 }
 
-fn child<'a>(data: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
+pub(super) fn child<'a>(data: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
     boxes(data).find(|(k, _)| k == kind).map(|(_, b)| b)
 }
 
@@ -132,7 +132,7 @@ pub fn read_gapless<R: Read + Seek + ?Sized>(src: &mut R) -> Result<Statement, S
     found
 }
 
-fn find_moov<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Vec<u8>> {
+pub(super) fn find_moov<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Vec<u8>> {
     src.seek(SeekFrom::Start(0)).ok()?;
     let mut pos = 0u64;
     let mut first = true;
