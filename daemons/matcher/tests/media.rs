@@ -1903,6 +1903,94 @@ fn a_lame_mp3_with_a_frame_cut_and_another_repeated_is_incomplete() {
     }
 }
 
+/// A tagless MP3 (`lame -t` CBR and VBR, MPEG-2; `ffmpeg -write_xing 0`) with whole
+/// frames cut out or repeated midway: nothing declares the count, every frame is whole,
+/// but the frame after the damage often reaches back for main data the frames before
+/// it never left free (a bit reservoir underflow, which the decoder only warns about).
+/// Those are refused as incomplete naming the frame; at 12 places per file, a cut of 1
+/// or 10 frames and a repeat of 3. Not all damage shows (docs/researcher.md's known
+/// limit): the test requires each kind caught at least once per file, and prints the
+/// share. (Before, none was refused: later offsets 26-261 ms off.) The
+/// undamaged files, and LAME-tagged ones, never underflow.
+#[test]
+fn tagless_mp3_frames_cut_or_repeated_that_underflow_the_reservoir_are_incomplete() {
+    let f = fixture();
+    let wav = f.dir.join("res-master.wav");
+    ffmpeg(&f.master, &wav, 44_100, 2, &["-c:a", "pcm_s16le"]);
+    let mut files = Vec::new();
+    for (label, opts) in [
+        ("lame-t cbr", vec!["-t", "-b", "128"]),
+        ("lame-t vbr", vec!["-t", "-V", "2"]),
+        (
+            "lame-t mpeg2",
+            vec!["-t", "-b", "48", "--resample", "22.05"],
+        ),
+        ("lame tagged", vec!["-b", "96"]),
+    ] {
+        let mp3 = f.dir.join(format!("res-{}.mp3", label.replace(' ', "-")));
+        lame(&opts, &wav, &mp3);
+        files.push((label.to_string(), mp3));
+    }
+    let ff = encoded(
+        "res-ff.mp3",
+        44_100,
+        1,
+        &["-c:a", "libmp3lame", "-q:a", "4", "-write_xing", "0"],
+    );
+    files.push(("ffmpeg no tag".to_string(), ff));
+    for (label, mp3) in &files {
+        decode_file(mp3).unwrap_or_else(|e| panic!("{label} undamaged: {e}"));
+        if label == "lame tagged" {
+            continue;
+        }
+        let bytes = std::fs::read(mp3).unwrap();
+        let mut frames = vec![frame_at(&bytes, 0, layer3_frame_len)];
+        while let Some(len) = layer3_frame_len(&bytes[*frames.last().unwrap()..]) {
+            let next = frames.last().unwrap() + len;
+            if next + 4 > bytes.len() {
+                break;
+            }
+            frames.push(next);
+        }
+        let mut caught = [0usize; 3];
+        let places = 12;
+        for i in 0..places {
+            let k = frames.len() / 4 + i * frames.len() / (2 * places);
+            for (kind, body) in [
+                [&bytes[..frames[k]], &bytes[frames[k + 1]..]].concat(),
+                [&bytes[..frames[k + 10]], &bytes[frames[k + 10]..]].concat(),
+                [&bytes[..frames[k + 3]], &bytes[frames[k]..]].concat(),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let body = if kind == 1 {
+                    [&bytes[..frames[k]], &bytes[frames[k + 10]..]].concat()
+                } else {
+                    body
+                };
+                let path = written(&format!("res-damaged-{kind}.mp3"), &body);
+                match decode_file(&path) {
+                    Err(e @ DecodeError::Incomplete { .. }) => {
+                        assert!(e.to_string().contains("bit reservoir"), "{label}: {e}");
+                        caught[kind] += 1;
+                    }
+                    Err(e) => panic!("{label}: {e}"),
+                    Ok(_) => {}
+                }
+            }
+        }
+        eprintln!(
+            "{label}: of {places}, caught 1 cut {}, 10 cut {}, 3 repeated {}",
+            caught[0], caught[1], caught[2]
+        );
+        assert!(
+            caught.iter().all(|c| *c >= 1),
+            "{label}: too few caught {caught:?} of {places}"
+        );
+    }
+}
+
 /// The M4A an address-space-limited child decodes ([`decode_under_a_memory_limit`]).
 const LIMITED_INPUT: &str = "ARCHIVIST_TEST_LIMITED_INPUT";
 

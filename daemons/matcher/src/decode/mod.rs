@@ -43,6 +43,9 @@
 //!   lost and others repeated, the count unchanged) is incomplete ([`lame_crc`]);
 //! - an MP4 sample table counting more entries than its box holds is refused before
 //!   the reader allocates for them ([`tables`]);
+//! - an MP3 frame reaching back for more main data than the frames before it left free
+//!   (a bit reservoir underflow after a stream's first frame: frames cut out or
+//!   repeated midway) is incomplete ([`reservoir`]);
 //! - an MP3 holding other frames than its Xing/LAME header declares (data inserted
 //!   midway) is incomplete: every offset after the insertion would be wrong.
 
@@ -57,6 +60,7 @@ mod mp3;
 mod mp4;
 mod opus;
 mod resample;
+mod reservoir;
 mod tables;
 mod tail;
 mod walk;
@@ -798,11 +802,18 @@ pub fn decode_source(
     );
     // The frame walk of this stream, for bytes skipped midway (lost audio).
     let frame_walk = match (&mp3_segments, adts_walk) {
-        (Some((_, w)), _) if is_mpeg => Some((*w, "MPEG audio")),
+        (Some((_, w, _)), _) if is_mpeg => Some((*w, "MPEG audio")),
         (_, Some(w)) if is_adts => Some((w, "ADTS")),
         _ => None,
     };
-    let mp3_plan = mp3_segments.filter(|_| is_mp3).map(Mp3Plan::new);
+    // Frames cut out or repeated midway that left the bit reservoir short ([`reservoir`]).
+    let underflow = mp3_segments
+        .as_ref()
+        .filter(|_| is_mp3)
+        .and_then(|(_, _, u)| u.clone());
+    let mp3_plan = mp3_segments
+        .filter(|_| is_mp3)
+        .map(|(segments, walked, _)| Mp3Plan::new((segments, walked)));
     // Ogg pages and FLAC frames say where their audio starts: a jump is a lost stretch.
     // (A body that cannot be sniffed, not seekable, is known by its codec.)
     let unsniffed = head.is_empty();
@@ -1196,6 +1207,10 @@ pub fn decode_source(
         }
         // Last: a body the structural checks above found fault with is named by them.
         if let Some(reason) = music_crc_fault.clone().filter(|_| broke.is_none()) {
+            broke = Some(reason);
+        }
+        // A tagged file's CRC says more than the reservoir: it comes first.
+        if let Some(reason) = underflow.clone().filter(|_| broke.is_none()) {
             broke = Some(reason);
         }
         flush(&tx, &mut chunk);

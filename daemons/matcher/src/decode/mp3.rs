@@ -11,6 +11,7 @@ use std::io::{Read, Seek, SeekFrom};
 
 use symphonia::core::io::MediaSource;
 
+use super::reservoir::Reservoir;
 use super::tail::Frames;
 use super::walk;
 
@@ -192,14 +193,16 @@ impl Segment {
 
 /// Splits the MPEG audio frames of a seekable source into [`Segment`]s, up to the
 /// `trailer` bytes of tags at the end, with what the walk found ([`walk::walk`]: whether
-/// bytes follow the last frame, and bytes skipped midway); rewinds the source. None when
+/// bytes follow the last frame, and bytes skipped midway) and the first bit reservoir
+/// underflow after a stream's first frame ([`Reservoir`]); rewinds the source. None when
 /// the walk cannot be made (not seekable, no frame).
 pub(super) fn segments(
     source: &mut Box<dyn MediaSource>,
     trailer: u64,
-) -> Option<(Vec<Segment>, walk::Walk)> {
+) -> Option<(Vec<Segment>, walk::Walk, Option<String>)> {
     let mut segs: Vec<Segment> = Vec::new();
-    let walked = walk::walk(source, Frames::Mpeg, trailer, |buf, _| {
+    let mut reservoir = Reservoir::default();
+    let walked = walk::walk(source, Frames::Mpeg, trailer, |buf, len| {
         let b1 = buf[1];
         let mpeg1 = (b1 >> 3) & 3 == 3;
         let layer3 = (b1 >> 1) & 3 == 1;
@@ -225,6 +228,12 @@ pub(super) fn segments(
             Some(last) => tag.is_some() || last.rate != rate || last.frame_samples != frame_samples,
         };
         if new_segment {
+            reservoir.restart();
+        }
+        if tag.is_none() {
+            reservoir.frame(buf, len, frame_samples, rate);
+        }
+        if new_segment {
             segs.push(Segment {
                 frames: 0,
                 frame_samples,
@@ -238,7 +247,7 @@ pub(super) fn segments(
             }
         }
     })?;
-    Some((segs, walked))
+    Some((segs, walked, reservoir.underflow))
 }
 
 /// The Xing/Info tag of a layer III frame where the reader looks for one (right after
