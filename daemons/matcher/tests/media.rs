@@ -1991,6 +1991,32 @@ fn tagless_mp3_frames_cut_or_repeated_that_underflow_the_reservoir_are_incomplet
     }
 }
 
+/// An M4A whose `mdhd` timescale (22050 or 48000) contradicts its AAC configuration's
+/// 44.1 kHz (the sample durations still 1024) is refused as corrupt naming both values.
+/// (Before, the edit list's priming was read in the wrong unit and every offset stored
+/// 23 ms early, exit 0.) Undamaged M4As at 8, 44.1 and 48 kHz decode.
+#[test]
+fn an_m4a_whose_timescale_contradicts_its_aac_rate_is_refused() {
+    let _f = fixture();
+    for rate in [8000u32, 44_100, 48_000] {
+        let m4a = encoded(&format!("ts-{rate}.m4a"), rate, 1, &["-c:a", "aac"]);
+        decode_file(&m4a).unwrap_or_else(|e| panic!("undamaged at {rate} Hz: {e}"));
+    }
+    let bytes = std::fs::read(fixture().dir.join("ts-44100.m4a")).unwrap();
+    let at = bytes.windows(4).position(|w| w == b"mdhd").unwrap();
+    assert_eq!(bytes[at + 4], 0, "mdhd version 0");
+    for scale in [22_050u32, 48_000] {
+        let mut damaged = bytes.clone();
+        damaged[at + 16..at + 20].copy_from_slice(&scale.to_be_bytes());
+        let path = written(&format!("ts-bad-{scale}.m4a"), &damaged);
+        expect_corrupt(
+            &path,
+            &format!("timescale {scale}"),
+            &format!("timescale (mdhd) is {scale}"),
+        );
+    }
+}
+
 /// The M4A an address-space-limited child decodes ([`decode_under_a_memory_limit`]).
 const LIMITED_INPUT: &str = "ARCHIVIST_TEST_LIMITED_INPUT";
 

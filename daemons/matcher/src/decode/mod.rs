@@ -41,6 +41,9 @@
 //!   end (a fragment cut out or repeated midway) is incomplete ([`fragments`]);
 //! - an MP3 whose valid LAME tag's CRC of the music does not match the body (frames
 //!   lost and others repeated, the count unchanged) is incomplete ([`lame_crc`]);
+//! - an MP4 whose `mdhd` timescale contradicts its AAC configuration's rate (its sample
+//!   durations are AAC frames at that rate) is refused: the edit list would be read in
+//!   the wrong unit;
 //! - an MP4 sample table counting more entries than its box holds is refused before
 //!   the reader allocates for them ([`tables`]);
 //! - an MP3 frame reaching back for more main data than the frames before it left free
@@ -539,6 +542,12 @@ pub fn decode_source(
     } else {
         None
     };
+    // The sound track's timescale and first duration, to check the edit list's unit.
+    let mp4_timing = if source.is_seekable() && mp4_statement != mp4::Statement::NotMp4 {
+        mp4::sound_timing(&mut source)
+    } else {
+        None
+    };
     let mp4_gapless = match mp4_statement {
         mp4::Statement::Stated(g) => Some(g),
         _ => None,
@@ -666,6 +675,19 @@ pub fn decode_source(
     }
     let params = params;
     let source_rate = check_rate(params.sample_rate, &input)?;
+    if let (Some((scale, delta)), Some(g)) = (mp4_timing, mp4_gapless) {
+        let aac = params.codec == sc::CODEC_TYPE_AAC;
+        if aac && g.priming_scale == scale && scale != source_rate {
+            let sbr = params
+                .extra_data
+                .as_deref()
+                .and_then(|asc| asc.first())
+                .is_some_and(|b| matches!(b >> 3, 5 | 29));
+            if let Some(reason) = timescale_contradiction(scale, delta, source_rate, sbr) {
+                return Err(DecodeError::Corrupt { input, reason });
+            }
+        }
+    }
     let mut decoder = guard::guarded(
         || {
             format!(
@@ -1382,6 +1404,29 @@ impl Progress {
 }
 
 /// The sampling frequency of an MPEG-4 AudioSpecificConfig (ISO 14496-3 1.6.2.1).
+/// Why an MP4's media timescale `scale` contradicts its AAC configuration's `rate`, if
+/// it does: its first sample lasts `delta` units, which an AAC frame (1024 or 960
+/// samples at `rate`, 2048 with SBR) fills only in a timescale equal to the rate. A
+/// timescale the durations agree with is a true unit (the edit list is converted from
+/// it); one they contradict would read the edit list in the wrong unit (every offset
+/// 23 ms early for a timescale halved from 44100).
+fn timescale_contradiction(scale: u32, delta: u32, rate: u32, sbr: bool) -> Option<String> {
+    let frames: &[u64] = if sbr {
+        &[1024, 960, 2048]
+    } else {
+        &[1024, 960]
+    };
+    let (scale, delta, rate) = (u64::from(scale), u64::from(delta), u64::from(rate));
+    // `delta` units of `scale` hold `f` samples of `rate`, within one unit of rounding.
+    let fits = |f: u64| (delta * rate).abs_diff(f * scale) <= rate;
+    if frames.iter().any(|f| fits(*f)) {
+        return None;
+    }
+    Some(format!(
+        "its MP4 media timescale (mdhd) is {scale} but its AAC configuration says {rate} Hz, and its samples last {delta} units each, not an AAC frame at {rate} Hz in that timescale: one of the fields is corrupt, and the edit list (encoder delay) would be read in the wrong unit, so every offset would be wrong"
+    ))
+}
+
 fn asc_rate(asc: &[u8]) -> Option<u32> {
     const RATES: [u32; 13] = [
         96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350,
@@ -1598,6 +1643,19 @@ mod tests {
         assert_eq!(out.len(), 1000);
         assert_eq!(out[0], 1500.0);
         assert_eq!(out[999], 2499.0);
+    }
+
+    #[test]
+    fn a_timescale_its_durations_agree_with_is_kept() {
+        // A 90 kHz timescale whose durations are AAC frames at 44.1 kHz: a true unit.
+        assert_eq!(timescale_contradiction(90_000, 2090, 44_100, false), None);
+        // Halved by a corrupt mdhd, the durations still in 44.1 kHz samples.
+        let reason = timescale_contradiction(22_050, 1024, 44_100, false).unwrap_or_default();
+        assert!(
+            reason.contains("22050") && reason.contains("44100"),
+            "{reason}"
+        );
+        assert!(timescale_contradiction(48_000, 1024, 44_100, false).is_some());
     }
 
     #[test]

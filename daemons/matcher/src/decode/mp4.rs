@@ -169,6 +169,31 @@ pub(super) fn find_moov<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Vec<u8>>
     }
 }
 
+/// The first sound track's media timescale (`mdhd`) and its first sample duration
+/// (`stts`), in that timescale; rewinds the source. An AAC frame lasts 1024 (or 960)
+/// samples at its configured rate, so the two show whether the timescale is that rate
+/// (or one the durations were written in) or a field that contradicts the rest.
+pub(super) fn sound_timing<R: Read + Seek + ?Sized>(src: &mut R) -> Option<(u32, u32)> {
+    let found = find_moov(src).and_then(|moov| {
+        boxes(&moov).find_map(|(kind, trak)| {
+            let mdia = child(trak, b"mdia").filter(|_| &kind == b"trak")?;
+            if child(mdia, b"hdlr").and_then(|h| h.get(8..12)) != Some(b"soun".as_slice()) {
+                return None;
+            }
+            let scale = child(mdia, b"mdhd").and_then(|m| match m.first()? {
+                1 => be_u32(m.get(20..)?),
+                _ => be_u32(m.get(12..)?),
+            })?;
+            let stts = child(child(child(mdia, b"minf")?, b"stbl")?, b"stts")?;
+            let entries = be_u32(stts.get(4..)?)?;
+            let delta = be_u32(stts.get(12..)?)?;
+            (entries > 0).then_some((scale, delta))
+        })
+    });
+    let _ = src.seek(SeekFrom::Start(0));
+    found
+}
+
 /// Where an MP4 file's top-level boxes end when bytes that are no box follow them (a
 /// tag or junk appended after the last box, which symphonia's reader takes for a box
 /// running past the end and refuses the whole file over). `None` when the boxes run to
