@@ -2017,6 +2017,56 @@ fn an_m4a_whose_timescale_contradicts_its_aac_rate_is_refused() {
     }
 }
 
+/// A FLAC whose STREAMINFO says 48 or 22.05 kHz, mono or 24 bits while its frame
+/// headers say 44.1 kHz stereo 16 bits is refused as corrupt naming the field. (Before:
+/// "not an audio file (no supported container or audio track): end of stream".)
+#[test]
+fn a_flac_whose_streaminfo_disagrees_with_its_frames_is_named() {
+    let _f = fixture();
+    let flac = encoded("si.flac", 44_100, 2, &["-c:a", "flac"]);
+    decode_file(&flac).unwrap_or_else(|e| panic!("undamaged: {e}"));
+    let bytes = std::fs::read(&flac).unwrap();
+    assert_eq!(&bytes[..4], b"fLaC");
+    let si = 8;
+    let with_rate = |rate: u32| {
+        let mut b = bytes.clone();
+        b[si + 10] = (rate >> 12) as u8;
+        b[si + 11] = (rate >> 4) as u8;
+        b[si + 12] = ((rate & 0xf) as u8) << 4 | (b[si + 12] & 0x0f);
+        b
+    };
+    let mut mono = bytes.clone();
+    mono[si + 12] &= !0x0e; // channels - 1 = 0
+    let mut deep = bytes.clone();
+    // bits - 1 = 23: the low bit in byte 12, the other four in byte 13's high nibble.
+    deep[si + 12] = (deep[si + 12] & !1) | 1;
+    deep[si + 13] = (deep[si + 13] & 0x0f) | (7 << 4);
+    for (name, body, needle) in [
+        (
+            "si-48k.flac",
+            with_rate(48_000),
+            "sample rate 48000 Hz where its frames say 44100 Hz",
+        ),
+        ("si-22k.flac", with_rate(22_050), "sample rate 22050 Hz"),
+        ("si-mono.flac", mono, "1 channel(s) where its frames hold 2"),
+        (
+            "si-24bit.flac",
+            deep,
+            "24 bits per sample where its frames have 16",
+        ),
+    ] {
+        let path = written(name, &body);
+        match decode_file(&path) {
+            Err(e @ DecodeError::Corrupt { .. }) => {
+                assert!(e.to_string().contains(needle), "{name}: {e}");
+                eprintln!("{name}: {e}");
+            }
+            Err(e) => panic!("{name}: must be corrupt naming the field, got {e}"),
+            Ok(d) => panic!("{name}: decoded {} s, must be refused", d.duration_s),
+        }
+    }
+}
+
 /// The M4A an address-space-limited child decodes ([`decode_under_a_memory_limit`]).
 const LIMITED_INPUT: &str = "ARCHIVIST_TEST_LIMITED_INPUT";
 

@@ -44,6 +44,8 @@
 //! - an MP4 whose `mdhd` timescale contradicts its AAC configuration's rate (its sample
 //!   durations are AAC frames at that rate) is refused: the edit list would be read in
 //!   the wrong unit;
+//! - a FLAC whose STREAMINFO contradicts its frame headers is named as corrupt
+//!   ([`flac_head`]), not "not an audio file";
 //! - an MP4 sample table counting more entries than its box holds is refused before
 //!   the reader allocates for them ([`tables`]);
 //! - an MP3 frame reaching back for more main data than the frames before it left free
@@ -55,6 +57,7 @@
 mod band;
 pub mod container;
 mod continuity;
+mod flac_head;
 mod fragments;
 pub mod guard;
 mod id3;
@@ -607,6 +610,11 @@ pub fn decode_source(
         }
         _ => None,
     };
+    // A FLAC whose STREAMINFO contradicts its frames: named if the reader gives up.
+    let flac_mismatch = match &tail {
+        Some(t) if t.head.starts_with(b"fLaC") => flac_head::mismatch(&mut source),
+        _ => None,
+    };
     let mss = MediaSourceStream::new(source, Default::default());
     let mut hint = Hint::new();
     if let Some(ext) = hint_ext {
@@ -642,9 +650,15 @@ pub fn decode_source(
                 reason: e.to_string(),
             }
         }
-        _ => DecodeError::NotAudio {
-            input: input.clone(),
-            reason: e.to_string(),
+        _ => match flac_mismatch.clone() {
+            Some(reason) => DecodeError::Corrupt {
+                input: input.clone(),
+                reason,
+            },
+            None => DecodeError::NotAudio {
+                input: input.clone(),
+                reason: e.to_string(),
+            },
         },
     })?;
     let mut format = probed.format;
