@@ -16,6 +16,7 @@ command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v gzip >/dev/null || need+=(gzip)
 command -v oggenc >/dev/null || need+=(vorbis-tools) # Ogg pages cut out midway (matcher media)
 command -v flac >/dev/null || need+=(flac) # FLAC with trailing bytes (matcher decode)
+command -v prlimit >/dev/null || need+=(util-linux) # a decode under an address-space limit (matcher media)
 # libopus for the matcher's Opus decoder (the opus crate links it, found by pkg-config);
 # opusenc for its test.
 [[ -f /usr/include/opus/opus.h ]] || need+=(libopus-dev)

@@ -1022,6 +1022,87 @@ fn aac_without_an_edit_list_or_itunsmpb_loses_its_priming() {
     matched("fragmented-MP4 clips", &f.master, &clips, 0.005);
 }
 
+/// Byte ranges of each `moof` with the `mdat` after it in an MP4 body's top level.
+fn mp4_fragments(body: &[u8]) -> Vec<(usize, usize)> {
+    let mut tops = Vec::new();
+    let mut at = 0usize;
+    while at + 8 <= body.len() {
+        let size = u32::from_be_bytes(body[at..at + 4].try_into().unwrap()) as usize;
+        tops.push((at, &body[at + 4..at + 8], size));
+        at += size;
+    }
+    tops.windows(2)
+        .filter(|w| w[0].1 == b"moof" && w[1].1 == b"mdat")
+        .map(|w| (w[0].0, w[1].0 + w[1].2))
+        .collect()
+}
+
+/// A fragmented MP4 (`ffmpeg -movflags frag_keyframe+empty_moov+default_base_moof`,
+/// one-second fragments, as CMAF/DASH packagers write) with one whole fragment (moof +
+/// mdat) cut out midway, two cut out, or one repeated is refused as incomplete naming
+/// the fragment and how much audio is missing or repeated. (Before, each was researched
+/// "complete" and every later clip stored 1-4 s early or late, by the fragments' length.)
+/// Undamaged fragmented files, with an empty or a sample-holding `moov`, at several
+/// rates and fragment lengths, still decode at true offsets.
+#[test]
+fn fragmented_mp4_with_a_fragment_cut_or_repeated_is_incomplete() {
+    let f = fixture();
+    let cmaf = [
+        "-c:a",
+        "aac",
+        "-b:a",
+        "96k",
+        "-movflags",
+        "frag_keyframe+empty_moov+default_base_moof",
+        "-frag_duration",
+        "1000000",
+    ];
+    let whole = encoded("cmaf.mp4", 44_100, 2, &cmaf);
+    check_shifted("fragmented MP4 (1 s fragments)", &whole, 0.0);
+    let body = std::fs::read(&whole).unwrap();
+    let frags = mp4_fragments(&body);
+    assert!(frags.len() >= 8, "ffmpeg wrote {} fragments", frags.len());
+    let mid = frags.len() / 2;
+    let (start, end) = frags[mid];
+    let cut1 = [&body[..start], &body[end..]].concat();
+    let cut2 = [&body[..start], &body[frags[mid + 1].1..]].concat();
+    let repeated = [&body[..end], &body[start..]].concat();
+    for (name, bytes, needle) in [
+        ("cmaf-cut1.mp4", cut1, "lost midway"),
+        ("cmaf-cut2.mp4", cut2, "lost midway"),
+        ("cmaf-repeated.mp4", repeated, "repeated midway"),
+    ] {
+        let path = written(name, &bytes);
+        expect_incomplete(&path, name, &[needle]);
+    }
+    // Undamaged: the moov holding the first fragment's samples (no empty_moov), no
+    // default_base_moof, half-second fragments, 8 and 48 kHz.
+    for (i, (rate, movflags, frag_us)) in [
+        (8000u32, "frag_keyframe", "1000000"),
+        (48_000, "frag_keyframe+empty_moov", "500000"),
+        (
+            22_050,
+            "frag_keyframe+empty_moov+default_base_moof",
+            "2000000",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let args = [
+            "-c:a",
+            "aac",
+            "-movflags",
+            movflags,
+            "-frag_duration",
+            frag_us,
+        ];
+        let path = encoded(&format!("cmaf-ok-{i}.mp4"), rate, 1, &args);
+        decode_file(&path).unwrap_or_else(|e| panic!("{movflags} at {rate} Hz: {e}"));
+    }
+    let _ = f;
+}
+
 /// `bytes` behind a 100-byte ID3v2.3 tag whose size field claims `claimed` bytes.
 fn behind_lying_id3(bytes: &[u8], claimed: u32) -> Vec<u8> {
     let syncsafe = |n: u32| {
@@ -1738,6 +1819,333 @@ fn a_lame_tag_failing_its_crc_or_missing_keeps_offsets() {
             let (dur, ..) = matched(&name, &p, &clips, 0.005);
             assert!((dur - f.duration_s).abs() < 0.06, "{name}: decoded {dur} s");
         }
+    }
+}
+
+/// A LAME-tagged MP3 (LAME 3.100 CBR, VBR, ABR; ffmpeg's libmp3lame) with one whole
+/// frame cut out at 30 % and another repeated at 70 %: the frame count stays what the
+/// tag declares, every frame is whole, and only the tag's CRC-16 of the music tells.
+/// It is refused as incomplete naming the CRC. (Before, researched as complete: the
+/// offsets between the two places one frame early, a clip stored 26 ms off.) The same
+/// files undamaged, at several lengths (the padding changes with each), decode whole
+/// (the 48 lengths of [`lame_files_whose_padding_exceeds_a_frame_decode_whole`] pass the
+/// check too).
+#[test]
+fn a_lame_mp3_with_a_frame_cut_and_another_repeated_is_incomplete() {
+    let f = fixture();
+    let lamed: Vec<(&str, Vec<&str>)> = vec![
+        ("cbr", vec!["-b", "128"]),
+        ("vbr", vec!["-V", "2"]),
+        ("abr", vec!["--abr", "96"]),
+        ("mpeg2", vec!["-V", "5", "--resample", "22.05"]),
+    ];
+    let mut files = Vec::new();
+    for (label, opts) in &lamed {
+        for k in 0..3 {
+            let secs = 8.3 + f64::from(k) * 0.0113;
+            let wav = f.dir.join(format!("mcrc-{label}-{k}.wav"));
+            ffmpeg_from(
+                &f.master,
+                &["-t", &format!("{secs:.4}")],
+                &wav,
+                44_100,
+                2,
+                &["-c:a", "pcm_s16le"],
+            );
+            let mp3 = f.dir.join(format!("mcrc-{label}-{k}.mp3"));
+            lame(opts, &wav, &mp3);
+            files.push((format!("lame {label} {secs:.4} s"), mp3));
+        }
+    }
+    // ffmpeg's own LAME tag fails its CRC-16 but in MPEG-1 stereo (not checked, see the
+    // docs).
+    for (label, args) in [
+        ("cbr", ["-c:a", "libmp3lame", "-b:a", "96k"]),
+        ("vbr", ["-c:a", "libmp3lame", "-q:a", "4"]),
+    ] {
+        for rate in [44_100u32, 48_000] {
+            let name = format!("mcrc-ff-{label}-{rate}.mp3");
+            files.push((
+                format!("ffmpeg {label} {rate} Hz"),
+                encoded(&name, rate, 2, &args),
+            ));
+        }
+    }
+    // Undamaged ffmpeg files in mono or MPEG-2 decode (their tag's CRC fails: the music
+    // is not checked).
+    for (rate, channels) in [(44_100u32, 1u16), (8000, 1), (22_050, 2)] {
+        let name = format!("mcrc-ff-{channels}-{rate}.mp3");
+        let mp3 = encoded(&name, rate, channels, &["-c:a", "libmp3lame", "-q:a", "4"]);
+        decode_file(&mp3).unwrap_or_else(|e| panic!("ffmpeg {channels} ch {rate} Hz: {e}"));
+    }
+    for (label, mp3) in &files {
+        let d = decode_file(mp3).unwrap_or_else(|e| panic!("{label} undamaged: {e}"));
+        assert!(d.duration_s > 8.0, "{label}: {} s", d.duration_s);
+        let bytes = std::fs::read(mp3).unwrap();
+        let cut = frame_at(&bytes, bytes.len() * 3 / 10, layer3_frame_len);
+        let cut_len = layer3_frame_len(&bytes[cut..]).unwrap();
+        let dup = frame_at(&bytes, bytes.len() * 7 / 10, layer3_frame_len);
+        let dup_len = layer3_frame_len(&bytes[dup..]).unwrap();
+        let damaged = [
+            &bytes[..cut],
+            &bytes[cut + cut_len..dup],
+            &bytes[dup..dup + dup_len],
+            &bytes[dup..],
+        ]
+        .concat();
+        let name = format!("mcrc-damaged-{}.mp3", label.replace(' ', "-"));
+        let path = written(&name, &damaged);
+        expect_incomplete(
+            &path,
+            &format!("{label}: a frame cut, another repeated"),
+            &["CRC-16"],
+        );
+    }
+}
+
+/// A tagless MP3 (`lame -t` CBR and VBR, MPEG-2; `ffmpeg -write_xing 0`) with whole
+/// frames cut out or repeated midway: nothing declares the count, every frame is whole,
+/// but the frame after the damage often reaches back for main data the frames before
+/// it never left free (a bit reservoir underflow, which the decoder only warns about).
+/// Those are refused as incomplete naming the frame; at 12 places per file, a cut of 1
+/// or 10 frames and a repeat of 3. Not all damage shows (docs/researcher.md's known
+/// limit): the test requires each kind caught at least once per file, and prints the
+/// share. (Before, none was refused: later offsets 26-261 ms off.) The
+/// undamaged files, and LAME-tagged ones, never underflow.
+#[test]
+fn tagless_mp3_frames_cut_or_repeated_that_underflow_the_reservoir_are_incomplete() {
+    let f = fixture();
+    let wav = f.dir.join("res-master.wav");
+    ffmpeg(&f.master, &wav, 44_100, 2, &["-c:a", "pcm_s16le"]);
+    let mut files = Vec::new();
+    for (label, opts) in [
+        ("lame-t cbr", vec!["-t", "-b", "128"]),
+        ("lame-t vbr", vec!["-t", "-V", "2"]),
+        (
+            "lame-t mpeg2",
+            vec!["-t", "-b", "48", "--resample", "22.05"],
+        ),
+        ("lame tagged", vec!["-b", "96"]),
+    ] {
+        let mp3 = f.dir.join(format!("res-{}.mp3", label.replace(' ', "-")));
+        lame(&opts, &wav, &mp3);
+        files.push((label.to_string(), mp3));
+    }
+    let ff = encoded(
+        "res-ff.mp3",
+        44_100,
+        1,
+        &["-c:a", "libmp3lame", "-q:a", "4", "-write_xing", "0"],
+    );
+    files.push(("ffmpeg no tag".to_string(), ff));
+    for (label, mp3) in &files {
+        decode_file(mp3).unwrap_or_else(|e| panic!("{label} undamaged: {e}"));
+        if label == "lame tagged" {
+            continue;
+        }
+        let bytes = std::fs::read(mp3).unwrap();
+        let mut frames = vec![frame_at(&bytes, 0, layer3_frame_len)];
+        while let Some(len) = layer3_frame_len(&bytes[*frames.last().unwrap()..]) {
+            let next = frames.last().unwrap() + len;
+            if next + 4 > bytes.len() {
+                break;
+            }
+            frames.push(next);
+        }
+        let mut caught = [0usize; 3];
+        let places = 12;
+        for i in 0..places {
+            let k = frames.len() / 4 + i * frames.len() / (2 * places);
+            for (kind, body) in [
+                [&bytes[..frames[k]], &bytes[frames[k + 1]..]].concat(),
+                [&bytes[..frames[k + 10]], &bytes[frames[k + 10]..]].concat(),
+                [&bytes[..frames[k + 3]], &bytes[frames[k]..]].concat(),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let body = if kind == 1 {
+                    [&bytes[..frames[k]], &bytes[frames[k + 10]..]].concat()
+                } else {
+                    body
+                };
+                let path = written(&format!("res-damaged-{kind}.mp3"), &body);
+                match decode_file(&path) {
+                    Err(e @ DecodeError::Incomplete { .. }) => {
+                        assert!(e.to_string().contains("bit reservoir"), "{label}: {e}");
+                        caught[kind] += 1;
+                    }
+                    Err(e) => panic!("{label}: {e}"),
+                    Ok(_) => {}
+                }
+            }
+        }
+        eprintln!(
+            "{label}: of {places}, caught 1 cut {}, 10 cut {}, 3 repeated {}",
+            caught[0], caught[1], caught[2]
+        );
+        assert!(
+            caught.iter().all(|c| *c >= 1),
+            "{label}: too few caught {caught:?} of {places}"
+        );
+    }
+}
+
+/// An M4A whose `mdhd` timescale (22050 or 48000) contradicts its AAC configuration's
+/// 44.1 kHz (the sample durations still 1024) is refused as corrupt naming both values.
+/// (Before, the edit list's priming was read in the wrong unit and every offset stored
+/// 23 ms early, exit 0.) Undamaged M4As at 8, 44.1 and 48 kHz decode.
+#[test]
+fn an_m4a_whose_timescale_contradicts_its_aac_rate_is_refused() {
+    let _f = fixture();
+    for rate in [8000u32, 44_100, 48_000] {
+        let m4a = encoded(&format!("ts-{rate}.m4a"), rate, 1, &["-c:a", "aac"]);
+        decode_file(&m4a).unwrap_or_else(|e| panic!("undamaged at {rate} Hz: {e}"));
+    }
+    let bytes = std::fs::read(fixture().dir.join("ts-44100.m4a")).unwrap();
+    let at = bytes.windows(4).position(|w| w == b"mdhd").unwrap();
+    assert_eq!(bytes[at + 4], 0, "mdhd version 0");
+    for scale in [22_050u32, 48_000] {
+        let mut damaged = bytes.clone();
+        damaged[at + 16..at + 20].copy_from_slice(&scale.to_be_bytes());
+        let path = written(&format!("ts-bad-{scale}.m4a"), &damaged);
+        expect_corrupt(
+            &path,
+            &format!("timescale {scale}"),
+            &format!("timescale (mdhd) is {scale}"),
+        );
+    }
+}
+
+/// A FLAC whose STREAMINFO says 48 or 22.05 kHz, mono or 24 bits while its frame
+/// headers say 44.1 kHz stereo 16 bits is refused as corrupt naming the field. (Before:
+/// "not an audio file (no supported container or audio track): end of stream".)
+#[test]
+fn a_flac_whose_streaminfo_disagrees_with_its_frames_is_named() {
+    let _f = fixture();
+    let flac = encoded("si.flac", 44_100, 2, &["-c:a", "flac"]);
+    decode_file(&flac).unwrap_or_else(|e| panic!("undamaged: {e}"));
+    let bytes = std::fs::read(&flac).unwrap();
+    assert_eq!(&bytes[..4], b"fLaC");
+    let si = 8;
+    let with_rate = |rate: u32| {
+        let mut b = bytes.clone();
+        b[si + 10] = (rate >> 12) as u8;
+        b[si + 11] = (rate >> 4) as u8;
+        b[si + 12] = ((rate & 0xf) as u8) << 4 | (b[si + 12] & 0x0f);
+        b
+    };
+    let mut mono = bytes.clone();
+    mono[si + 12] &= !0x0e; // channels - 1 = 0
+    let mut deep = bytes.clone();
+    // bits - 1 = 23: the low bit in byte 12, the other four in byte 13's high nibble.
+    deep[si + 12] = (deep[si + 12] & !1) | 1;
+    deep[si + 13] = (deep[si + 13] & 0x0f) | (7 << 4);
+    for (name, body, needle) in [
+        (
+            "si-48k.flac",
+            with_rate(48_000),
+            "sample rate 48000 Hz where its frames say 44100 Hz",
+        ),
+        ("si-22k.flac", with_rate(22_050), "sample rate 22050 Hz"),
+        ("si-mono.flac", mono, "1 channel(s) where its frames hold 2"),
+        (
+            "si-24bit.flac",
+            deep,
+            "24 bits per sample where its frames have 16",
+        ),
+    ] {
+        let path = written(name, &body);
+        match decode_file(&path) {
+            Err(e @ DecodeError::Corrupt { .. }) => {
+                assert!(e.to_string().contains(needle), "{name}: {e}");
+                eprintln!("{name}: {e}");
+            }
+            Err(e) => panic!("{name}: must be corrupt naming the field, got {e}"),
+            Ok(d) => panic!("{name}: decoded {} s, must be refused", d.duration_s),
+        }
+    }
+}
+
+/// The M4A an address-space-limited child decodes ([`decode_under_a_memory_limit`]).
+const LIMITED_INPUT: &str = "ARCHIVIST_TEST_LIMITED_INPUT";
+
+/// An M4A whose `stsz` (or `stco`, `stsc`, `stts`) entry count, or its first sample's
+/// size, is 0xFFFFFFFF in a 100 kB file is refused as corrupt naming the box, in a
+/// process limited to 1.5 GB of address space (as a researcher under `LimitAS=` or
+/// `ulimit -v` runs). (Before, the reader asked for 4 GiB or more and the process
+/// aborted with SIGABRT, every job in it lost.)
+/// The undamaged file decodes under the same limit.
+#[test]
+fn an_mp4_sample_count_its_box_cannot_hold_is_refused_under_a_memory_limit() {
+    let _f = fixture();
+    let m4a = encoded_span(
+        "count.m4a",
+        "0",
+        "6",
+        44_100,
+        1,
+        &["-c:a", "aac", "-movflags", "+faststart"],
+    );
+    let bytes = std::fs::read(&m4a).unwrap();
+    let limited = |path: &Path| {
+        let out = Command::new("prlimit")
+            .arg("--as=1500000000")
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "decode_under_a_memory_limit",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(LIMITED_INPUT, path)
+            .output()
+            .expect("prlimit (util-linux) runs: scripts/deps.sh");
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (status, text) = limited(&m4a);
+    assert!(
+        status.success() && text.contains("decoded "),
+        "undamaged: {status:?} {text}"
+    );
+    // (box, offset of the field from the box's type: the entry count after the full
+    // box's version and flags (and `stsz`'s fixed sample size), or `stsz`'s first size)
+    for (table, field) in [
+        ("stsz", 12usize),
+        ("stsz", 16),
+        ("stco", 8),
+        ("stsc", 8),
+        ("stts", 8),
+    ] {
+        let at = bytes
+            .windows(4)
+            .position(|w| w == table.as_bytes())
+            .unwrap();
+        let mut damaged = bytes.clone();
+        damaged[at + field..at + field + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+        let path = written(&format!("count-{table}-{field}.m4a"), &damaged);
+        let (status, text) = limited(&path);
+        assert!(
+            status.success() && text.contains("refused") && text.contains(&format!("`{table}`")),
+            "{table} count 0xFFFFFFFF: {status:?} {text}"
+        );
+    }
+}
+
+/// The child of [`an_mp4_sample_count_its_box_cannot_hold_is_refused_under_a_memory_limit`]:
+/// decodes the file it is given and prints the outcome (nothing without one).
+#[test]
+fn decode_under_a_memory_limit() {
+    let Some(path) = std::env::var_os(LIMITED_INPUT) else {
+        return;
+    };
+    match decode_file(Path::new(&path)) {
+        Ok(d) => println!("decoded {} s", d.duration_s),
+        Err(e @ DecodeError::Corrupt { .. }) => println!("refused: {e}"),
+        Err(e) => println!("other error: {e}"),
     }
 }
 

@@ -37,18 +37,37 @@
 //!   ([`id3`]): the start of the audio would be skipped;
 //! - a WAV whose RIFF holds audio after its `data` chunk's declared end (a second
 //!   `data` chunk, a stale size) is refused ([`wav`]);
+//! - a fragmented MP4 whose fragment starts later (or earlier) than the ones before it
+//!   end (a fragment cut out or repeated midway) is incomplete ([`fragments`]);
+//! - an MP3 whose valid LAME tag's CRC of the music does not match the body (frames
+//!   lost and others repeated, the count unchanged) is incomplete ([`lame_crc`]);
+//! - an MP4 whose `mdhd` timescale contradicts its AAC configuration's rate (its sample
+//!   durations are AAC frames at that rate) is refused: the edit list would be read in
+//!   the wrong unit;
+//! - a FLAC whose STREAMINFO contradicts its frame headers is named as corrupt
+//!   ([`flac_head`]), not "not an audio file";
+//! - an MP4 sample table counting more entries than its box holds is refused before
+//!   the reader allocates for them ([`tables`]);
+//! - an MP3 frame reaching back for more main data than the frames before it left free
+//!   (a bit reservoir underflow after a stream's first frame: frames cut out or
+//!   repeated midway) is incomplete ([`reservoir`]);
 //! - an MP3 holding other frames than its Xing/LAME header declares (data inserted
 //!   midway) is incomplete: every offset after the insertion would be wrong.
 
 mod band;
 pub mod container;
 mod continuity;
+mod flac_head;
+mod fragments;
 pub mod guard;
 mod id3;
+mod lame_crc;
 mod mp3;
 mod mp4;
 mod opus;
 mod resample;
+mod reservoir;
+mod tables;
 mod tail;
 mod walk;
 mod wav;
@@ -506,6 +525,32 @@ pub fn decode_source(
     } else {
         mp4::Statement::NotMp4
     };
+    // Sample-table counts the boxes cannot hold: refused before the reader allocates.
+    if source.is_seekable() && mp4_statement != mp4::Statement::NotMp4 {
+        tables::check(&mut source).map_err(|reason| DecodeError::Corrupt {
+            input: input.clone(),
+            reason,
+        })?;
+    }
+    // A fragmented MP4's fragments must follow each other ([`fragments`]): a gap is
+    // reported once the rest has decoded (so the reason says how much did).
+    let fragment_gap = if source.is_seekable() && mp4_statement != mp4::Statement::NotMp4 {
+        match fragments::check(&mut source).map_err(|reason| DecodeError::Corrupt {
+            input: input.clone(),
+            reason,
+        })? {
+            fragments::Fragments::Gap(reason) => Some(reason),
+            fragments::Fragments::None | fragments::Fragments::Continuous => None,
+        }
+    } else {
+        None
+    };
+    // The sound track's timescale and first duration, to check the edit list's unit.
+    let mp4_timing = if source.is_seekable() && mp4_statement != mp4::Statement::NotMp4 {
+        mp4::sound_timing(&mut source)
+    } else {
+        None
+    };
     let mp4_gapless = match mp4_statement {
         mp4::Statement::Stated(g) => Some(g),
         _ => None,
@@ -543,6 +588,13 @@ pub fn decode_source(
         }
         _ => None,
     };
+    // A valid LAME tag's CRC of the music: frames lost and others repeated ([`lame_crc`]).
+    let music_crc_fault = match &tail {
+        Some(_) if sniffed_mpeg && mp4_statement == mp4::Statement::NotMp4 => {
+            lame_crc::music_crc_fault(&mut source)
+        }
+        _ => None,
+    };
     // Raw ADTS: every frame walked too, for bytes skipped midway ([`walk`]).
     let adts_walk = match &tail {
         Some(t)
@@ -556,6 +608,11 @@ pub fn decode_source(
                 |_, _| {},
             )
         }
+        _ => None,
+    };
+    // A FLAC whose STREAMINFO contradicts its frames: named if the reader gives up.
+    let flac_mismatch = match &tail {
+        Some(t) if t.head.starts_with(b"fLaC") => flac_head::mismatch(&mut source),
         _ => None,
     };
     let mss = MediaSourceStream::new(source, Default::default());
@@ -593,9 +650,15 @@ pub fn decode_source(
                 reason: e.to_string(),
             }
         }
-        _ => DecodeError::NotAudio {
-            input: input.clone(),
-            reason: e.to_string(),
+        _ => match flac_mismatch.clone() {
+            Some(reason) => DecodeError::Corrupt {
+                input: input.clone(),
+                reason,
+            },
+            None => DecodeError::NotAudio {
+                input: input.clone(),
+                reason: e.to_string(),
+            },
         },
     })?;
     let mut format = probed.format;
@@ -626,6 +689,19 @@ pub fn decode_source(
     }
     let params = params;
     let source_rate = check_rate(params.sample_rate, &input)?;
+    if let (Some((scale, delta)), Some(g)) = (mp4_timing, mp4_gapless) {
+        let aac = params.codec == sc::CODEC_TYPE_AAC;
+        if aac && g.priming_scale == scale && scale != source_rate {
+            let sbr = params
+                .extra_data
+                .as_deref()
+                .and_then(|asc| asc.first())
+                .is_some_and(|b| matches!(b >> 3, 5 | 29));
+            if let Some(reason) = timescale_contradiction(scale, delta, source_rate, sbr) {
+                return Err(DecodeError::Corrupt { input, reason });
+            }
+        }
+    }
     let mut decoder = guard::guarded(
         || {
             format!(
@@ -762,11 +838,18 @@ pub fn decode_source(
     );
     // The frame walk of this stream, for bytes skipped midway (lost audio).
     let frame_walk = match (&mp3_segments, adts_walk) {
-        (Some((_, w)), _) if is_mpeg => Some((*w, "MPEG audio")),
+        (Some((_, w, _)), _) if is_mpeg => Some((*w, "MPEG audio")),
         (_, Some(w)) if is_adts => Some((w, "ADTS")),
         _ => None,
     };
-    let mp3_plan = mp3_segments.filter(|_| is_mp3).map(Mp3Plan::new);
+    // Frames cut out or repeated midway that left the bit reservoir short ([`reservoir`]).
+    let underflow = mp3_segments
+        .as_ref()
+        .filter(|_| is_mp3)
+        .and_then(|(_, _, u)| u.clone());
+    let mp3_plan = mp3_segments
+        .filter(|_| is_mp3)
+        .map(|(segments, walked, _)| Mp3Plan::new((segments, walked)));
     // Ogg pages and FLAC frames say where their audio starts: a jump is a lost stretch.
     // (A body that cannot be sniffed, not seekable, is known by its codec.)
     let unsniffed = head.is_empty();
@@ -1109,6 +1192,9 @@ pub fn decode_source(
         if let Some(reason) = frame_walk.and_then(|(walked, name)| walked.lost_reason(name)) {
             broke = Some(reason);
         }
+        if let Some(reason) = fragment_gap.clone().filter(|_| broke.is_none()) {
+            broke = Some(reason);
+        }
         if let (Some(plan), None) = (&mp3_plan, &broke) {
             broke = plan.check(mp3_packets);
         }
@@ -1154,6 +1240,14 @@ pub fn decode_source(
                     "{junk} bytes after the last {what} are not audio (ignored)"
                 )),
             }
+        }
+        // Last: a body the structural checks above found fault with is named by them.
+        if let Some(reason) = music_crc_fault.clone().filter(|_| broke.is_none()) {
+            broke = Some(reason);
+        }
+        // A tagged file's CRC says more than the reservoir: it comes first.
+        if let Some(reason) = underflow.clone().filter(|_| broke.is_none()) {
+            broke = Some(reason);
         }
         flush(&tx, &mut chunk);
         drop(tx);
@@ -1324,6 +1418,29 @@ impl Progress {
 }
 
 /// The sampling frequency of an MPEG-4 AudioSpecificConfig (ISO 14496-3 1.6.2.1).
+/// Why an MP4's media timescale `scale` contradicts its AAC configuration's `rate`, if
+/// it does: its first sample lasts `delta` units, which an AAC frame (1024 or 960
+/// samples at `rate`, 2048 with SBR) fills only in a timescale equal to the rate. A
+/// timescale the durations agree with is a true unit (the edit list is converted from
+/// it); one they contradict would read the edit list in the wrong unit (every offset
+/// 23 ms early for a timescale halved from 44100).
+fn timescale_contradiction(scale: u32, delta: u32, rate: u32, sbr: bool) -> Option<String> {
+    let frames: &[u64] = if sbr {
+        &[1024, 960, 2048]
+    } else {
+        &[1024, 960]
+    };
+    let (scale, delta, rate) = (u64::from(scale), u64::from(delta), u64::from(rate));
+    // `delta` units of `scale` hold `f` samples of `rate`, within one unit of rounding.
+    let fits = |f: u64| (delta * rate).abs_diff(f * scale) <= rate;
+    if frames.iter().any(|f| fits(*f)) {
+        return None;
+    }
+    Some(format!(
+        "its MP4 media timescale (mdhd) is {scale} but its AAC configuration says {rate} Hz, and its samples last {delta} units each, not an AAC frame at {rate} Hz in that timescale: one of the fields is corrupt, and the edit list (encoder delay) would be read in the wrong unit, so every offset would be wrong"
+    ))
+}
+
 fn asc_rate(asc: &[u8]) -> Option<u32> {
     const RATES: [u32; 13] = [
         96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350,
@@ -1540,6 +1657,19 @@ mod tests {
         assert_eq!(out.len(), 1000);
         assert_eq!(out[0], 1500.0);
         assert_eq!(out[999], 2499.0);
+    }
+
+    #[test]
+    fn a_timescale_its_durations_agree_with_is_kept() {
+        // A 90 kHz timescale whose durations are AAC frames at 44.1 kHz: a true unit.
+        assert_eq!(timescale_contradiction(90_000, 2090, 44_100, false), None);
+        // Halved by a corrupt mdhd, the durations still in 44.1 kHz samples.
+        let reason = timescale_contradiction(22_050, 1024, 44_100, false).unwrap_or_default();
+        assert!(
+            reason.contains("22050") && reason.contains("44100"),
+            "{reason}"
+        );
+        assert!(timescale_contradiction(48_000, 1024, 44_100, false).is_some());
     }
 
     #[test]

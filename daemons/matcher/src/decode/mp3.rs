@@ -11,6 +11,7 @@ use std::io::{Read, Seek, SeekFrom};
 
 use symphonia::core::io::MediaSource;
 
+use super::reservoir::Reservoir;
 use super::tail::Frames;
 use super::walk;
 
@@ -52,6 +53,16 @@ impl Start {
     }
 }
 
+/// Bytes of a layer III frame's side information (after the header and its CRC).
+pub(super) fn side_info_len(mpeg1: bool, mono: bool) -> usize {
+    match (mpeg1, mono) {
+        (true, true) => 17,
+        (true, false) => 32,
+        (false, true) => 9,
+        (false, false) => 17,
+    }
+}
+
 /// Reads the start of a seekable MP3 source (and rewinds it).
 pub(super) fn read_start(source: &mut Box<dyn MediaSource>) -> Option<Start> {
     let mut buf = Vec::with_capacity(1 << 16);
@@ -84,12 +95,7 @@ fn parse_start(buf: &[u8]) -> Option<Start> {
     let mpeg1 = (b1 >> 3) & 3 == 3;
     let crc = b1 & 1 == 0;
     let mono = buf[pos + 3] >> 6 == 3;
-    let side = match (mpeg1, mono) {
-        (true, true) => 17,
-        (true, false) => 32,
-        (false, true) => 9,
-        (false, false) => 17,
-    };
+    let side = side_info_len(mpeg1, mono);
     let frame = if mpeg1 { 1152 } else { 576 };
     // LAME writes the tag right after the side information even when a CRC follows the
     // header; other writers may move it past the CRC.
@@ -187,14 +193,16 @@ impl Segment {
 
 /// Splits the MPEG audio frames of a seekable source into [`Segment`]s, up to the
 /// `trailer` bytes of tags at the end, with what the walk found ([`walk::walk`]: whether
-/// bytes follow the last frame, and bytes skipped midway); rewinds the source. None when
+/// bytes follow the last frame, and bytes skipped midway) and the first bit reservoir
+/// underflow after a stream's first frame ([`Reservoir`]); rewinds the source. None when
 /// the walk cannot be made (not seekable, no frame).
 pub(super) fn segments(
     source: &mut Box<dyn MediaSource>,
     trailer: u64,
-) -> Option<(Vec<Segment>, walk::Walk)> {
+) -> Option<(Vec<Segment>, walk::Walk, Option<String>)> {
     let mut segs: Vec<Segment> = Vec::new();
-    let walked = walk::walk(source, Frames::Mpeg, trailer, |buf, _| {
+    let mut reservoir = Reservoir::default();
+    let walked = walk::walk(source, Frames::Mpeg, trailer, |buf, len| {
         let b1 = buf[1];
         let mpeg1 = (b1 >> 3) & 3 == 3;
         let layer3 = (b1 >> 1) & 3 == 1;
@@ -220,6 +228,12 @@ pub(super) fn segments(
             Some(last) => tag.is_some() || last.rate != rate || last.frame_samples != frame_samples,
         };
         if new_segment {
+            reservoir.restart();
+        }
+        if tag.is_none() {
+            reservoir.frame(buf, len, frame_samples, rate);
+        }
+        if new_segment {
             segs.push(Segment {
                 frames: 0,
                 frame_samples,
@@ -233,18 +247,13 @@ pub(super) fn segments(
             }
         }
     })?;
-    Some((segs, walked))
+    Some((segs, walked, reservoir.underflow))
 }
 
 /// The Xing/Info tag of a layer III frame where the reader looks for one (right after
 /// the side information, which must be zero), with its LAME extension.
 fn info_tag(frame: &[u8], mpeg1: bool, mono: bool) -> Option<SegmentTag> {
-    let side = match (mpeg1, mono) {
-        (true, true) => 17,
-        (true, false) => 32,
-        (false, true) => 9,
-        (false, false) => 17,
-    };
+    let side = side_info_len(mpeg1, mono);
     let at = 4 + side;
     let id = frame.get(at..at + 8)?;
     if &id[..4] != b"Xing" && &id[..4] != b"Info" {

@@ -75,16 +75,16 @@ fn scale(t: u64, timescale: u32, rate: u32) -> u64 {
     }
 }
 
-fn be_u32(b: &[u8]) -> Option<u32> {
+pub(super) fn be_u32(b: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(b.get(..4)?.try_into().ok()?))
 }
 
-fn be_u64(b: &[u8]) -> Option<u64> {
+pub(super) fn be_u64(b: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(b.get(..8)?.try_into().ok()?))
 }
 
 /// Iterates the boxes in `data`: (type, body).
-fn boxes(mut data: &[u8]) -> impl Iterator<Item = ([u8; 4], &[u8])> {
+pub(super) fn boxes(mut data: &[u8]) -> impl Iterator<Item = ([u8; 4], &[u8])> {
     std::iter::from_fn(move || {
         let size = be_u32(data)? as u64;
         let kind: [u8; 4] = data.get(4..8)?.try_into().ok()?;
@@ -103,7 +103,7 @@ fn boxes(mut data: &[u8]) -> impl Iterator<Item = ([u8; 4], &[u8])> {
     })
 }
 
-fn child<'a>(data: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
+pub(super) fn child<'a>(data: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
     boxes(data).find(|(k, _)| k == kind).map(|(_, b)| b)
 }
 
@@ -132,7 +132,7 @@ pub fn read_gapless<R: Read + Seek + ?Sized>(src: &mut R) -> Result<Statement, S
     found
 }
 
-fn find_moov<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Vec<u8>> {
+pub(super) fn find_moov<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Vec<u8>> {
     src.seek(SeekFrom::Start(0)).ok()?;
     let mut pos = 0u64;
     let mut first = true;
@@ -167,6 +167,31 @@ fn find_moov<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Vec<u8>> {
         }
         pos = pos.checked_add(size)?;
     }
+}
+
+/// The first sound track's media timescale (`mdhd`) and its first sample duration
+/// (`stts`), in that timescale; rewinds the source. An AAC frame lasts 1024 (or 960)
+/// samples at its configured rate, so the two show whether the timescale is that rate
+/// (or one the durations were written in) or a field that contradicts the rest.
+pub(super) fn sound_timing<R: Read + Seek + ?Sized>(src: &mut R) -> Option<(u32, u32)> {
+    let found = find_moov(src).and_then(|moov| {
+        boxes(&moov).find_map(|(kind, trak)| {
+            let mdia = child(trak, b"mdia").filter(|_| &kind == b"trak")?;
+            if child(mdia, b"hdlr").and_then(|h| h.get(8..12)) != Some(b"soun".as_slice()) {
+                return None;
+            }
+            let scale = child(mdia, b"mdhd").and_then(|m| match m.first()? {
+                1 => be_u32(m.get(20..)?),
+                _ => be_u32(m.get(12..)?),
+            })?;
+            let stts = child(child(child(mdia, b"minf")?, b"stbl")?, b"stts")?;
+            let entries = be_u32(stts.get(4..)?)?;
+            let delta = be_u32(stts.get(12..)?)?;
+            (entries > 0).then_some((scale, delta))
+        })
+    });
+    let _ = src.seek(SeekFrom::Start(0));
+    found
 }
 
 /// Where an MP4 file's top-level boxes end when bytes that are no box follow them (a
