@@ -1111,3 +1111,43 @@ async fn export_streams_a_large_archive_in_bounded_memory() {
     // 69 MB: a test leaves no file behind (every run used to add one to the temp dir).
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Outside try of #17, finding F4: ids were not checked, so `delete --yes --force
+/// j0000000001/lock2` deleted a node under a job, and `../x` or `""` ended in raw
+/// ZooKeeper errors. An id is one name: anything else is a usage error (exit 2) and
+/// nothing is touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_that_are_paths_are_usage_errors_and_touch_nothing() {
+    let (config, s) = archivist_testkit::fresh_tree("cli-ids").await;
+    let job = fixtures::failed_job(&s, "e0000001", "x").await.id;
+    let lock_like = format!("{}/lock2", paths::job(&job));
+    s.client()
+        .create(
+            &lock_like,
+            b"",
+            &s.create_options(archivist_engine::zk::CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+    let inside = format!("{job}/lock2");
+    for args in [
+        vec!["delete", "--yes", "--force", inside.as_str()],
+        vec!["cancel", "../x"],
+        vec!["retry", ""],
+        vec!["jobs", "show", "."],
+        vec!["hold", "--episode", "e0000001/x"],
+        vec!["release", "--job", "a\nb"],
+    ] {
+        let out = archivist(&config, &args).await;
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("id"),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
+    assert!(
+        store::exists(&s, &lock_like).await.unwrap().is_some(),
+        "the node under the job is still there"
+    );
+}

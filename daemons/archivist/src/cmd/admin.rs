@@ -9,6 +9,7 @@
 mod actions;
 mod control;
 mod fsck;
+mod ids;
 mod jobs;
 mod out_file;
 pub(crate) mod progress;

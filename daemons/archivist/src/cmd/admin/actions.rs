@@ -17,6 +17,7 @@ use crate::cli::GlobalOpts;
 #[command(group = clap::ArgGroup::new("which").required(true).args(["job", "all_failed"]))]
 pub struct RetryArgs {
     /// The failed job to retry.
+    #[arg(value_parser = super::ids::node_name)]
     pub job: Option<String>,
     /// Retry every failed job.
     #[arg(long)]
@@ -38,6 +39,7 @@ pub struct RetryArgs {
 #[derive(Debug, Args)]
 pub struct CancelArgs {
     /// Job to cancel.
+    #[arg(value_parser = super::ids::node_name)]
     pub job: String,
     /// Why (stored as the job's message).
     #[arg(long)]
@@ -50,6 +52,7 @@ pub struct CancelArgs {
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
     /// Failed, held or cancelled job to delete.
+    #[arg(value_parser = super::ids::node_name)]
     pub job: String,
     /// Do not ask for confirmation.
     #[arg(long)]

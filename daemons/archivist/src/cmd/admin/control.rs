@@ -18,13 +18,13 @@ use crate::cli::GlobalOpts;
 #[group(required = true, multiple = false)]
 pub struct Target {
     /// A job.
-    #[arg(long)]
+    #[arg(long, value_parser = super::ids::node_name)]
     pub job: Option<String>,
     /// An episode (the planner plans nothing for it while held).
-    #[arg(long)]
+    #[arg(long, value_parser = super::ids::node_name)]
     pub episode: Option<String>,
     /// A clip (the planner plans nothing for it while held).
-    #[arg(long)]
+    #[arg(long, value_parser = super::ids::node_name)]
     pub clip: Option<String>,
 }
 

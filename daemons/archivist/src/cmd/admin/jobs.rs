@@ -30,6 +30,7 @@ pub enum JobsCommand {
     /// progress.
     Show {
         /// Job id (`j` + 10 digits).
+        #[arg(value_parser = super::ids::node_name)]
         job: String,
     },
 }
