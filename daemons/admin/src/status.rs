@@ -74,8 +74,9 @@ pub struct DaemonView {
 pub struct LeaseSummary {
     /// Leases not yet expired (valid ones only).
     pub active: usize,
-    /// Leases whose duration is invalid (not positive): counted neither active nor
-    /// expired; `fsck` reports them as `lease_invalid`.
+    /// Leases whose duration is invalid (not positive, or over the 30-day maximum):
+    /// counted neither active nor expired; `fsck` reports them (`lease_invalid`, or
+    /// `lease_without_job` first when their job is gone).
     pub invalid: usize,
     /// Leases whose data does not decode: counted neither active nor expired (the
     /// planner holds the job's pairs until the node's creation plus the work-item TTL;

@@ -191,7 +191,7 @@ fn render(r: &StatusReport) -> String {
         r.leases.expired,
         if r.leases.invalid > 0 {
             format!(
-                ", {} invalid (duration not positive: no researcher claims it; `archivist fsck` reports lease_invalid)",
+                ", {} invalid (duration not positive or over 30 days: no researcher claims it; `archivist fsck` names it)",
                 r.leases.invalid
             )
         } else {
