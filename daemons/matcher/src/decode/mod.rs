@@ -517,17 +517,24 @@ pub fn decode_source(
             reason,
         })?;
     }
-    let mp4_statement = if source.is_seekable() {
-        mp4::read_gapless(&mut source).map_err(|reason| DecodeError::Unsupported {
+    // An MP4's `moov`, read once for the checks below (gapless data, sample tables,
+    // timescale); the source is rewound for the reader.
+    let moov = if source.is_seekable() {
+        let moov = mp4::find_moov(&mut source);
+        let _ = source.seek(std::io::SeekFrom::Start(0));
+        moov
+    } else {
+        None
+    };
+    let mp4_statement =
+        mp4::gapless_of(moov.as_deref()).map_err(|reason| DecodeError::Unsupported {
             input: input.clone(),
             reason,
-        })?
-    } else {
-        mp4::Statement::NotMp4
-    };
+        })?;
     // Sample-table counts the boxes cannot hold: refused before the reader allocates.
-    if source.is_seekable() && mp4_statement != mp4::Statement::NotMp4 {
-        tables::check(&mut source).map_err(|reason| DecodeError::Corrupt {
+    if let Some(moov) = &moov {
+        let len = source.byte_len().unwrap_or(u64::MAX);
+        tables::check_moov(moov, len).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
             reason,
         })?;
@@ -546,11 +553,7 @@ pub fn decode_source(
         None
     };
     // The sound track's timescale and first duration, to check the edit list's unit.
-    let mp4_timing = if source.is_seekable() && mp4_statement != mp4::Statement::NotMp4 {
-        mp4::sound_timing(&mut source)
-    } else {
-        None
-    };
+    let mp4_timing = moov.as_deref().and_then(mp4::sound_timing);
     let mp4_gapless = match mp4_statement {
         mp4::Statement::Stated(g) => Some(g),
         _ => None,

@@ -119,17 +119,15 @@ pub enum Statement {
     Stated(Gapless),
 }
 
-/// Reads the gapless statement of an MP4 source, then seeks it back to the start.
+/// The gapless statement of an MP4 whose `moov` [`find_moov`] read (`None`: not an MP4;
+/// the decoder's checks of one file share that one read).
 /// `Err` with the reason when its edit list asks for what this decoder cannot play
 /// truly (two stretches of media, a rate other than 1, a pause over [`MAX_DELAY_S`]).
-pub fn read_gapless<R: Read + Seek + ?Sized>(src: &mut R) -> Result<Statement, String> {
-    let found = match find_moov(src) {
-        Some(moov) => from_moov(&moov).map(|g| g.map_or(Statement::Unstated, Statement::Stated)),
+pub(super) fn gapless_of(moov: Option<&[u8]>) -> Result<Statement, String> {
+    match moov {
+        Some(moov) => from_moov(moov).map(|g| g.map_or(Statement::Unstated, Statement::Stated)),
         None => Ok(Statement::NotMp4),
-    };
-    // A source that cannot seek back cannot be decoded either: the probe says so.
-    let _ = src.seek(SeekFrom::Start(0));
-    found
+    }
 }
 
 pub(super) fn find_moov<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Vec<u8>> {
@@ -170,28 +168,24 @@ pub(super) fn find_moov<R: Read + Seek + ?Sized>(src: &mut R) -> Option<Vec<u8>>
 }
 
 /// The first sound track's media timescale (`mdhd`) and its first sample duration
-/// (`stts`), in that timescale; rewinds the source. An AAC frame lasts 1024 (or 960)
+/// (`stts`), in that timescale, from the file's `moov`. An AAC frame lasts 1024 (or 960)
 /// samples at its configured rate, so the two show whether the timescale is that rate
 /// (or one the durations were written in) or a field that contradicts the rest.
-pub(super) fn sound_timing<R: Read + Seek + ?Sized>(src: &mut R) -> Option<(u32, u32)> {
-    let found = find_moov(src).and_then(|moov| {
-        boxes(&moov).find_map(|(kind, trak)| {
-            let mdia = child(trak, b"mdia").filter(|_| &kind == b"trak")?;
-            if child(mdia, b"hdlr").and_then(|h| h.get(8..12)) != Some(b"soun".as_slice()) {
-                return None;
-            }
-            let scale = child(mdia, b"mdhd").and_then(|m| match m.first()? {
-                1 => be_u32(m.get(20..)?),
-                _ => be_u32(m.get(12..)?),
-            })?;
-            let stts = child(child(child(mdia, b"minf")?, b"stbl")?, b"stts")?;
-            let entries = be_u32(stts.get(4..)?)?;
-            let delta = be_u32(stts.get(12..)?)?;
-            (entries > 0).then_some((scale, delta))
-        })
-    });
-    let _ = src.seek(SeekFrom::Start(0));
-    found
+pub(super) fn sound_timing(moov: &[u8]) -> Option<(u32, u32)> {
+    boxes(moov).find_map(|(kind, trak)| {
+        let mdia = child(trak, b"mdia").filter(|_| &kind == b"trak")?;
+        if child(mdia, b"hdlr").and_then(|h| h.get(8..12)) != Some(b"soun".as_slice()) {
+            return None;
+        }
+        let scale = child(mdia, b"mdhd").and_then(|m| match m.first()? {
+            1 => be_u32(m.get(20..)?),
+            _ => be_u32(m.get(12..)?),
+        })?;
+        let stts = child(child(child(mdia, b"minf")?, b"stbl")?, b"stts")?;
+        let entries = be_u32(stts.get(4..)?)?;
+        let delta = be_u32(stts.get(12..)?)?;
+        (entries > 0).then_some((scale, delta))
+    })
 }
 
 /// Where an MP4 file's top-level boxes end when bytes that are no box follow them (a
@@ -425,6 +419,12 @@ fn edits(elst: &[u8], movie_scale: u32, media_scale: u32) -> Result<Option<Gaple
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn read_gapless<R: Read + Seek + ?Sized>(src: &mut R) -> Result<Statement, String> {
+        let moov = find_moov(src);
+        let _ = src.seek(SeekFrom::Start(0));
+        gapless_of(moov.as_deref())
+    }
 
     fn bx(kind: &[u8; 4], body: &[u8]) -> Vec<u8> {
         let mut v = ((body.len() + 8) as u32).to_be_bytes().to_vec();

@@ -6,18 +6,7 @@
 //! (the reader allocates each sample's stated size: 0xFFFFFFFF as the first `stsz`
 //! entry asked for 4 GiB), is a damaged or hostile file: refused naming the box.
 
-use std::io::{Read, Seek, SeekFrom};
-
-use super::mp4::{be_u32, boxes, child, find_moov};
-
-/// Why a sample table of the first `moov` cannot hold what its count says, if one cannot.
-/// Seeks the source back to the start.
-pub(super) fn check<R: Read + Seek + ?Sized>(src: &mut R) -> Result<(), String> {
-    let len = src.seek(SeekFrom::End(0)).unwrap_or(u64::MAX);
-    let found = find_moov(src).map_or(Ok(()), |moov| check_moov(&moov, len));
-    let _ = src.seek(SeekFrom::Start(0));
-    found
-}
+use super::mp4::{be_u32, boxes, child};
 
 /// Each table: (box, bytes before its entries (full-box header, count), bytes per entry).
 /// `stsz` with a fixed sample size (its first field not 0) has no entries.
@@ -31,7 +20,9 @@ const TABLES: [(&[u8; 4], usize, usize); 6] = [
 ];
 
 /// Checks every track's tables; a sample may not be larger than the file (`len` bytes).
-fn check_moov(moov: &[u8], len: u64) -> Result<(), String> {
+/// Why a sample table of `moov` (of a file of `len` bytes) cannot hold what its count
+/// says, if one cannot.
+pub(super) fn check_moov(moov: &[u8], len: u64) -> Result<(), String> {
     for (track, (_, trak)) in boxes(moov).filter(|(k, _)| k == b"trak").enumerate() {
         let Some(stbl) = child(trak, b"mdia")
             .and_then(|m| child(m, b"minf"))
