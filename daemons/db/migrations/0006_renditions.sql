@@ -13,7 +13,10 @@ CREATE TABLE renditions (
     last_seen BIGINT NOT NULL,
     -- Complete downloads that found these bytes.
     seen BIGINT NOT NULL,
-    -- The URL after redirects, and the validators the server sent (for a conditional GET).
+    -- The catalog's media URL it was fetched from (the latest fetch's: a pin is used only
+    -- for jobs of that URL, so an episode re-curated to other media is fetched again),
+    -- the URL after redirects, and the validators the server sent (for a conditional GET).
+    url TEXT NOT NULL,
     final_url TEXT NOT NULL,
     etag TEXT,
     last_modified TEXT,

@@ -32,6 +32,8 @@ pub struct Rendition {
     pub duration_s: Option<f64>,
     /// When it was first fetched.
     pub fetched_at: OffsetDateTime,
+    /// The catalog's media URL it was last fetched from.
+    pub url: String,
     /// The URL after redirects.
     pub final_url: String,
     /// The server's `ETag`, if any.
@@ -85,15 +87,17 @@ type Row = (
     Option<f64>,
     i64,
     String,
+    String,
     Option<String>,
     Option<String>,
 );
 
 const COLUMNS: &str =
-    "r.episode, r.sha256, r.bytes, r.duration_s, r.fetched_at, r.final_url, r.etag, r.last_modified";
+    "r.episode, r.sha256, r.bytes, r.duration_s, r.fetched_at, r.url, r.final_url, r.etag, \
+     r.last_modified";
 
 fn rendition(row: Row) -> Result<Rendition, DbError> {
-    let (episode, sha256, bytes, duration_s, fetched_at, final_url, etag, last_modified) = row;
+    let (episode, sha256, bytes, duration_s, fetched_at, url, final_url, etag, last_modified) = row;
     let place = format!("renditions ({episode}, {sha256})");
     Ok(Rendition {
         fetched_at: from_ms(fetched_at, &place)?,
@@ -104,6 +108,7 @@ fn rendition(row: Row) -> Result<Rendition, DbError> {
         episode,
         sha256,
         duration_s,
+        url,
         final_url,
         etag,
         last_modified,
@@ -178,12 +183,13 @@ pub async fn record(db: &Database, r: &Rendition) -> Result<Recorded, DbError> {
     let now = ms(OffsetDateTime::now_utc());
     sqlx::query(
         "INSERT INTO renditions (episode, sha256, bytes, duration_s, fetched_at, last_seen, \
-         seen, final_url, etag, last_modified) VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9) \
+         seen, url, final_url, etag, last_modified) \
+         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10) \
          ON CONFLICT (episode, sha256) DO UPDATE SET seen = renditions.seen + 1, \
          last_seen = excluded.last_seen, \
          duration_s = COALESCE(renditions.duration_s, excluded.duration_s), \
-         etag = excluded.etag, last_modified = excluded.last_modified, \
-         final_url = excluded.final_url",
+         url = excluded.url, final_url = excluded.final_url, \
+         etag = excluded.etag, last_modified = excluded.last_modified",
     )
     .bind(episode)
     .bind(&r.sha256)
@@ -191,6 +197,7 @@ pub async fn record(db: &Database, r: &Rendition) -> Result<Recorded, DbError> {
     .bind(r.duration_s)
     .bind(ms(r.fetched_at))
     .bind(now)
+    .bind(&r.url)
     .bind(&r.final_url)
     .bind(&r.etag)
     .bind(&r.last_modified)

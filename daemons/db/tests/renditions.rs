@@ -17,6 +17,7 @@ fn rendition(episode: &str, sha: char, bytes: u64) -> Rendition {
         bytes,
         duration_s: Some(1200.5),
         fetched_at: OffsetDateTime::from_unix_timestamp(1_790_000_000).unwrap(),
+        url: format!("http://example/{episode}.mp3"),
         final_url: format!("http://cdn.example/{episode}.mp3"),
         etag: Some(format!("\"{sha}\"")),
         last_modified: Some("Tue, 24 Nov 2026 10:00:00 GMT".into()),

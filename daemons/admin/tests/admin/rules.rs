@@ -405,6 +405,7 @@ async fn status_counts_pinned_and_changed_renditions() {
         bytes: 100,
         duration_s: Some(60.0),
         fetched_at: time::OffsetDateTime::now_utc(),
+        url: format!("http://h/{episode}.mp3"),
         final_url: format!("http://h/{episode}.mp3"),
         etag: None,
         last_modified: None,

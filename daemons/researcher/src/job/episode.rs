@@ -77,15 +77,24 @@ fn short(sha: &str) -> &str {
 }
 
 impl Worker {
-    /// The pinned rendition from the store, if the episode has one and the store holds
-    /// it (verified); `None` otherwise (a damaged object was deleted and logged).
+    /// The pinned rendition from the store, if it was fetched from the job's media URL and
+    /// the store holds it (verified); `None` otherwise (a damaged object was deleted and
+    /// logged).
     pub(crate) async fn pinned_from_store(
         &self,
         ctx: &JobCtx,
+        url: &str,
         pin: &Pin,
         dest: &Path,
     ) -> Option<(String, u64)> {
         let sha = &pin.rendition.sha256;
+        if pin.rendition.url != url {
+            // Re-curated to other media (a wrong file fixed, a new host): the pinned
+            // bytes may not be this URL's, so the episode is fetched again (the same
+            // bytes keep the pin and take the new URL; others move it).
+            tracing::info!(job = %ctx.job_id, episode = %ctx.episode, pinned_url = %pin.rendition.url, %url, "the episode's media URL changed since its audio was pinned; downloading");
+            return None;
+        }
         let key = match Key::parse(sha) {
             Ok(k) => k,
             Err(e) => {
@@ -173,7 +182,7 @@ impl Worker {
         };
         if let Some(other) = &audio.changed {
             // Revalidation: the server serves other bytes; the job researched the pin.
-            let new = rendition_of(&ctx.episode, other, None);
+            let new = rendition_of(&ctx.episode, url, other, None);
             renditions::record(&self.db, &new).await.map_err(db_error)?;
             self.report_change(
                 ctx,
@@ -189,7 +198,7 @@ impl Worker {
             ));
         }
         if let (Source::Download, Some(fetched)) = (audio.source, &audio.fetched) {
-            let this = rendition_of(&ctx.episode, fetched, Some(duration_s));
+            let this = rendition_of(&ctx.episode, url, fetched, Some(duration_s));
             match renditions::record(&self.db, &this)
                 .await
                 .map_err(db_error)?
@@ -209,7 +218,7 @@ impl Worker {
                             .await
                             .map_err(db_error)?;
                     let what = if moved {
-                        "moved: the pinned audio is not in the media store and the server no longer serves it"
+                        "moved: the pinned audio could not be had (not in the media store, or the episode's media URL changed) and the server serves other audio"
                     } else {
                         "kept: another job pinned other audio meanwhile"
                     };
@@ -247,8 +256,9 @@ impl Worker {
     }
 }
 
-fn rendition_of(episode: &str, f: &Fetched, duration_s: Option<f64>) -> Rendition {
+fn rendition_of(episode: &str, url: &str, f: &Fetched, duration_s: Option<f64>) -> Rendition {
     Rendition {
+        url: url.to_string(),
         episode: episode.to_string(),
         sha256: f.sha256.clone(),
         bytes: f.bytes,

@@ -377,7 +377,7 @@ impl Worker {
             Some(p) => {
                 let check = dest.with_extension("revalidate");
                 let looked = async {
-                    let hit = self.pinned_from_store(ctx, p, &dest).await;
+                    let hit = self.pinned_from_store(ctx, &url, p, &dest).await;
                     let changed = match hit {
                         Some(_) => self.revalidate(ctx, &url, p, &check).await,
                         None => None,
