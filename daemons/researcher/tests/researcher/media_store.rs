@@ -284,3 +284,65 @@ async fn a_damaged_stored_episode_is_detected_deleted_and_fetched_again() {
         researcher.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audio_that_fails_its_checks_is_neither_pinned_nor_stored() {
+    for (config, session, db) in stores("researcher-media-incomplete").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 1).await;
+        // A WAV whose samples stop at 60 % of the length its header declares.
+        let cut = audio.episode.len() * 6 / 10;
+        let short = std::sync::Arc::new(audio.episode[..cut].to_vec());
+        let url = server.route("/e1.wav", Route::audio(&short));
+        let work = work_dir("media-incomplete");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-incomplete");
+        let job = plan(&session, "e0000001", &url, &clips).await;
+        let failed = wait_for(
+            &session,
+            &job.id,
+            &[JobState::Reported, JobState::Failed],
+            Duration::from_secs(60),
+        )
+        .await;
+        assert_eq!(failed.status, JobState::Failed, "{failed:#?}");
+        assert!(
+            failed
+                .message
+                .as_deref()
+                .unwrap_or("")
+                .contains("incomplete"),
+            "{failed:#?}"
+        );
+        assert_eq!(renditions::pin(&db, "e0000001").await.unwrap(), None);
+        assert!(renditions::list(&db, "e0000001").await.unwrap().is_empty());
+        let stored: Vec<_> = std::fs::read_dir(work.join("media")).unwrap().collect();
+        assert!(
+            stored.is_empty(),
+            "a failed download was stored: {stored:?}"
+        );
+        // Fixed at the source: retried, downloaded whole, pinned and stored.
+        server.route("/e1.wav", Route::audio(&audio.episode));
+        retry(&session, &job.id).await;
+        reported_after_retry_one(&session, &job.id).await;
+        let pin = renditions::pin(&db, "e0000001")
+            .await
+            .unwrap()
+            .expect("pinned");
+        assert_eq!(pin.rendition.sha256, sha(&audio.episode));
+        assert!(work.join("media").join(&pin.rendition.sha256).is_file());
+        researcher.stop().await;
+    }
+}
+
+/// Waits for a retried job of one clip to be reported.
+async fn reported_after_retry_one(session: &Session, job: &str) {
+    let done = wait_for(
+        session,
+        job,
+        &[JobState::Reported, JobState::Failed],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(done.status, JobState::Reported, "{done:#?}");
+}
