@@ -241,6 +241,35 @@ async fn other_audio_at_the_same_url_is_a_new_rendition_and_results_stay_on_the_
             renditions::of_runs(&db, "e0000001").await.unwrap()[&job.id],
             changed
         );
+
+        // Re-curated to a new URL serving the original audio: the pin is not used for
+        // another URL's jobs; the download moves it back, and a second job of the new
+        // URL is researched from the store. (The operator forgets the episode's research
+        // to have every clip measured again, as docs/researcher.md's policy says.)
+        archivist_db::testing::forget_research(&db, "e0000001")
+            .await
+            .unwrap();
+        let moved_to = server.route("/e1-new.wav", Route::audio(&audio.episode));
+        let (job, reports) = research(&session, &db, "e0000001", &moved_to, &clips[..1]).await;
+        let note = decoded_note(&job);
+        assert!(note.contains("pin moved"), "{note}");
+        assert_near(
+            &offsets(&reports, &clips[0]),
+            &audio.clips[0].2,
+            "clip 1 at the new URL",
+        );
+        let pin = renditions::pin(&db, "e0000001").await.unwrap().unwrap();
+        assert_eq!(
+            (pin.rendition.sha256.as_str(), pin.moves),
+            (pinned.as_str(), 2)
+        );
+        assert_eq!(pin.rendition.url, moved_to);
+        let (job, _) = research(&session, &db, "e0000001", &moved_to, &clips[2..3]).await;
+        assert!(decoded_note(&job).contains("from the media store"));
+        assert_eq!(
+            server.bytes_served("/e1-new.wav"),
+            audio.episode.len() as u64
+        );
         researcher.stop().await;
     }
 }
