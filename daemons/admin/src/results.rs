@@ -115,8 +115,53 @@ pub struct EpisodeResults {
     pub researched_not_in_catalog: usize,
     /// Clips found in it.
     pub found: usize,
+    /// The audio its results were measured on: every rendition recorded, the pinned one
+    /// flagged, each with the jobs whose runs used it (issue 23; runs from before
+    /// renditions were recorded name none).
+    pub renditions: Vec<RenditionLine>,
     /// Rows.
     pub rows: Vec<ResultRow>,
+}
+
+/// One rendition of an episode in `results --episode`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RenditionLine {
+    /// sha256 of its bytes.
+    pub sha256: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// The catalog URL it was last fetched from.
+    pub url: String,
+    /// Whether it is the pin (the audio later research is measured on).
+    pub pinned: bool,
+    /// Jobs whose research runs were measured on it.
+    pub jobs: Vec<String>,
+}
+
+/// The episode's renditions with the runs that used each, the pin first.
+async fn rendition_lines(db: &Database, episode: &str) -> Result<Vec<RenditionLine>> {
+    use archivist_db::renditions;
+    let pin = renditions::pin(db, episode)
+        .await?
+        .map(|p| p.rendition.sha256);
+    let runs = renditions::of_runs(db, episode).await?;
+    let mut lines: Vec<RenditionLine> = renditions::list(db, episode)
+        .await?
+        .into_iter()
+        .map(|r| RenditionLine {
+            pinned: pin.as_deref() == Some(r.sha256.as_str()),
+            jobs: runs
+                .iter()
+                .filter(|(_, sha)| **sha == r.sha256)
+                .map(|(job, _)| job.clone())
+                .collect(),
+            sha256: r.sha256,
+            bytes: r.bytes,
+            url: r.url,
+        })
+        .collect();
+    lines.sort_by_key(|l| !l.pinned);
+    Ok(lines)
 }
 
 /// The catalog's clips, id to title: the clips are few (thousands), read a page at a
@@ -169,6 +214,7 @@ pub async fn episode_results(db: &Database, episode: &str) -> Result<EpisodeResu
             researched: 0,
             researched_not_in_catalog: 0,
             found: 0,
+            renditions: rendition_lines(db, episode).await?,
             rows: Vec::new(),
         });
     };
@@ -196,6 +242,7 @@ pub async fn episode_results(db: &Database, episode: &str) -> Result<EpisodeResu
                 !o.is_empty() && paths::clip_number(c).is_some_and(|n| catalog.contains(&n))
             })
             .count(),
+        renditions: rendition_lines(db, episode).await?,
         rows,
     })
 }

@@ -129,12 +129,25 @@ pub struct ResearchProgress {
     pub found_pairs: u64,
     /// Episodes with a research record.
     pub episodes_with_research: usize,
+    /// Episodes' pinned audio, and those whose server started serving other audio
+    /// (docs/researcher.md, "Renditions and the media store").
+    pub renditions: RenditionCounts,
     /// Research records that do not decode, with why: not counted above (what they
     /// hold is unknown), and left out of planning until repaired (`fsck` lists them).
     pub unreadable: Vec<Unreadable>,
     /// Per episode, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_episode: Option<Vec<EpisodeProgress>>,
+}
+
+/// Renditions in `status`: the episodes pinned to the audio they are researched on, and
+/// those whose server started serving other audio.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RenditionCounts {
+    /// Episodes with a pinned rendition.
+    pub pinned: i64,
+    /// Episodes with more than one rendition.
+    pub changed: i64,
 }
 
 /// A record that exists but does not decode.
@@ -576,6 +589,13 @@ pub async fn research_progress(
         fraction: fraction(researched_pairs, total_pairs),
         found_pairs,
         episodes_with_research: by_episode.len(),
+        renditions: {
+            let c = archivist_db::renditions::counts(db).await?;
+            RenditionCounts {
+                pinned: c.pinned,
+                changed: c.changed,
+            }
+        },
         unreadable,
         per_episode,
     })

@@ -244,6 +244,18 @@ pub fn data_dir() -> std::path::PathBuf {
     }
 }
 
+/// The researcher's media store directory when none is configured: `<data dir>/media`,
+/// next to the default database, so episodes outlive a cleaned temporary directory and
+/// the quickstart needs nothing new (docs/researcher.md, "Renditions and the media store").
+pub fn with_default_media_dir(
+    mut s: archivist_researcher::ResearcherSettings,
+) -> archivist_researcher::ResearcherSettings {
+    if s.media.dir.is_none() {
+        s.media.dir = Some(data_dir().join("media"));
+    }
+    s
+}
+
 /// The database when none is configured: a SQLite file in [`data_dir`], shared by the
 /// daemons of one machine (so the quickstart and `run --all` need nothing new).
 pub fn default_database_url() -> String {

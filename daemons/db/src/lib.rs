@@ -30,6 +30,7 @@ pub mod catalog;
 pub mod error;
 pub mod migrate;
 pub mod provision;
+pub mod renditions;
 pub mod research;
 #[doc(hidden)]
 pub mod testing;

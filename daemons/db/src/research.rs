@@ -55,11 +55,13 @@ pub struct FoundIn {
     pub occurrences: Vec<Occurrence>,
 }
 
-fn ms(at: OffsetDateTime) -> i64 {
+/// Unix milliseconds, the schema's time.
+pub(crate) fn ms(at: OffsetDateTime) -> i64 {
     (at.unix_timestamp_nanos() / 1_000_000) as i64
 }
 
-fn from_ms(ms: i64, what: &str) -> Result<OffsetDateTime, DbError> {
+/// A stored unix-milliseconds time; `what` names the row if it is out of range.
+pub(crate) fn from_ms(ms: i64, what: &str) -> Result<OffsetDateTime, DbError> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).map_err(|e| {
         DbError::Corrupt {
             what: what.to_string(),

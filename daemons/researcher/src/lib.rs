@@ -30,9 +30,9 @@ use archivist_engine::member::Identity;
 use archivist_engine::{EngineError, ZkConfig};
 use tokio_util::sync::CancellationToken;
 
-pub use download::{DownloadError, Downloader, Fetched};
+pub use download::{DownloadError, Downloader, Fetched, Validators};
 pub use job::Outcome;
-pub use settings::{DownloadSettings, ResearcherSettings};
+pub use settings::{DownloadSettings, MediaSettings, ResearcherSettings};
 
 /// Why the researcher could not run.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +52,9 @@ pub enum ResearcherError {
     /// The HTTP client could not be built.
     #[error(transparent)]
     Download(#[from] DownloadError),
+    /// The media store's directory cannot be used.
+    #[error(transparent)]
+    Media(#[from] archivist_media::MediaError),
 }
 
 fn prepare_work_dir(settings: &ResearcherSettings) -> Result<(), ResearcherError> {
@@ -85,6 +88,9 @@ pub async fn run(
 ) -> Result<(), ResearcherError> {
     prepare_work_dir(&settings)?;
     let downloader = Downloader::new(settings.download.clone())?;
+    let media_dir = settings.media.dir_for(&settings.work_dir);
+    let media = archivist_media::MediaStore::local(&media_dir, settings.media.max_bytes)?;
+    tracing::info!(dir = %media_dir.display(), max_bytes = settings.media.max_bytes, "media store");
     let worker = Arc::new(job::Worker {
         me: identity.name.clone(),
         db: db.clone(),
@@ -97,6 +103,8 @@ pub async fn run(
             settings.clip_cache_bytes,
         ),
         downloader,
+        media,
+        revalidate: settings.media.revalidate,
     });
     let loop_settings = serve::LoopSettings {
         concurrency: settings.concurrency.max(1),

@@ -142,6 +142,43 @@ impl DownloadSettings {
     }
 }
 
+/// The media store: downloaded episodes kept by content hash, so later jobs of the
+/// episode (and clips curated later) are researched without downloading it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MediaSettings {
+    /// The store's directory. Defaults to none here, which is `<work_dir>/media`; the
+    /// `archivist` binary fills in `<data dir>/media` (next to the SQLite database), so
+    /// the store outlives a cleaned temporary directory.
+    pub dir: Option<PathBuf>,
+    /// Bytes the store may hold; the least recently used episodes are evicted past it.
+    /// Defaults to 50 GiB (about 800 hours of 128 kbit/s MP3).
+    pub max_bytes: u64,
+    /// Before researching a stored rendition, ask the server whether the episode
+    /// changed with a conditional GET (`If-None-Match`/`If-Modified-Since` from the pin):
+    /// a `304` costs no body; other bytes are recorded as a new rendition and reported,
+    /// and the job still researches the pinned ones. Only when the pin has a validator.
+    /// Defaults to true.
+    pub revalidate: bool,
+}
+
+impl Default for MediaSettings {
+    fn default() -> Self {
+        MediaSettings {
+            dir: None,
+            max_bytes: 50 << 30,
+            revalidate: true,
+        }
+    }
+}
+
+impl MediaSettings {
+    /// The store's directory for a researcher whose work directory is `work_dir`.
+    pub fn dir_for(&self, work_dir: &std::path::Path) -> PathBuf {
+        self.dir.clone().unwrap_or_else(|| work_dir.join("media"))
+    }
+}
+
 /// Everything the researcher daemon can be told.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -172,6 +209,8 @@ pub struct ResearcherSettings {
     pub metrics_addr: Option<String>,
     /// Downloader settings.
     pub download: DownloadSettings,
+    /// The media store.
+    pub media: MediaSettings,
     /// Matcher settings. Defaults to the matcher's defaults.
     #[serde(rename = "match")]
     pub matching: MatchConfig,
@@ -188,6 +227,7 @@ impl Default for ResearcherSettings {
             clip_cache_bytes: 256 << 20,
             metrics_addr: None,
             download: DownloadSettings::default(),
+            media: MediaSettings::default(),
             matching: MatchConfig::default(),
         }
     }
@@ -260,6 +300,12 @@ impl ResearcherSettings {
         self
     }
 
+    /// Sets the media store settings.
+    pub fn with_media(mut self, m: MediaSettings) -> Self {
+        self.media = m;
+        self
+    }
+
     /// Sets the matcher settings.
     pub fn with_matching(mut self, m: MatchConfig) -> Self {
         self.matching = m;
@@ -289,5 +335,12 @@ mod tests {
         assert_eq!(s.download.connect_timeout, Duration::from_secs(10));
         assert!(!s.download.allow_file_urls);
         assert_eq!(s.heartbeat, Duration::from_secs(5));
+        assert_eq!(s.media, MediaSettings::default());
+        let s: ResearcherSettings = serde_yaml::from_str("media:\n  max_bytes: 1000\n").unwrap();
+        assert_eq!((s.media.max_bytes, s.media.revalidate), (1000, true));
+        assert_eq!(
+            s.media.dir_for(std::path::Path::new("/w")),
+            PathBuf::from("/w/media")
+        );
     }
 }

@@ -392,6 +392,63 @@ async fn unreadable_research_is_named_by_status() {
     );
 }
 
+/// `status` shows the episodes pinned to a rendition and those whose server started
+/// serving other audio, and `results --episode` each rendition with the runs measured
+/// on it (issue 23), from the database's renditions.
+#[tokio::test]
+async fn status_and_results_show_pinned_and_changed_renditions() {
+    use archivist_db::renditions::{self, Rendition};
+    let (_c, s) = archivist_testkit::fresh_tree("rules-renditions").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
+    let one = fixtures::episode(&s, 1, "One").await;
+    let two = fixtures::episode(&s, 2, "Two").await;
+    let rendition = |episode: &str, sha: char| Rendition {
+        episode: episode.into(),
+        sha256: sha.to_string().repeat(64),
+        bytes: 100,
+        duration_s: Some(60.0),
+        fetched_at: time::OffsetDateTime::now_utc(),
+        url: format!("http://h/{episode}.mp3"),
+        final_url: format!("http://h/{episode}.mp3"),
+        etag: None,
+        last_modified: None,
+    };
+    let counts = |p: status::ResearchProgress| (p.renditions.pinned, p.renditions.changed);
+    let before = status::research_progress(&s, &db, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(counts(before), (0, 0));
+    for r in [
+        rendition(&one, 'a'),
+        rendition(&two, 'b'),
+        rendition(&two, 'c'),
+    ] {
+        renditions::record(&db, &r).await.unwrap();
+    }
+    renditions::record_run(&db, &two, "j0000000007", &"c".repeat(64))
+        .await
+        .unwrap();
+    let after = status::research_progress(&s, &db, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(counts(after), (2, 1));
+    let lines = results::episode_results(&db, &two)
+        .await
+        .unwrap()
+        .renditions;
+    let seen: Vec<(char, bool, Vec<String>)> = lines
+        .iter()
+        .map(|l| (l.sha256.chars().next().unwrap(), l.pinned, l.jobs.clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ('b', true, vec![]),
+            ('c', false, vec!["j0000000007".to_string()])
+        ]
+    );
+}
+
 /// Research stored in the database that no longer parses: `export` and `results --clip`
 /// (which read the archive from the database since issue 22e) fail with an error naming
 /// the episode, never rows that leave it out silently (issue 17's rule).

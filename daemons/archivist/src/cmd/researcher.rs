@@ -74,6 +74,14 @@ pub struct ResearcherArgs {
     /// Memory for decoded clips kept between jobs, in MiB [default: 256].
     #[arg(long, env = "ARCHIVIST_RESEARCHER_CLIP_CACHE_MB")]
     pub clip_cache_mb: Option<usize>,
+    /// The media store's directory (downloaded episodes, by content hash) [default:
+    /// <data dir>/media].
+    #[arg(long, env = "ARCHIVIST_RESEARCHER_MEDIA_DIR")]
+    pub media_dir: Option<PathBuf>,
+    /// Most the media store holds, in MiB; least recently used episodes are evicted
+    /// [default: 51200].
+    #[arg(long, env = "ARCHIVIST_RESEARCHER_MEDIA_MAX_MB")]
+    pub media_max_mb: Option<u64>,
     /// Matching strategy [default: full].
     #[arg(long, env = "ARCHIVIST_RESEARCHER_MATCH_MODE", value_enum)]
     pub match_mode: Option<ModeArg>,
@@ -115,6 +123,14 @@ pub fn settings(base: ResearcherSettings, args: &ResearcherArgs) -> ResearcherSe
     if let Some(mb) = args.clip_cache_mb {
         s = s.with_clip_cache_bytes(mb << 20);
     }
+    let mut media = s.media.clone();
+    if let Some(dir) = &args.media_dir {
+        media.dir = Some(dir.clone());
+    }
+    if let Some(mb) = args.media_max_mb {
+        media.max_bytes = mb.saturating_mul(1 << 20);
+    }
+    s = crate::context::with_default_media_dir(s.with_media(media));
     if let Some(mode) = args.match_mode {
         let mut m = s.matching.clone();
         m.mode = mode.into();

@@ -91,7 +91,7 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
         }));
     }
     if want(args.researcher) {
-        let mut settings = file.researcher.clone();
+        let mut settings = crate::context::with_default_media_dir(file.researcher.clone());
         if args.allow_file_urls {
             settings.download.allow_file_urls = true;
         }

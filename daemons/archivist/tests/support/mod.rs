@@ -56,6 +56,15 @@ impl Env {
         }
     }
 
+    /// The researcher's media store directory of this environment (named after its
+    /// chroot, which is unique).
+    pub fn media_dir(&self) -> PathBuf {
+        std::env::temp_dir().join(format!(
+            "archivist-test-media{}",
+            self.chroot.replace('/', "-")
+        ))
+    }
+
     /// A command for the binary with this environment.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
@@ -64,6 +73,9 @@ impl Env {
             .env("ARCHIVIST_CHROOT", &self.chroot)
             .env("ARCHIVIST_DATABASE_URL", &self.database)
             .env("ARCHIVIST_SESSION_TIMEOUT_MS", "4000")
+            // The researcher's media store, one per environment like its database (the
+            // default, `<data dir>/media`, would be shared by every test of the machine).
+            .env("ARCHIVIST__RESEARCHER__MEDIA__DIR", self.media_dir())
             .env("RUST_LOG", "info,zookeeper_client=warn");
         for (name, value) in &self.extra {
             match value {

@@ -39,6 +39,40 @@ pub struct Fetched {
     pub content_type: Option<String>,
     /// Tries it took (1 when the first worked).
     pub attempts: u32,
+    /// The URL the body came from, after redirects.
+    pub final_url: String,
+    /// The validators the server sent, for a later conditional GET.
+    pub validators: Validators,
+}
+
+/// A response's validators (RFC 9110 section 8.8), sent back as `If-None-Match` and
+/// `If-Modified-Since` to ask whether a stored body is still what the server serves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validators {
+    /// `ETag`.
+    pub etag: Option<String>,
+    /// `Last-Modified`.
+    pub last_modified: Option<String>,
+}
+
+impl Validators {
+    /// True when there is nothing to ask with.
+    pub fn is_empty(&self) -> bool {
+        self.etag.is_none() && self.last_modified.is_none()
+    }
+
+    fn from_headers(headers: &reqwest::header::HeaderMap) -> Validators {
+        let text = |name| {
+            headers
+                .get(name)
+                .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
+                .map(str::to_string)
+        };
+        Validators {
+            etag: text(reqwest::header::ETAG),
+            last_modified: text(reqwest::header::LAST_MODIFIED),
+        }
+    }
 }
 
 /// Called with the bytes received so far in the current try and the announced total.
@@ -176,6 +210,30 @@ impl Downloader {
         Ok(fetched)
     }
 
+    /// A conditional [`Downloader::fetch_audio`]: asks with `validators` (which must not
+    /// be empty) and answers `None` when the server says `304 Not Modified` (no body, no
+    /// file). A server that ignores them answers with the whole body, checked as any.
+    pub async fn fetch_audio_if_changed(
+        &self,
+        url: &str,
+        dest: &Path,
+        validators: &Validators,
+        cancel: &CancellationToken,
+        progress: Progress<'_>,
+    ) -> Result<Option<Fetched>, DownloadError> {
+        let Some(fetched) = self
+            .fetch_with(url, dest, Some(validators), cancel, progress)
+            .await?
+        else {
+            return Ok(None);
+        };
+        if let Err(e) = check_audio(&fetched.path, url, fetched.content_type.as_deref()).await {
+            let _ = tokio::fs::remove_file(dest).await;
+            return Err(e);
+        }
+        Ok(Some(fetched))
+    }
+
     /// Fetches `url` into `dest`, retrying transient failures with exponential backoff
     /// and full jitter. On error the partial file is removed.
     pub async fn fetch(
@@ -185,6 +243,26 @@ impl Downloader {
         cancel: &CancellationToken,
         progress: Progress<'_>,
     ) -> Result<Fetched, DownloadError> {
+        match self.fetch_with(url, dest, None, cancel, progress).await? {
+            Some(fetched) => Ok(fetched),
+            // Only a conditional request is answered 304 (see `get_once`).
+            None => Err(DownloadError::Network {
+                url: url.to_string(),
+                reason: "304 Not Modified to a request that was not conditional".into(),
+                transient: false,
+            }),
+        }
+    }
+
+    /// [`Downloader::fetch`], conditional when `validators` are given (`None`: 304).
+    async fn fetch_with(
+        &self,
+        url: &str,
+        dest: &Path,
+        validators: Option<&Validators>,
+        cancel: &CancellationToken,
+        progress: Progress<'_>,
+    ) -> Result<Option<Fetched>, DownloadError> {
         let parsed = self.check_url(url)?;
         let started = Instant::now();
         let mut attempt = 0u32;
@@ -200,19 +278,23 @@ impl Downloader {
                 }
             }
             let once = if parsed.scheme() == "file" {
-                self.copy_file(url, &parsed, dest, progress).boxed()
+                self.copy_file(url, &parsed, dest, progress)
+                    .map(|r| r.map(Some))
+                    .boxed()
             } else {
-                self.get_once(url, parsed.clone(), dest, progress).boxed()
+                self.get_once(url, parsed.clone(), dest, validators, progress)
+                    .boxed()
             };
             let outcome = tokio::select! {
                 r = once => r,
                 _ = cancel.cancelled() => Err(DownloadError::Cancelled { url: url.to_string() }),
             };
             match outcome {
-                Ok(mut fetched) => {
+                Ok(Some(mut fetched)) => {
                     fetched.attempts = attempt;
-                    break Ok(fetched);
+                    break Ok(Some(fetched));
                 }
+                Ok(None) => break Ok(None),
                 Err(DownloadError::Status {
                     status,
                     retry_after: Some(wait),
@@ -254,7 +336,11 @@ impl Downloader {
         };
         let secs = started.elapsed().as_secs_f64();
         match &result {
-            Ok(f) => {
+            Ok(None) => {
+                metrics::histogram!("archivist_researcher_download_seconds", "outcome" => "not_modified")
+                    .record(secs);
+            }
+            Ok(Some(f)) => {
                 metrics::counter!("archivist_researcher_download_bytes_total").increment(f.bytes);
                 metrics::histogram!("archivist_researcher_download_seconds", "outcome" => "ok")
                     .record(secs);
@@ -320,13 +406,22 @@ impl Downloader {
         url: &str,
         parsed: Url,
         dest: &Path,
+        validators: Option<&Validators>,
         progress: Progress<'_>,
-    ) -> Result<Fetched, DownloadError> {
+    ) -> Result<Option<Fetched>, DownloadError> {
         let wait = self.settings.connect_timeout + self.settings.read_timeout;
-        let request = self
+        let mut request = self
             .client
             .get(parsed)
             .header(reqwest::header::ACCEPT_ENCODING, "gzip, deflate");
+        if let Some(v) = validators {
+            if let Some(etag) = &v.etag {
+                request = request.header(reqwest::header::IF_NONE_MATCH, etag);
+            }
+            if let Some(date) = &v.last_modified {
+                request = request.header(reqwest::header::IF_MODIFIED_SINCE, date);
+            }
+        }
         let response = tokio::time::timeout(wait, request.send())
             .await
             .map_err(|_| DownloadError::Timeout {
@@ -336,6 +431,11 @@ impl Downloader {
             })?
             .map_err(|e| self.map_reqwest(url, &e, "waiting for the response"))?;
         let status = response.status();
+        if status == reqwest::StatusCode::NOT_MODIFIED && validators.is_some() {
+            return Ok(None);
+        }
+        let final_url = response.url().to_string();
+        let validators = Validators::from_headers(response.headers());
         if status.is_redirection() {
             // reqwest hands back a redirect it would not follow (another scheme).
             let location = response
@@ -513,13 +613,15 @@ impl Downloader {
         hasher.update(&last);
         write(&mut file, dest, &last).await?;
         finish(&mut file, dest).await?;
-        Ok(Fetched {
+        Ok(Some(Fetched {
             path: dest.to_path_buf(),
             bytes: got,
             sha256: hex(&hasher.finalize()),
             content_type,
             attempts: 1,
-        })
+            final_url,
+            validators,
+        }))
     }
 
     async fn copy_file(
@@ -575,6 +677,8 @@ impl Downloader {
             sha256: hex(&hasher.finalize()),
             content_type: None,
             attempts: 1,
+            final_url: url.to_string(),
+            validators: Validators::default(),
         })
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! 1. claim: `pending -> leased` keeping the lock, with the lease write (holder = me) in
 //!    the same multi; a job whose lease is gone is left alone;
-//! 2. download the episode to `work_dir/episodes/<job>.media` and check it is audio;
+//! 2. take the episode's pinned rendition from the media store, or download the episode
+//!    to `work_dir/episodes/<job>.media` and check it is audio (`episode`);
 //! 3. decode and analyse it on a blocking thread, then `leased -> researching`;
 //! 4. per clip: fetch (cached), match on a blocking thread, report at once (a multi with
 //!    a check of the lock); the last report is `final` and goes in the same multi as
@@ -14,6 +15,7 @@
 //! matching, the current clip is finished and its report is the final one.
 
 mod ctx;
+mod episode;
 mod report;
 
 use std::path::PathBuf;
@@ -92,6 +94,10 @@ pub(crate) struct Worker {
     pub matching: MatchConfig,
     pub downloader: Downloader,
     pub clips: ClipCache,
+    /// Episodes kept by content hash (the pinned renditions).
+    pub media: archivist_media::MediaStore,
+    /// Whether a stored rendition is revalidated with a conditional GET.
+    pub revalidate: bool,
 }
 
 enum Decoded {
@@ -363,46 +369,101 @@ impl Worker {
             .join("episodes")
             .join(format!("{}.media", ctx.job_id));
         let started = Instant::now();
-        let never = CancellationToken::new();
-        let progress = |bytes: u64, total: Option<u64>| ctx.downloaded(bytes, total);
-        let fetched = tokio::select! {
-            r = self.downloader.fetch_audio(&url, &dest, &never, &progress) => r,
-            _ = ctx.stop.cancelled() => { remove(&dest).await; return self.obey(ctx).await }
-            _ = shutdown.cancelled() => { remove(&dest).await; return self.hand_back(ctx).await }
-            _ = lost.cancelled() => { remove(&dest).await; return Err(EngineError::SessionLost("while downloading".into())) }
+        let pin = archivist_db::renditions::pin(&self.db, &ctx.episode)
+            .await
+            .map_err(episode::db_error)?;
+        // The pinned rendition from the store, and whether the server changed it.
+        let stored = match &pin {
+            Some(p) => {
+                let check = dest.with_extension("revalidate");
+                let looked = async {
+                    let hit = self.pinned_from_store(ctx, &url, p, &dest).await;
+                    let changed = match hit {
+                        Some(_) => self.revalidate(ctx, &url, p, &check).await,
+                        None => None,
+                    };
+                    (hit, changed)
+                };
+                tokio::select! {
+                    r = looked => r,
+                    _ = ctx.stop.cancelled() => { remove(&dest).await; remove(&check).await; return self.obey(ctx).await }
+                    _ = shutdown.cancelled() => { remove(&dest).await; remove(&check).await; return self.hand_back(ctx).await }
+                    _ = lost.cancelled() => { remove(&dest).await; remove(&check).await; return Err(EngineError::SessionLost("while reading the media store".into())) }
+                }
+            }
+            None => (None, None),
         };
-        let fetched = match fetched {
-            Ok(f) => f,
-            Err(e) => return self.fail(ctx, e.to_string()).await,
+        let audio = match stored {
+            (Some((sha256, bytes)), changed) => {
+                tracing::info!(job = %ctx.job_id, episode = %ctx.episode, state = "leased", bytes, rendition = %sha256, "episode from the media store");
+                episode::Audio {
+                    path: dest.clone(),
+                    sha256,
+                    bytes,
+                    source: episode::Source::Store,
+                    fetched: None,
+                    pin,
+                    changed,
+                }
+            }
+            (None, _) => {
+                let never = CancellationToken::new();
+                let progress = |bytes: u64, total: Option<u64>| ctx.downloaded(bytes, total);
+                // A file left by a crash may be a hard link to a stored object: writing
+                // into it would change the object, so it goes first.
+                remove(&dest).await;
+                let fetched = tokio::select! {
+                    r = self.downloader.fetch_audio(&url, &dest, &never, &progress) => r,
+                    _ = ctx.stop.cancelled() => { remove(&dest).await; return self.obey(ctx).await }
+                    _ = shutdown.cancelled() => { remove(&dest).await; return self.hand_back(ctx).await }
+                    _ = lost.cancelled() => { remove(&dest).await; return Err(EngineError::SessionLost("while downloading".into())) }
+                };
+                let fetched = match fetched {
+                    Ok(f) => f,
+                    Err(e) => return self.fail(ctx, e.to_string()).await,
+                };
+                tracing::info!(job = %ctx.job_id, episode = %ctx.episode, state = "leased", bytes = fetched.bytes, attempts = fetched.attempts, secs = started.elapsed().as_secs_f64(), "episode downloaded");
+                episode::Audio {
+                    path: dest.clone(),
+                    sha256: fetched.sha256.clone(),
+                    bytes: fetched.bytes,
+                    source: episode::Source::Download,
+                    fetched: Some(fetched),
+                    pin,
+                    changed: None,
+                }
+            }
         };
-        tracing::info!(job = %ctx.job_id, episode = %ctx.episode, state = "leased", bytes = fetched.bytes, attempts = fetched.attempts, secs = started.elapsed().as_secs_f64(), "episode downloaded");
-        ctx.downloaded(fetched.bytes, Some(fetched.bytes));
+        match audio.source {
+            episode::Source::Download => ctx.downloaded(audio.bytes, Some(audio.bytes)),
+            episode::Source::Store => ctx.raise(0.40),
+        }
         let decode_started = Instant::now();
         let path = dest.clone();
         let label = url.clone();
         let config = self.matching.clone();
-        let decoding = tokio::task::spawn_blocking(move || {
-            let result = decode_file(&path);
-            let _ = std::fs::remove_file(&path);
-            match result {
-                Ok(audio) => Decoded::Ready(
-                    Box::new(Matcher::from_samples(audio.samples, config)),
-                    audio.warnings,
-                ),
-                Err(e) => Decoded::Failed(relabel(e, &label).to_string()),
-            }
+        // The file stays until the rendition is settled: a download goes into the store.
+        let decoding = tokio::task::spawn_blocking(move || match decode_file(&path) {
+            Ok(audio) => Decoded::Ready(
+                Box::new(Matcher::from_samples(audio.samples, config)),
+                audio.warnings,
+            ),
+            Err(e) => Decoded::Failed(relabel(e, &label).to_string()),
         });
         let decoded = tokio::select! {
             // The decoder's own panics are caught inside it (`decode::guard`); anything
             // else failing the task is this file's fault too, not the configuration's.
             r = decoding => r.unwrap_or_else(|e| Decoded::Failed(format!("{url}: the decode task failed: {e}"))),
-            _ = ctx.stop.cancelled() => return self.obey(ctx).await,
-            _ = shutdown.cancelled() => return self.hand_back(ctx).await,
-            _ = lost.cancelled() => return Err(EngineError::SessionLost("while decoding".into())),
+            _ = ctx.stop.cancelled() => { remove(&dest).await; return self.obey(ctx).await }
+            _ = shutdown.cancelled() => { remove(&dest).await; return self.hand_back(ctx).await }
+            _ = lost.cancelled() => { remove(&dest).await; return Err(EngineError::SessionLost("while decoding".into())) }
         };
         let (matcher, warnings) = match decoded {
             Decoded::Ready(m, w) => (Arc::new(*m), w),
-            Decoded::Failed(reason) => return self.fail(ctx, reason).await,
+            Decoded::Failed(reason) => {
+                remove(&dest).await;
+                return self.fail(ctx, reason).await;
+            }
         };
         let decode_s = decode_started.elapsed().as_secs_f64();
         metrics::histogram!("archivist_researcher_decode_seconds").record(decode_s);
@@ -411,7 +472,12 @@ impl Worker {
             metrics::histogram!("archivist_researcher_decode_realtime_factor")
                 .record(episode_s / decode_s);
         }
-        let mut note = format!("ok: {episode_s:.3} s of audio");
+        // Recorded before any result is reported, so every stored result's run names the
+        // audio it was measured on.
+        let settled = self.settle_rendition(ctx, &url, &audio, episode_s).await;
+        remove(&dest).await;
+        let rendition = settled?;
+        let mut note = format!("ok: {episode_s:.3} s of audio; {rendition}");
         for w in &warnings {
             note.push_str("; ");
             note.push_str(w);

@@ -1,5 +1,6 @@
 //! A tiny HTTP/1.1 server for tests: each path serves a scripted behaviour (audio, an
-//! error status, a slow or truncated or non-audio body) and counts its requests.
+//! error status, a slow or truncated or non-audio body) and counts its requests and the
+//! body bytes it sent (`Ok` and `Tagged` routes).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -73,6 +74,9 @@ pub enum Route {
         body: Arc<Vec<u8>>,
         encoding: &'static str,
     },
+    /// Audio with an `ETag` and a `Last-Modified`: `304 Not Modified` (no body) to a
+    /// request whose `If-None-Match` names the tag, else 200 with the body.
+    Tagged { body: Arc<Vec<u8>>, etag: String },
 }
 
 impl Route {
@@ -99,6 +103,7 @@ impl Route {
 struct State {
     routes: HashMap<String, Route>,
     hits: HashMap<String, usize>,
+    bytes: HashMap<String, u64>,
     times: HashMap<String, Vec<std::time::Instant>>,
 }
 
@@ -150,6 +155,17 @@ impl Server {
             .unwrap_or_default()
     }
 
+    /// Body bytes sent for `path` so far (`Ok` and `Tagged` routes).
+    pub fn bytes_served(&self, path: &str) -> u64 {
+        self.state
+            .lock()
+            .unwrap()
+            .bytes
+            .get(path)
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Requests `path` received so far.
     pub fn hits(&self, path: &str) -> usize {
         self.state
@@ -185,6 +201,14 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
     }
     let text = String::from_utf8_lossy(&head);
     let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let if_none_match = text.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("if-none-match")
+            .then(|| value.trim().to_string())
+    });
+    let served = |n: usize| {
+        *state.lock().unwrap().bytes.entry(path.clone()).or_insert(0) += n as u64;
+    };
     let (route, hit) = {
         let mut st = state.lock().unwrap();
         let hit = {
@@ -242,6 +266,24 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             );
             stream.write_all(header.as_bytes()).await?;
             stream.write_all(&body).await?;
+            served(body.len());
+        }
+        Route::Tagged { body, etag } => {
+            let validators =
+                format!("ETag: {etag}\r\nLast-Modified: Tue, 24 Nov 2026 10:00:00 GMT\r\n");
+            if if_none_match.as_deref() == Some(etag.as_str()) {
+                let header =
+                    format!("HTTP/1.1 304 Not Modified\r\n{validators}Connection: close\r\n\r\n");
+                stream.write_all(header.as_bytes()).await?;
+            } else {
+                let header = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: audio/wav\r\n{validators}Connection: close\r\n\r\n",
+                    body.len()
+                );
+                stream.write_all(header.as_bytes()).await?;
+                stream.write_all(&body).await?;
+                served(body.len());
+            }
         }
         Route::Status(status) => {
             let header = format!(

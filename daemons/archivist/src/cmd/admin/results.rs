@@ -101,6 +101,25 @@ fn render_episode(r: &EpisodeResults) -> String {
             r.researched_not_in_catalog
         );
     }
+    for a in &r.renditions {
+        let _ = writeln!(
+            out,
+            "audio {} ({} bytes, {}){}: {}",
+            a.sha256.get(..12).unwrap_or(&a.sha256),
+            a.bytes,
+            printable(&a.url),
+            if a.pinned {
+                ", pinned"
+            } else {
+                ", not pinned: the server served other audio"
+            },
+            if a.jobs.is_empty() {
+                "no runs".to_string()
+            } else {
+                format!("runs of {}", a.jobs.join(", "))
+            }
+        );
+    }
     out.push_str(&table(
         &["clip", "title", "result", "job"],
         r.rows.iter().map(|x| {

@@ -235,6 +235,13 @@ fn render(r: &StatusReport) -> String {
         p.found_pairs,
         p.episodes_with_research
     );
+    if p.renditions.pinned > 0 {
+        let _ = writeln!(
+            out,
+            "Renditions: {} episodes pinned to the audio they are researched on, {} whose server now serves other audio (a new rendition; `archivist jobs show` of their latest jobs says which)",
+            p.renditions.pinned, p.renditions.changed
+        );
+    }
     if !p.unreadable.is_empty() {
         let _ = writeln!(
             out,

@@ -1,0 +1,139 @@
+//! Renditions on every test backend (SQLite always, PostgreSQL when ARCHIVIST_TEST_PG is
+//! set): the first complete download pins, the same bytes again are the pin, other bytes
+//! are a new rendition reported against the pin, the pin moves only from what it is,
+//! runs record their rendition and runs from before stay readable.
+
+use archivist_db::renditions::{self, Counts, Recorded, Rendition};
+use archivist_db::research;
+use archivist_testkit::db::fresh_databases;
+use time::OffsetDateTime;
+use znode_schema::clipset::ClipSet;
+use znode_schema::records::ResearchRun;
+
+fn rendition(episode: &str, sha: char, bytes: u64) -> Rendition {
+    Rendition {
+        episode: episode.into(),
+        sha256: sha.to_string().repeat(64),
+        bytes,
+        duration_s: Some(1200.5),
+        fetched_at: OffsetDateTime::from_unix_timestamp(1_790_000_000).unwrap(),
+        url: format!("http://example/{episode}.mp3"),
+        final_url: format!("http://cdn.example/{episode}.mp3"),
+        etag: Some(format!("\"{sha}\"")),
+        last_modified: Some("Tue, 24 Nov 2026 10:00:00 GMT".into()),
+    }
+}
+
+#[tokio::test]
+async fn the_first_complete_download_pins_and_other_bytes_are_a_new_rendition() {
+    for db in fresh_databases("renditions-pin").await {
+        assert_eq!(renditions::pin(&db, "e1").await.unwrap(), None);
+        let first = rendition("e1", 'a', 1000);
+        assert_eq!(
+            renditions::record(&db, &first).await.unwrap(),
+            Recorded::Pinned
+        );
+        let pin = renditions::pin(&db, "e1").await.unwrap().unwrap();
+        assert_eq!(pin.rendition, first);
+        assert_eq!(pin.moves, 0);
+        // The same bytes again: the pin.
+        assert_eq!(
+            renditions::record(&db, &first).await.unwrap(),
+            Recorded::SameAsPin
+        );
+        // Other bytes at the same URL (ads inserted): a new rendition; the pin stays.
+        let other = rendition("e1", 'b', 1300);
+        match renditions::record(&db, &other).await.unwrap() {
+            Recorded::Differs { pin, first_time } => {
+                assert_eq!(pin.rendition.sha256, first.sha256);
+                assert!(first_time);
+            }
+            r => panic!("other bytes were {r:?}"),
+        }
+        match renditions::record(&db, &other).await.unwrap() {
+            Recorded::Differs { first_time, .. } => assert!(!first_time),
+            r => panic!("other bytes again were {r:?}"),
+        }
+        assert_eq!(
+            renditions::pin(&db, "e1").await.unwrap().unwrap().rendition,
+            first
+        );
+        let all = renditions::list(&db, "e1").await.unwrap();
+        assert_eq!(all.len(), 2);
+        // Another episode pins on its own.
+        renditions::record(&db, &rendition("e2", 'c', 10))
+            .await
+            .unwrap();
+        assert_eq!(
+            renditions::counts(&db).await.unwrap(),
+            Counts {
+                pinned: 2,
+                changed: 1,
+                renditions: 3
+            }
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_pin_moves_once_and_only_from_what_it_is() {
+    for db in fresh_databases("renditions-move").await {
+        let first = rendition("e1", 'a', 1000);
+        let second = rendition("e1", 'b', 1000);
+        renditions::record(&db, &first).await.unwrap();
+        // Not to bytes that were never recorded.
+        assert!(
+            !renditions::move_pin(&db, "e1", &first.sha256, &"d".repeat(64))
+                .await
+                .unwrap()
+        );
+        renditions::record(&db, &second).await.unwrap();
+        assert!(
+            renditions::move_pin(&db, "e1", &first.sha256, &second.sha256)
+                .await
+                .unwrap()
+        );
+        // A second researcher forced to move it from the old pin: it moved already.
+        assert!(
+            !renditions::move_pin(&db, "e1", &first.sha256, &second.sha256)
+                .await
+                .unwrap()
+        );
+        let pin = renditions::pin(&db, "e1").await.unwrap().unwrap();
+        assert_eq!(
+            (pin.rendition.sha256.as_str(), pin.moves),
+            (second.sha256.as_str(), 1)
+        );
+    }
+}
+
+#[tokio::test]
+async fn runs_record_their_rendition_and_older_runs_stay_readable() {
+    for db in fresh_databases("renditions-runs").await {
+        // A run stored before renditions existed (no rendition row).
+        research::update(&db, "e1", |r| {
+            r.runs.push(ResearchRun {
+                job: "j0000000001".into(),
+                researcher: "r1".into(),
+                at: OffsetDateTime::from_unix_timestamp(1_790_000_000).unwrap(),
+                clips: "1-3".parse::<ClipSet>().unwrap(),
+            })
+        })
+        .await
+        .unwrap();
+        let first = rendition("e1", 'a', 1000);
+        renditions::record(&db, &first).await.unwrap();
+        renditions::record_run(&db, "e1", "j0000000002", &first.sha256)
+            .await
+            .unwrap();
+        // Written again (a resumed job): one row.
+        renditions::record_run(&db, "e1", "j0000000002", &first.sha256)
+            .await
+            .unwrap();
+        let runs = renditions::of_runs(&db, "e1").await.unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs["j0000000002"], first.sha256);
+        let record = research::read(&db, "e1").await.unwrap().unwrap();
+        assert_eq!(record.runs.len(), 1, "the old run no longer reads");
+    }
+}

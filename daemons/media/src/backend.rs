@@ -1,0 +1,52 @@
+//! Where objects live: the trait a backend implements. The local directory
+//! ([`crate::LocalDir`]) is the first; an S3-compatible one (the `object_store` crate) is
+//! meant to follow behind the same trait, so the researcher does not change.
+//!
+//! A backend moves bytes and nothing more: verifying content against its key, metrics
+//! and what a corrupt object means are [`crate::MediaStore`]'s, one rule in one place.
+
+use std::path::Path;
+
+use futures_util::future::BoxFuture;
+
+use crate::{Key, MediaError};
+
+/// What a write did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// False when the object was not kept: it alone is larger than the store's bound.
+    pub stored: bool,
+    /// Objects removed to make room, least recently used first, with their sizes.
+    pub evicted: Vec<(Key, u64)>,
+}
+
+/// A place that holds objects by key. Methods return boxed futures so the store can
+/// hold any backend as `Arc<dyn Backend>` (async functions in traits are not yet usable
+/// through `dyn`).
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// Puts the object's bytes at `dest` (a local file, replaced if present), unverified,
+    /// and counts the object as used. `Ok(None)`: there is no such object.
+    fn read_to<'a>(
+        &'a self,
+        key: &'a Key,
+        dest: &'a Path,
+    ) -> BoxFuture<'a, Result<Option<u64>, MediaError>>;
+
+    /// Stores the bytes of the local file `src` as `key`, atomically: a reader, or a
+    /// restart after a crash, sees the whole object or none. Makes room by evicting
+    /// least recently used objects when the store has a bound.
+    fn write_from<'a>(
+        &'a self,
+        key: &'a Key,
+        src: &'a Path,
+    ) -> BoxFuture<'a, Result<Written, MediaError>>;
+
+    /// Removes an object; false if there was none.
+    fn delete<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<bool, MediaError>>;
+
+    /// Whether an object is there (not verified, not counted as used).
+    fn contains<'a>(&'a self, key: &'a Key) -> BoxFuture<'a, Result<bool, MediaError>>;
+
+    /// Bytes held, as far as the backend knows cheaply (`None`: it cannot say).
+    fn stored_bytes(&self) -> BoxFuture<'_, Result<Option<u64>, MediaError>>;
+}

@@ -1,0 +1,188 @@
+//! The local store through `MediaStore`: content addressing, verification on read,
+//! least-recently-used eviction by size, crash left-overs, and the counts.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use archivist_media::{hash_file, Key, Lookup, MediaError, MediaStore};
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> (std::path::PathBuf, Key) {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let (key, _) = hash_file(&path).unwrap();
+    (path, key)
+}
+
+/// Sets an object's last use back, as if it had been used `ago` before now.
+fn age(path: &Path, ago: Duration) {
+    let f = std::fs::File::open(path).unwrap();
+    f.set_modified(SystemTime::now() - ago).unwrap();
+}
+
+#[tokio::test]
+async fn put_then_get_is_a_verified_hit_and_unknown_keys_miss() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = MediaStore::local(tmp.path().join("media"), 1 << 20).unwrap();
+    let (src, key) = write(tmp.path(), "a.wav", b"episode one bytes");
+    let written = store.put(&key, &src).await.unwrap();
+    assert!(written.stored && written.evicted.is_empty());
+    // The object is named by its hash, in the store's directory.
+    assert!(tmp.path().join("media").join(key.as_str()).is_file());
+    let dest = tmp.path().join("out").join("e.media");
+    assert_eq!(
+        store.get(&key, &dest).await.unwrap(),
+        Lookup::Hit { bytes: 17 }
+    );
+    assert_eq!(std::fs::read(&dest).unwrap(), b"episode one bytes");
+    let other = Key::parse(&"0".repeat(64)).unwrap();
+    assert_eq!(store.get(&other, &dest).await.unwrap(), Lookup::Miss);
+    let s = store.stats();
+    assert_eq!(
+        (s.hits, s.misses, s.bytes_read, s.bytes_written),
+        (1, 1, 17, 17)
+    );
+}
+
+#[tokio::test]
+async fn a_file_that_does_not_hash_to_its_key_is_not_stored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = MediaStore::local(tmp.path().join("media"), 1 << 20).unwrap();
+    let (src, _) = write(tmp.path(), "a.wav", b"the real bytes");
+    let wrong = Key::parse(&"a".repeat(64)).unwrap();
+    let err = store.put(&wrong, &src).await.unwrap_err();
+    assert!(matches!(err, MediaError::WrongContent { .. }), "{err}");
+    assert!(!store.contains(&wrong).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_damaged_object_is_a_miss_that_deletes_it_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = MediaStore::local(tmp.path().join("media"), 1 << 20).unwrap();
+    let (src, key) = write(tmp.path(), "a.wav", &[7u8; 4096]);
+    store.put(&key, &src).await.unwrap();
+    // One flipped byte on disk.
+    let object = tmp.path().join("media").join(key.as_str());
+    let mut bytes = std::fs::read(&object).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&object, &bytes).unwrap();
+    let dest = tmp.path().join("e.media");
+    match store.get(&key, &dest).await.unwrap() {
+        Lookup::Corrupt { actual, bytes } => {
+            assert_ne!(actual, key.as_str());
+            assert_eq!(bytes, 4096);
+        }
+        other => panic!("a damaged object was {other:?}"),
+    }
+    assert!(!object.exists(), "the damaged object was kept");
+    assert!(!dest.exists(), "the damaged bytes were handed out");
+    // A truncated object too.
+    store.put(&key, &src).await.unwrap();
+    std::fs::write(&object, [7u8; 100]).unwrap();
+    assert!(matches!(
+        store.get(&key, &dest).await.unwrap(),
+        Lookup::Corrupt { bytes: 100, .. }
+    ));
+    let s = store.stats();
+    assert_eq!((s.hits, s.misses, s.verify_failures), (0, 2, 2));
+    // Stored again, it is a hit.
+    store.put(&key, &src).await.unwrap();
+    assert_eq!(
+        store.get(&key, &dest).await.unwrap(),
+        Lookup::Hit { bytes: 4096 }
+    );
+}
+
+#[tokio::test]
+async fn the_least_recently_used_objects_are_evicted_to_stay_within_the_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("media");
+    // Room for three 1000-byte objects.
+    let store = MediaStore::local(&dir, 3000).unwrap();
+    let mut keys = Vec::new();
+    for (i, ago) in [(0u8, 40u64), (1, 30), (2, 20)] {
+        let (src, key) = write(tmp.path(), &format!("{i}.wav"), &[i; 1000]);
+        store.put(&key, &src).await.unwrap();
+        age(&dir.join(key.as_str()), Duration::from_secs(ago));
+        keys.push(key);
+    }
+    // Reading the oldest makes it the most recently used.
+    let dest = tmp.path().join("e.media");
+    assert!(matches!(
+        store.get(&keys[0], &dest).await.unwrap(),
+        Lookup::Hit { .. }
+    ));
+    let (src, newest) = write(tmp.path(), "3.wav", &[3u8; 1000]);
+    let written = store.put(&newest, &src).await.unwrap();
+    // Object 1 is now the least recently used: it goes, and only it.
+    assert_eq!(written.evicted, vec![(keys[1].clone(), 1000)]);
+    assert!(store.contains(&keys[0]).await.unwrap());
+    assert!(!store.contains(&keys[1]).await.unwrap());
+    assert!(store.contains(&keys[2]).await.unwrap());
+    assert!(store.contains(&newest).await.unwrap());
+    assert_eq!(store.stored_bytes().await.unwrap(), Some(3000));
+    let s = store.stats();
+    assert_eq!((s.evictions, s.evicted_bytes), (1, 1000));
+    // The order is on disk: a store opened again (a restart) evicts the same way.
+    let again = MediaStore::local(&dir, 3000).unwrap();
+    age(&dir.join(keys[2].as_str()), Duration::from_secs(100));
+    let (src, fifth) = write(tmp.path(), "4.wav", &[4u8; 1000]);
+    let written = again.put(&fifth, &src).await.unwrap();
+    assert_eq!(written.evicted, vec![(keys[2].clone(), 1000)]);
+}
+
+#[tokio::test]
+async fn an_object_larger_than_the_store_is_not_kept_and_evicts_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = MediaStore::local(tmp.path().join("media"), 1500).unwrap();
+    let (src, small) = write(tmp.path(), "s.wav", &[1u8; 1000]);
+    store.put(&small, &src).await.unwrap();
+    let (src, big) = write(tmp.path(), "b.wav", &[2u8; 2000]);
+    let written = store.put(&big, &src).await.unwrap();
+    assert!(!written.stored && written.evicted.is_empty());
+    assert!(!store.contains(&big).await.unwrap());
+    assert!(store.contains(&small).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_read_survives_the_object_being_evicted_meanwhile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("media");
+    let store = MediaStore::local(&dir, 1000).unwrap();
+    let (src, first) = write(tmp.path(), "1.wav", &[1u8; 1000]);
+    store.put(&first, &src).await.unwrap();
+    let dest = tmp.path().join("job.media");
+    assert!(matches!(
+        store.get(&first, &dest).await.unwrap(),
+        Lookup::Hit { .. }
+    ));
+    let (src, second) = write(tmp.path(), "2.wav", &[2u8; 1000]);
+    let written = store.put(&second, &src).await.unwrap();
+    assert_eq!(written.evicted, vec![(first.clone(), 1000)]);
+    // The job's copy is intact.
+    assert_eq!(std::fs::read(&dest).unwrap(), vec![1u8; 1000]);
+}
+
+#[tokio::test]
+async fn temporary_files_left_by_a_crash_are_removed_and_never_read_as_objects() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("media");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = Key::parse(&"c".repeat(64)).unwrap();
+    // A write that crashed before its rename: only the temporary file exists.
+    let stale = dir.join(format!(".{key}.0000000000000001.tmp"));
+    std::fs::write(&stale, b"half an episode").unwrap();
+    age(&stale, Duration::from_secs(7200));
+    let fresh = dir.join(format!(".{key}.0000000000000002.tmp"));
+    std::fs::write(&fresh, b"a write in flight").unwrap();
+    let store = MediaStore::local(&dir, 1 << 20).unwrap();
+    assert!(!stale.exists(), "a crash's temporary file was kept");
+    assert!(
+        fresh.exists(),
+        "another process's write in flight was removed"
+    );
+    assert_eq!(
+        store.get(&key, &tmp.path().join("e")).await.unwrap(),
+        Lookup::Miss
+    );
+    assert_eq!(store.stored_bytes().await.unwrap(), Some(0));
+}
