@@ -692,6 +692,15 @@ async fn a_lease_whose_job_does_not_exist_is_removed() {
         read_lease(&session, &kept.id).await.is_some(),
         "a job's own lease stays"
     );
+    // The proof is atomic: asked to remove the lease of a job that exists, it fails
+    // whole (the create of `/jobs/J` in its multi fails) and the lease stays.
+    let (_, stat) = read_lease(&session, &kept.id).await.unwrap();
+    assert!(
+        !archivist_engine::lease::remove_jobless(&session, &kept.id, stat.version)
+            .await
+            .unwrap()
+    );
+    assert!(read_lease(&session, &kept.id).await.is_some());
     // The proof created nothing: no job node is left behind.
     assert!(store::exists(&session, &paths::job(&gone.id))
         .await
