@@ -329,28 +329,16 @@ async fn write_changes(
 ) -> Result<(), DbError> {
     let episode = after.episode.as_str();
     let what = || format!("storing research of episode {episode}");
-    // An unknown duration is written as a literal NULL, never bound: sqlx 0.8's `Any`
-    // driver declares a bound `None::<f64>` to PostgreSQL as `float4`, the connection
-    // caches the statement with that type, and the next write of the same statement
-    // with a duration (8 bytes) failed with "incorrect binary data format in bind
-    // parameter 2" (an episode first stored without a duration could not be stored
-    // again on that connection). Two statements, each with one type.
-    let query = match after.episode_duration_s {
-        Some(duration) => sqlx::query(
-            "INSERT INTO research (episode, duration_s, seq) VALUES ($1, $2, $3) \
-             ON CONFLICT (episode) DO UPDATE SET duration_s = excluded.duration_s, seq = excluded.seq",
-        )
-        .bind(episode)
-        .bind(duration)
-        .bind(seq),
-        None => sqlx::query(
-            "INSERT INTO research (episode, duration_s, seq) VALUES ($1, NULL, $2) \
-             ON CONFLICT (episode) DO UPDATE SET duration_s = NULL, seq = excluded.seq",
-        )
-        .bind(episode)
-        .bind(seq),
-    };
-    query.execute(&mut *conn).await.context(what)?;
+    crate::binds_nullable_float(sqlx::query(
+        "INSERT INTO research (episode, duration_s, seq) VALUES ($1, $2, $3) \
+         ON CONFLICT (episode) DO UPDATE SET duration_s = excluded.duration_s, seq = excluded.seq",
+    ))
+    .bind(episode)
+    .bind(after.episode_duration_s)
+    .bind(seq)
+    .execute(&mut *conn)
+    .await
+    .context(what)?;
     let old_runs: BTreeMap<&str, &ResearchRun> =
         before.runs.iter().map(|r| (r.job.as_str(), r)).collect();
     for run in &after.runs {
