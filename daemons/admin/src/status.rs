@@ -82,6 +82,13 @@ pub struct LeaseSummary {
     /// planner holds the job's pairs until the node's creation plus the work-item TTL;
     /// `fsck` reports them `unparsable`). Shown as expired before (outside 17d finding 17).
     pub undecodable: Vec<String>,
+    /// Leases whose job does not exist (left by a `deleteall /jobs/J`, a partial restore,
+    /// or made by hand): counted apart from the others, whatever their duration says
+    /// (outside 17h F8: shown as ordinary "active" leases). The planner holds their
+    /// pairs only until the node's creation plus the work-item TTL, the reaper removes
+    /// them, `fsck` reports `lease_without_job`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub without_job: Vec<String>,
     /// Leases past expiry (the reaper revokes them).
     pub expired: usize,
     /// The expired ones.
@@ -182,8 +189,13 @@ pub struct Waiting {
     pub job: String,
     /// Its priority.
     pub priority: i64,
-    /// ms since the job was created (ZooKeeper's clock).
+    /// ms since the job was created (ZooKeeper's clock), never negative.
     pub waiting_ms: i64,
+    /// Set when the job is newer than the clock `status` judges by (`/clock`'s last
+    /// stamp, a lower bound of ZooKeeper's time): by how many ms. `waiting_ms` is then 0
+    /// ("just now"), not a negative wait (outside 17h F6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_behind_ms: Option<i64>,
     /// Its place in processing order (0: next).
     pub position: usize,
     /// Why its record does not decode, if it does not (no daemon can act on it).
@@ -265,16 +277,16 @@ pub struct StatusReport {
     pub slots: u64,
     /// Other live daemons.
     pub daemons: Vec<DaemonView>,
-    /// Queue length per state; for the in-flight states ([`queue::STRAY_CHECKED`]),
-    /// only the entries that are work (the planner's count: the name parses, the job
-    /// exists and is in that state).
+    /// Jobs per state: the entries of each queue that are work (the planner's count for
+    /// `pending`, [`queue::count_work`] for every queue: the name parses, the job exists,
+    /// and the entry is its own in that state; a stray or a duplicate is not a job).
     pub jobs: BTreeMap<JobState, usize>,
     /// Entries of `/queues/pending` that are not work (not a queue entry's name, or no
     /// such job): left out of `jobs`, as the planner leaves them out.
     pub pending_strays: Vec<String>,
-    /// The same for the other in-flight queues (`leased`, `researching`, `reported`):
-    /// entries left out of `jobs` (the reaper removes the proven ones). Only states with
-    /// strays are listed.
+    /// The same for every other queue: entries left out of `jobs` (the reaper removes the
+    /// proven ones of [`queue::STRAY_CHECKED`], `fsck --repair` the rest). Only states
+    /// with strays are listed.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub queue_strays: BTreeMap<JobState, Vec<String>>,
     /// Paused states.
@@ -299,6 +311,29 @@ pub struct StatusReport {
     pub batches: BatchesStatus,
 }
 
+/// The leases among `views` whose job does not exist (read pipelined, in chunks).
+async fn jobless(session: &Session, views: &[LeaseView]) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    for chunk in views.chunks(256) {
+        let stats: Vec<_> = chunk
+            .iter()
+            .map(|v| session.client().check_stat(&paths::job(&v.job)))
+            .collect();
+        for (view, stat) in chunk
+            .iter()
+            .zip(archivist_engine::ops::await_all(stats).await)
+        {
+            let stat = stat.map_err(|e| {
+                archivist_engine::EngineError::zk("exists", paths::job(&view.job), e)
+            })?;
+            if stat.is_none() {
+                found.push(view.job.clone());
+            }
+        }
+    }
+    Ok(found)
+}
+
 /// Builds the status report. `per_episode` adds a row per catalog episode.
 pub async fn status(
     session: &Session,
@@ -320,15 +355,14 @@ pub async fn status(
         Err(e) => return Err(e.into()),
     };
     let mut jobs = BTreeMap::new();
-    for state in JobState::ALL {
-        jobs.insert(state, queue::len(session, state).await?);
-    }
     // The planner's rule for waiting work, so status and planner agree on "pending";
-    // the same rule for the other in-flight queues (the reaper's gauge and removal).
+    // the same rule for every other queue (the reaper's gauge and removal, `jobs list`):
+    // an entry counts when it is its job's own entry in that state
+    // (`queue::is_its_entry`); strays and duplicates are named apart.
     let pending = queue::count_work(session, JobState::Pending, usize::MAX).await?;
     jobs.insert(JobState::Pending, pending.work);
     let mut queue_strays = BTreeMap::new();
-    for state in queue::STRAY_CHECKED {
+    for state in JobState::ALL {
         if state == JobState::Pending {
             continue;
         }
@@ -398,6 +432,11 @@ pub async fn status(
 
     let leases = scan::load_dir::<LeaseRecord>(session, paths::LEASES, settings, progress).await?;
     let views: Vec<LeaseView> = leases.iter().map(|l| LeaseView::of(l, now_ms)).collect();
+    let without_job = jobless(session, &views).await?;
+    let views: Vec<LeaseView> = views
+        .into_iter()
+        .filter(|v| !without_job.contains(&v.job))
+        .collect();
     let invalid = views.iter().filter(|v| v.invalid.is_some()).count();
     let undecodable: Vec<String> = views
         .iter()
@@ -413,6 +452,7 @@ pub async fn status(
         active: views.len() - expired_leases.len() - invalid - undecodable.len(),
         invalid,
         undecodable,
+        without_job,
         expired: expired_leases.len(),
         expired_leases,
     };
@@ -646,6 +686,18 @@ pub async fn oldest_waiting(
     Ok(waiting(session, settings, now_ms, &pending.strays).await?.0)
 }
 
+/// How long a job created at `ctime_ms` has waited at `now_ms`, never negative, and by
+/// how much `now_ms` is behind its creation when it is (`/clock`'s last stamp can be
+/// older than a job the planner just created).
+pub fn waited(now_ms: i64, ctime_ms: i64) -> (i64, Option<i64>) {
+    let waited = now_ms.saturating_sub(ctime_ms);
+    if waited < 0 {
+        (0, Some(waited.saturating_neg()))
+    } else {
+        (waited, None)
+    }
+}
+
 /// The oldest waiting job, and every waiting job whose record does not decode: no
 /// daemon can claim, expire or move such a job (its state cannot be read), so it would
 /// wait for ever while status showed it as plain waiting work. `strays` are the entries
@@ -682,9 +734,24 @@ async fn waiting(
         .map(|(position, l)| Waiting {
             job: l.name.clone(),
             priority: entries[position].priority,
-            waiting_ms: now_ms.saturating_sub(l.stat.ctime_ms),
+            waiting_ms: waited(now_ms, l.stat.ctime_ms).0,
+            clock_behind_ms: waited(now_ms, l.stat.ctime_ms).1,
             position,
             unreadable: l.record.as_ref().err().map(|e| e.to_string()),
         });
     Ok((oldest, unreadable))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Outside 17h F6: `status` printed "waiting -598ms" for a job newer than `/clock`'s
+    /// last stamp. The wait is clamped to 0 and the lag is said.
+    #[test]
+    fn a_job_newer_than_the_clock_waited_no_time_and_the_lag_is_said() {
+        assert_eq!(waited(10_000, 4_000), (6_000, None));
+        assert_eq!(waited(10_000, 10_000), (0, None));
+        assert_eq!(waited(10_000, 10_598), (0, Some(598)));
+    }
 }

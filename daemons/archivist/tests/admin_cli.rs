@@ -1151,3 +1151,50 @@ async fn ids_that_are_paths_are_usage_errors_and_touch_nothing() {
         "the node under the job is still there"
     );
 }
+
+/// Outside 17h F3: `status` printed every stray entry's name on one line (1,283 names,
+/// ~60 KB). It now shows five and how many more; `-o json` keeps them all. Outside 17h
+/// F8: a lease whose job does not exist is named on a line of its own, not counted
+/// active.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_a_few_stray_names_and_a_count_and_names_a_lease_without_a_job() {
+    let (config, s) = archivist_testkit::fresh_tree("cli-status-strays").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let gone = fixtures::job(&s, &e1, &["c000001"]).await;
+    s.client()
+        .delete(&paths::job(&gone.id), None)
+        .await
+        .unwrap();
+    let leased = paths::queue(JobState::Leased);
+    for i in 0..40u64 {
+        let name = QueueEntry::new(0, 1_700_000_000_000, paths::job_id(900_000 + i)).name();
+        fixtures::raw(&s, &format!("{leased}/{name}"), b"").await;
+    }
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    let table = archivist(&config, &["status"]).await;
+    assert!(table.status.success(), "{}", text(&table));
+    let out = String::from_utf8_lossy(&table.stdout).to_string();
+    let line = out
+        .lines()
+        .find(|l| l.contains("stray entries in /queues/leased"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.len() < 600, "{line}");
+    assert!(
+        line.contains("40 stray entries") && line.contains("and 35 more"),
+        "{line}"
+    );
+    assert!(
+        out.contains(&format!(
+            "1 lease(s) whose job does not exist ({})",
+            gone.id
+        )),
+        "{out}"
+    );
+    let report = json(&config, &["status"], 0).await;
+    assert_eq!(
+        report["queue_strays"]["leased"].as_array().map(Vec::len),
+        Some(40)
+    );
+    assert_eq!(report["leases"]["without_job"][0], gone.id.as_str());
+}

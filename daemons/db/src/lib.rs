@@ -295,6 +295,19 @@ async fn sqlite_session(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
+/// A statement that binds an `Option<f64>` (a duration), made uncached. sqlx 0.8's
+/// `Any` driver declares a bound `None::<f64>` to PostgreSQL as `float4`; a cached
+/// statement keeps that type, and its next use with a value (8 bytes) failed with
+/// "incorrect binary data format in bind parameter N": a catalog record or an episode's
+/// research first stored without a duration could not be stored with one on that
+/// connection. Uncached, each use is prepared with its own arguments' types. The one
+/// place for the rule: every statement binding a nullable float goes through here.
+pub(crate) fn binds_nullable_float<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    query.persistent(false)
+}
+
 /// A SQLite URL that creates the file (and its directory) when missing.
 fn sqlite_url(url: &str, shown: &str) -> Result<String, DbError> {
     let rest = url

@@ -68,7 +68,8 @@ impl Insert<'_> {
                 sql.push(')');
             }
             sql.push_str(&format!(" ON CONFLICT ({}) DO NOTHING", self.conflict));
-            let mut query = sqlx::query(&sql);
+            // Rows may bind unknown floats (durations).
+            let mut query = crate::binds_nullable_float(sqlx::query(&sql));
             for value in chunk.iter().flatten() {
                 query = match value {
                     Value::Text(v) => query.bind(v.clone()),

@@ -331,10 +331,10 @@ async fn write_changes(
 ) -> Result<(), DbError> {
     let episode = after.episode.as_str();
     let what = || format!("storing research of episode {episode}");
-    sqlx::query(
+    crate::binds_nullable_float(sqlx::query(
         "INSERT INTO research (episode, duration_s, seq) VALUES ($1, $2, $3) \
          ON CONFLICT (episode) DO UPDATE SET duration_s = excluded.duration_s, seq = excluded.seq",
-    )
+    ))
     .bind(episode)
     .bind(after.episode_duration_s)
     .bind(seq)

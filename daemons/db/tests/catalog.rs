@@ -372,6 +372,26 @@ async fn put_replaces_by_id_and_moves_the_counter(db: Database) {
     assert_eq!(next.created, ["e0000006"]);
 }
 
+/// A record stored without a duration is stored again with one (and a new one with one
+/// after one without): on PostgreSQL sqlx 0.8's `Any` driver declares a bound unknown
+/// `f64` as `float4`, the connection caches the statement, and the next write of the
+/// same statement with a duration failed ("incorrect binary data format").
+async fn a_duration_known_later_is_stored(db: Database) {
+    for n in 10..18u32 {
+        let mut e = episode(n).record;
+        if let CatalogRecord::Episode(r) = &mut e {
+            r.id = format!("e{n:07}");
+        }
+        catalog::put(&db, std::slice::from_ref(&e)).await.unwrap();
+        e.fields_mut().duration_s = Some(1_800.25);
+        catalog::put(&db, std::slice::from_ref(&e))
+            .await
+            .unwrap_or_else(|err| panic!("{:?}: {err}", db.backend()));
+        let v = stored(&db, AliasTarget::Episode, &format!("e{n:07}")).await;
+        assert_eq!(v.record.fields().duration_s, Some(1_800.25));
+    }
+}
+
 /// One `#[tokio::test]` per case, run on a fresh database of every backend.
 macro_rules! on_every_backend {
     ($($case:ident),* $(,)?) => {
@@ -397,4 +417,5 @@ on_every_backend!(
     imports_keep_ids_are_idempotent_and_move_the_counters,
     two_writers_of_one_url_end_with_one_record,
     put_replaces_by_id_and_moves_the_counter,
+    a_duration_known_later_is_stored,
 );

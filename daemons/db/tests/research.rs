@@ -366,3 +366,27 @@ async fn pages_and_watermarks_miss_nothing_while_research_is_written() {
         assert_eq!(seen, all);
     }
 }
+
+/// An episode first stored without a duration (every report of its first job an error)
+/// is stored again with one. On PostgreSQL the second store failed ("incorrect binary
+/// data format in bind parameter 2": sqlx's `Any` driver declared the unknown duration
+/// `float4` and the connection cached the statement), seen while testing outside 17h F2.
+#[tokio::test]
+async fn an_episode_stored_without_a_duration_is_stored_again_with_one() {
+    for db in fresh_databases("research-duration-later").await {
+        for n in 1..=8u32 {
+            let episode = format!("e{n:07}");
+            research::update(&db, &episode, |r| add(r, "j1", 1, None))
+                .await
+                .expect("stored without a duration");
+            research::update(&db, &episode, |r| {
+                r.episode_duration_s = Some(900.5);
+                add(r, "j2", 2, None)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{:?}: stored with a duration: {e}", db.backend()));
+            let record = research::read(&db, &episode).await.unwrap().unwrap();
+            assert_eq!(record.episode_duration_s, Some(900.5));
+        }
+    }
+}

@@ -45,6 +45,27 @@ pub fn requested_move(job: &JobRecord) -> Option<(JobState, String)> {
     Some((to, why))
 }
 
+/// The operations proving in a multi that `job` does not exist: create `/jobs/{job}`
+/// and delete it again, which only succeeds while no such job exists. The one proof of
+/// absence for removing what names a missing job (a stray queue entry,
+/// [`crate::queue::remove_stray`]; a lease, [`crate::lease::remove_jobless`]): every job
+/// is created with its queue entry and lease in one multi, so a job created meanwhile
+/// fails the whole multi and nothing of it is removed.
+pub fn absent_ops(job: &str) -> Vec<Op> {
+    let path = paths::job(job);
+    vec![
+        Op::Create {
+            path: path.clone(),
+            data: Vec::new(),
+            mode: Mode::Persistent,
+        },
+        Op::Delete {
+            path,
+            version: Some(0),
+        },
+    ]
+}
+
 /// Reads a job and its data version.
 pub async fn read(session: &Session, id: &str) -> Result<(JobRecord, i32)> {
     let (job, stat) = store::read_required::<JobRecord>(session, &paths::job(id)).await?;

@@ -138,13 +138,49 @@ pub fn work_item_expired(
     waiting_since(job_ctime_ms, lease_ctime_ms).saturating_add(ttl_ms) <= now_ms
 }
 
-/// When a lease whose data does not decode counts as expired: its node's creation plus
-/// the work-item TTL. Its duration is unknown, so it is judged by the node's age, as a
-/// waiting job whose record does not decode is ([`work_item_expired`]): "leased, what
-/// for unknown, until then", never "no lease" (that planned the job's pairs again while
-/// it ran).
-pub fn undecodable_expires_at(lease_ctime_ms: i64, ttl_ms: i64) -> i64 {
-    waiting_since(lease_ctime_ms, None).saturating_add(ttl_ms)
+/// Until when a lease counts as leased for planning, unix ms: the one rule for a lease
+/// nobody can vouch for. A lease that decodes and whose job exists counts until it
+/// expires ([`expires_at`]). One that does not decode (its duration is unknown), or
+/// whose job does not exist (`job_exists`: left by a `deleteall /jobs/J`, a partial
+/// restore, or made by hand), counts only until its node's creation plus the work-item
+/// TTL, as a waiting job is judged by its node's age ([`work_item_expired`]): "leased,
+/// what for unknown, until then", never "no lease" (that planned a running job's pairs
+/// again while it ran: outside 17d finding 17), and never its full duration (a lease
+/// without a job kept its pairs out of planning for up to 30 days: outside 17h F8). The
+/// reaper removes a lease without a job once it proves the absence ([`remove_jobless`]).
+pub fn counts_until(
+    duration_ms: Option<i64>,
+    job_exists: bool,
+    mtime_ms: i64,
+    ctime_ms: i64,
+    ttl_ms: i64,
+) -> i64 {
+    let by_age = waiting_since(ctime_ms, None).saturating_add(ttl_ms);
+    match duration_ms {
+        Some(duration) if job_exists => expires_at(mtime_ms, duration),
+        Some(duration) => expires_at(mtime_ms, duration).min(by_age),
+        None => by_age,
+    }
+}
+
+/// Removes `job`'s lease, read at `version`, when its job does not exist: one multi
+/// that proves the absence ([`crate::jobs::absent_ops`]: it creates and deletes
+/// `/jobs/{job}`, which only succeeds while no such job exists) and deletes the lease at
+/// that version. Every job is created with its lease in one multi, so a job created
+/// meanwhile makes the multi fail and its lease stays. Returns whether it was removed
+/// (`false`: the job exists, or the lease changed or went; nothing was written).
+pub async fn remove_jobless(session: &Session, job: &str, version: i32) -> Result<bool> {
+    let mut ops = crate::jobs::absent_ops(job);
+    ops.push(revoke_op(job, version));
+    match crate::ops::commit(session, &ops).await {
+        Ok(_) => {
+            tracing::warn!(job, episode = "unknown", path = %paths::lease(job), "lease without a job removed (proof: no such job; left by a deleted job, a partial restore, or made by hand): its pairs can be planned again");
+            metrics::counter!("archivist_jobless_leases_removed_total").increment(1);
+            Ok(true)
+        }
+        Err(e) if e.is_conflict() => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// A new, unclaimed lease on a job's episode and clips.
@@ -466,6 +502,24 @@ mod tests {
         // ...but an operator renewed its lease at 90: it waits until 190.
         assert!(!work_item_expired(0, Some(90), 100, 150));
         assert!(work_item_expired(0, Some(90), 100, 190));
+    }
+
+    #[test]
+    fn a_lease_nobody_vouches_for_counts_until_its_node_age_passes_the_ttl() {
+        // Created at 100, written at 200, lasting 1,000; TTL 50.
+        assert_eq!(counts_until(Some(1_000), true, 200, 100, 50), 1_200);
+        assert_eq!(
+            counts_until(Some(1_000), false, 200, 100, 50),
+            150,
+            "no job: by its node's age"
+        );
+        assert_eq!(
+            counts_until(Some(10), false, 100, 100, 50),
+            110,
+            "no job, sooner expiry: that"
+        );
+        assert_eq!(counts_until(None, true, 200, 100, 50), 150, "undecodable");
+        assert_eq!(counts_until(None, false, 200, 100, 50), 150);
     }
 
     #[test]

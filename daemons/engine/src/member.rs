@@ -228,7 +228,8 @@ fn keep(session: &Session, identity: &Identity, path: String, data: Vec<u8>) -> 
     Membership { path, keeper }
 }
 
-/// Watches the own node and re-creates it when it goes while the session lives. When it
+/// Watches the own node: re-creates it when it goes while the session lives, and writes
+/// its record again when it is overwritten ([`restore_data`]). When it
 /// cannot (its directory was deleted: `archivist init` makes it again), the role is not
 /// ready ([`crate::health::unregistered`], with the reason) until it registers again; the
 /// reason is logged once, and the retries back off from 1 s to 30 s.
@@ -245,6 +246,8 @@ async fn keep_registered(
     let mut told_foreign = false;
     let mut told_failure: Option<String> = None;
     let mut retry = FIRST_RETRY;
+    // The data version this keeper last wrote or checked (0: as created).
+    let mut written = 0;
     while !lost.is_cancelled() {
         let watched = session.client().check_and_watch_stat(&path).await;
         let (stat, watcher) = match watched {
@@ -260,7 +263,23 @@ async fn keep_registered(
             }
         };
         match stat {
-            Some(stat) if stat.ephemeral_owner == session.id_number() => told_foreign = false,
+            Some(stat) if stat.ephemeral_owner == session.id_number() => {
+                told_foreign = false;
+                if stat.version != written {
+                    match restore_data(&session, &name, &path, &data, stat.version).await {
+                        Ok(version) => written = version,
+                        Err(e) if e.is_session_lost() => return,
+                        Err(e) => {
+                            tracing::warn!(daemon = %name, %path, error = %e, "cannot check this daemon's registration; trying again in 1 s");
+                            tokio::select! {
+                                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                                _ = lost.cancelled() => return,
+                            }
+                        }
+                    }
+                    continue;
+                }
+            }
             Some(stat) => {
                 // Deleted, then taken by another session under the same name: two
                 // daemons share a `--name`. Say so once; never delete another's node.
@@ -273,6 +292,7 @@ async fn keep_registered(
                 let options = session.create_options(zk::CreateMode::Ephemeral);
                 match session.client().create(&path, &data, &options).await {
                     Ok(_) => {
+                        written = 0;
                         tracing::warn!(daemon = %name, %path, "this daemon's registration was deleted while its session lives; registered again");
                         if told_failure.take().is_some() {
                             crate::health::reregistered(&role);
@@ -308,6 +328,40 @@ async fn keep_registered(
             _ = watcher.changed() => {}
             _ = lost.cancelled() => return,
         }
+    }
+}
+
+/// Puts this daemon's own registration back to `data` when its node (read at
+/// `version`) holds anything else: overwritten by hand (`set /researchers/r1 garbage`),
+/// it made the daemon invisible (a researcher's slots not counted, `status` without it)
+/// until deleted or restarted (outside 17h F5). A version-checked write; returns the
+/// version now known to hold `data`. Logged each time it rewrites.
+async fn restore_data(
+    session: &Session,
+    name: &str,
+    path: &str,
+    data: &[u8],
+    version: i32,
+) -> Result<i32> {
+    let Some((found, stat)) = store::read_raw(session, path).await? else {
+        return Ok(version);
+    };
+    if found == data {
+        return Ok(stat.version);
+    }
+    match session
+        .client()
+        .set_data(path, data, Some(stat.version))
+        .await
+    {
+        Ok(stat) => {
+            tracing::warn!(daemon = %name, %path, "this daemon's registration was overwritten while its session lives (by hand?); its record written again");
+            metrics::counter!("archivist_registration_restored_total").increment(1);
+            Ok(stat.version)
+        }
+        // Changed again or gone meanwhile: the watch says so and the keeper looks again.
+        Err(zk::Error::BadVersion | zk::Error::NoNode) => Ok(-1),
+        Err(e) => Err(EngineError::zk("set", path, e)),
     }
 }
 

@@ -76,12 +76,30 @@ pub enum StrayProof {
         /// The job node's data version read.
         version: i32,
     },
+    /// Its job is in this state at this data version, but its real entry has another
+    /// name (a duplicate made by hand: another priority or curation time).
+    Duplicate {
+        /// The job node's data version read.
+        version: i32,
+    },
+}
+
+/// Is `name`, in `state`'s queue, the real queue entry of `job`: the job is in that
+/// state and the entry is the one its record names (priority, curation, id). The one
+/// rule for "this entry is that job" in every queue (`status`, the planner's index, the
+/// reaper and `count_work`); any other entry naming the job is a stray. Every move of a
+/// job creates its real entry and deletes the old one in the same multi, and a
+/// re-prioritisation renames it in the multi that rewrites the job, so at a given
+/// version of the job exactly one entry is its own (outside 17h F10: a copy in `held`
+/// was counted as a held job for ever, a duplicate in `pending` as a second job).
+pub fn is_its_entry(job: &JobRecord, state: JobState, name: &str) -> bool {
+    job.status == state && job.queue_entry().name() == name
 }
 
 /// Removes an entry proven not to be work, in one multi that re-checks the proof: the
-/// job still at the version read in another state ([`StrayProof::JobElsewhere`]), or
-/// still absent ([`StrayProof::NoJob`]: the multi creates and deletes `/jobs/{job}`,
-/// which only succeeds while no such job exists). Every move of a job to a state
+/// job still at the version read in another state ([`StrayProof::JobElsewhere`]) or
+/// with another entry of its own ([`StrayProof::Duplicate`]), or
+/// still absent ([`StrayProof::NoJob`]: [`crate::jobs::absent_ops`]). Every move of a job to a state
 /// creates its entry in the same multi, so while the proof holds the entry cannot be
 /// the job's real one. Without this, every planner round, reaper sweep and researcher
 /// poll re-read each stray for ever (1,500 hand-made strays cost ~4,800 ZooKeeper
@@ -91,18 +109,10 @@ pub async fn remove_stray(session: &Session, stray: &ProvenStray) -> Result<bool
     let entry = format!("{}/{}", paths::queue(stray.state), stray.name);
     let job = paths::job(&stray.job);
     let mut ops = match stray.proof {
-        StrayProof::NoJob => vec![
-            Op::Create {
-                path: job.clone(),
-                data: Vec::new(),
-                mode: Mode::Persistent,
-            },
-            Op::Delete {
-                path: job,
-                version: Some(0),
-            },
-        ],
-        StrayProof::JobElsewhere { version } => vec![Op::Check { path: job, version }],
+        StrayProof::NoJob => crate::jobs::absent_ops(&stray.job),
+        StrayProof::JobElsewhere { version } | StrayProof::Duplicate { version } => {
+            vec![Op::Check { path: job, version }]
+        }
     };
     ops.push(Op::Delete {
         path: entry,
@@ -173,23 +183,29 @@ pub async fn remove_strays(session: &Session, strays: &[ProvenStray]) -> Result<
     Ok(removed)
 }
 
-/// The queues whose entries are checked one by one for strays ([`count_work`]) by
-/// `status`, the planner (`pending`) and the reaper (the others, whose proven strays it
-/// removes): the queues of work in flight, short by nature. The finished queues are
-/// counted by length (`fsck` finds their strays). Before, only `pending` was checked:
-/// strays in `leased`/`reported` were counted as jobs by `status` and the
-/// `archivist_jobs{state}` metric for ever (outside 17g finding 6).
-pub const STRAY_CHECKED: [JobState; 4] = [
+/// The queues whose entries are checked one by one for strays ([`count_work`]) by the
+/// planner (`pending`) and the reaper (the others, whose proven strays it removes, and
+/// whose work its `archivist_jobs{state}` gauge counts): the queues of work in flight
+/// and those an operator's move fills (`held`, `failed`, `cancelled`), short by nature.
+/// `status` applies the same rule to every queue; the reaper's gauge counts the
+/// finished queues (`recorded`, `expired`: long, read by its retention step) by length,
+/// and `fsck --repair` removes their strays. Before, only `pending` was checked (outside
+/// 17g finding 6), then not `held` (outside 17h F10: a stray there showed as a held job
+/// for ever).
+pub const STRAY_CHECKED: [JobState; 7] = [
     JobState::Pending,
     JobState::Leased,
     JobState::Researching,
     JobState::Reported,
+    JobState::Held,
+    JobState::Failed,
+    JobState::Cancelled,
 ];
 
 /// Counts a queue's waiting work. The one rule: an entry is work when its name parses as
-/// a queue entry, its job exists, and the job is in this queue's state (or its record
-/// does not decode, so its state is unknown: `status` names such a job and `fsck`
-/// reports it). Anything else is a stray (made by hand, or left by a repair); counting it
+/// a queue entry, its job exists, and it is the job's own entry in this state
+/// ([`is_its_entry`]), or the job's record does not decode, so its state is unknown
+/// (`status` names such a job and `fsck` reports it). Anything else is a stray (made by hand, or left by a repair); counting it
 /// would make the planner wait for work no researcher can take (`stop=Surplus` until
 /// the stray's job is deleted, a day later for a recorded one) and `status` show
 /// waiting jobs that are not waiting.
@@ -211,17 +227,22 @@ pub async fn count_work(session: &Session, state: JobState, enough: usize) -> Re
         let jobs: Vec<String> = chunk.iter().map(|e| paths::job(&e.job)).collect();
         let found = store::read_many_lenient::<JobRecord>(session, &jobs, CHUNK).await?;
         for (entry, job) in chunk.iter().zip(found) {
+            let name = entry.name();
             let proof = match &job {
                 Some((Ok(record), stat)) if record.status != state => StrayProof::JobElsewhere {
                     version: stat.version,
                 },
+                Some((Ok(record), stat)) if !is_its_entry(record, state, &name) => {
+                    StrayProof::Duplicate {
+                        version: stat.version,
+                    }
+                }
                 Some(_) => {
                     work += 1;
                     continue;
                 }
                 None => StrayProof::NoJob,
             };
-            let name = entry.name();
             let path = format!("{}/{name}", paths::queue(state));
             if store::exists(session, &path).await?.is_some() {
                 proven.push(ProvenStray {

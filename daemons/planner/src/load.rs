@@ -309,10 +309,12 @@ pub async fn read_research(
     Ok(upto.max(after))
 }
 
-/// Puts a lease read at `path` into the index. A lease whose data does not decode still
-/// says the job is leased; what it covers is read from its job, and it counts until its
-/// node's creation plus the work-item TTL (`lease::undecodable_expires_at`, the rule the
-/// TTL step uses for a waiting job whose record does not decode). Dropping it instead
+/// Puts a lease read at `path` into the index, counting until `lease::counts_until` (the
+/// engine's one rule): its expiry when it decodes and its job exists; its node's
+/// creation plus the work-item TTL when its job does not exist (outside 17h F8: such a
+/// lease kept its pairs out of planning for its whole duration, up to 30 days) or when
+/// it does not decode. A lease whose data does not decode still says the job is leased;
+/// what it covers is read from its job. Dropping it instead
 /// planned the running job's pairs again at once (outside 17d finding 17). With neither
 /// lease nor job readable the pairs are unknown and the lease is left out, said once per
 /// change of the node.
@@ -349,20 +351,33 @@ async fn put_lease(
         }
         return Ok(());
     };
+    let ttl_until = |duration: Option<i64>, job_exists: bool| {
+        archivist_engine::lease::counts_until(duration, job_exists, stat.mtime, stat.ctime, ttl_ms)
+    };
     if let Some(r) = decode::<LeaseRecord>(path, data) {
+        let job_exists = store::exists(session, &paths::job(job)).await?.is_some();
+        if !job_exists
+            && archivist_engine::logs::first_time(&format!("jobless lease {path} {}", stat.ctime))
+        {
+            tracing::warn!(job, episode = %r.episode, path, "lease without a job: its pairs count as leased only until the node's creation plus the work-item TTL (the reaper removes it; see `archivist fsck`)");
+        }
         index.upsert_lease(
             job,
             &r.episode,
             clip_numbers(&r.clips),
-            archivist_engine::lease::expires_at(stat.mtime, r.duration_ms),
+            ttl_until(Some(r.duration_ms), job_exists),
         );
         return Ok(());
     }
-    let expires = archivist_engine::lease::undecodable_expires_at(stat.ctime, ttl_ms);
     match store::read::<JobRecord>(session, &paths::job(job)).await {
         Ok(Some((record, _))) => {
             tracing::warn!(job, episode = %record.episode, path, "undecodable lease: its job's pairs count as leased until the node's creation plus the work-item TTL");
-            index.upsert_lease(job, &record.episode, clip_numbers(&record.clips), expires);
+            index.upsert_lease(
+                job,
+                &record.episode,
+                clip_numbers(&record.clips),
+                ttl_until(None, true),
+            );
         }
         Ok(None) | Err(EngineError::Record(_)) => {
             tracing::warn!(job, path, "undecodable lease of a job that is missing or does not decode either: what it covers is unknown (see `archivist fsck`)");
@@ -393,9 +408,16 @@ async fn running_without_lease(
         .map(|_| record))
 }
 
-fn put_job(index: &mut Index, state: JobState, path: &str, data: Option<&[u8]>) {
+/// Puts the job named by the entry `name` of `state`'s queue into the index, when the
+/// entry is the job's own (`queue::is_its_entry`, the engine's one rule): a stray copy
+/// of its entry in another blocking queue (`held` made by hand for a pending job) made
+/// the index hold the job in that state too, keeping its pairs out of planning after
+/// the job itself finished (outside 17h F10).
+fn put_job(index: &mut Index, state: JobState, name: &str, path: &str, data: Option<&[u8]>) {
     if let Some(job) = data.and_then(|d| decode::<JobRecord>(path, d)) {
-        index.add_job(&job.id, state, &job.episode, clip_numbers(&job.clips));
+        if archivist_engine::queue::is_its_entry(&job, state, name) {
+            index.add_job(&job.id, state, &job.episode, clip_numbers(&job.clips));
+        }
     }
 }
 
@@ -447,16 +469,17 @@ pub async fn load(session: &Session, db: &Database, ttl_ms: i64) -> Result<Loade
         }
     }
     for state in BLOCKING_STATES {
-        let job_paths: Vec<String> = store::children(session, &paths::queue(state))
+        let entries: Vec<QueueEntry> = store::children(session, &paths::queue(state))
             .await?
             .iter()
             .filter_map(|name| QueueEntry::parse(name).ok())
-            .map(|e| paths::job(&e.job))
             .collect();
-        for (path, found) in read_many(session, job_paths).await? {
+        let job_paths: Vec<String> = entries.iter().map(|e| paths::job(&e.job)).collect();
+        for (entry, (path, found)) in entries.iter().zip(read_many(session, job_paths).await?) {
             put_job(
                 &mut index,
                 state,
+                &entry.name(),
                 &path,
                 found.as_ref().map(|(d, _)| d.as_slice()),
             );
@@ -522,13 +545,26 @@ pub async fn apply(
                 return Ok(node);
             };
             if deleted {
-                index.remove_job(&entry.job, *state);
+                // A stray or duplicate entry going (the planner and reaper remove the
+                // proven ones) leaves the job's own entry, and the job, in place.
+                let job_path = paths::job(&entry.job);
+                let own_elsewhere = store::read_raw(session, &job_path)
+                    .await?
+                    .and_then(|(d, _)| records::decode::<JobRecord>(&job_path, &d).ok())
+                    .is_some_and(|job| {
+                        job.status == *state
+                            && !archivist_engine::queue::is_its_entry(&job, *state, &entry.name())
+                    });
+                if !own_elsewhere {
+                    index.remove_job(&entry.job, *state);
+                }
             } else {
                 let job_path = paths::job(&entry.job);
                 let found = store::read_raw(session, &job_path).await?;
                 put_job(
                     index,
                     *state,
+                    &entry.name(),
                     &job_path,
                     found.as_ref().map(|(d, _)| d.as_slice()),
                 );

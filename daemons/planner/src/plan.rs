@@ -106,7 +106,7 @@ pub async fn count_researchers(session: &Session) -> Result<u64, EngineError> {
 }
 
 /// Work items waiting in `/queues/pending`, by the engine's one rule
-/// ([`queue::count_work`]: the entry parses and its job exists and is pending), looked at until more
+/// ([`queue::count_work`]: the entry parses and is its pending job's own entry), looked at until more
 /// than `researchers` are found (all the capacity check needs). A stray entry (made by
 /// hand, or whose job is gone) is not work: counted, it stalled planning (`stop=Surplus`).
 pub async fn count_pending(

@@ -15,9 +15,6 @@ use time::OffsetDateTime;
 /// ([`Merge::Stored`]) so the recorder can warn and count them.
 pub const MAX_OCCURRENCES_PER_CLIP: usize = 64;
 
-/// Most runs kept per episode; beyond, the two oldest merge (see [`merge`]).
-pub const MAX_RUNS: usize = 16;
-
 /// Longest per-clip error message kept, in characters.
 pub const MAX_ERROR_CHARS: usize = 200;
 
@@ -36,10 +33,12 @@ pub enum Merge {
 
 /// Adds one report to the record unless its clip number was researched already.
 ///
-/// A run is one researcher's work on the episode on one UTC day: the clip joins the run
-/// of its job, else the run of its researcher dated today, else a new run stamped `now`
-/// (ZooKeeper's clock) and named after the job. So a backfill of 2,000 clips in 40 jobs
-/// costs one run per researcher, and at most [`MAX_RUNS`] runs are kept.
+/// A run is one job's work on the episode: the clip joins the run of its job, else a new
+/// run stamped `now` (ZooKeeper's clock) and named after the job. So every stored
+/// answer names the job that researched it. Runs once merged by researcher and UTC day
+/// (and folded past 16 runs) to keep a ZooKeeper node small; the archive is database
+/// rows now, one per (episode, job), and a merged run named a job that never
+/// researched the clip (outside 17h F2). Runs written before are read as they are.
 pub fn merge(
     record: &mut ResearchRecord,
     report: &ReportRecord,
@@ -57,17 +56,10 @@ pub fn merge(
     if record.is_researched(clip_number) {
         return Merge::AlreadyResearched;
     }
-    let same_day =
-        |run: &ResearchRun| run.researcher == report.researcher && run.at.date() == now.date();
-    let found = record
-        .runs
-        .iter()
-        .position(|r| r.job == report.job)
-        .or_else(|| record.runs.iter().rposition(same_day));
+    let found = record.runs.iter().position(|r| r.job == report.job);
     let index = match found {
         Some(i) => i,
         None => {
-            fold_oldest_runs(record);
             record.runs.push(ResearchRun {
                 job: report.job.clone(),
                 researcher: report.researcher.clone(),
@@ -109,17 +101,6 @@ pub fn merge(
         record.episode_duration_s = Some(round_ms(report.episode_duration_s));
     }
     Merge::Stored { dropped }
-}
-
-/// Merges the two oldest runs while the record has [`MAX_RUNS`] or more, so one more
-/// fits. The merged clips keep the older run's job, researcher and date.
-fn fold_oldest_runs(record: &mut ResearchRecord) {
-    while record.runs.len() >= MAX_RUNS && record.runs.len() >= 2 {
-        let second = record.runs.remove(1);
-        if let Some(first) = record.runs.first_mut() {
-            first.clips = first.clips.iter().chain(second.clips.iter()).collect();
-        }
-    }
 }
 
 /// One occurrence as the archive stores it: offsets to the millisecond, confidence and
@@ -387,25 +368,34 @@ mod tests {
         record
     }
 
+    /// Outside 17h F2: a clip researched by job 83 joined job 1's run (same researcher,
+    /// same UTC day), so `results` named job 1, whose record never mentions the clip.
+    /// Every clip now lands in the run of the job that researched it, also when clips
+    /// trickle in one job at a time for years.
     #[test]
-    fn runs_stay_bounded_when_clips_trickle_in_for_years() {
+    fn each_clip_is_stored_in_the_run_of_the_job_that_researched_it() {
         let mut record = ResearchRecord::new("e0000001");
         let start = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
-        for day in 0..2000u32 {
-            let mut r = report(&paths::job_id(day as u64 + 1), day + 1, vec![]);
-            r.researcher = format!("researcher-worker-{:02}-{}", day % 8, 40_000 + day % 8);
-            let now = start + time::Duration::days(day as i64);
+        for n in 0..2000u32 {
+            let mut r = report(&paths::job_id(n as u64 + 1), n + 1, vec![]);
+            r.researcher = format!("researcher-worker-{:02}-{}", n % 8, 40_000 + n % 8);
+            // Two jobs a day by the same researchers: once merged into one run.
+            let now = start + time::Duration::days(i64::from(n / 16));
             assert_eq!(
-                merge(&mut record, &r, day + 1, now),
+                merge(&mut record, &r, n + 1, now),
                 Merge::Stored { dropped: 0 }
             );
         }
-        assert_eq!(record.runs.len(), MAX_RUNS);
+        assert_eq!(record.runs.len(), 2000);
         assert_eq!(record.researched().len(), 2000);
-        assert!(size(&record) < 3_000, "{} bytes", size(&record));
-        // The newest runs keep their own job and date; the folded one keeps the oldest.
-        assert_eq!(record.runs[0].job, paths::job_id(1));
-        assert_eq!(record.runs[MAX_RUNS - 1].job, paths::job_id(2000));
+        for n in 0..2000u32 {
+            let run = record
+                .runs
+                .iter()
+                .find(|run| run.clips.contains(n + 1))
+                .expect("a run holds the clip");
+            assert_eq!(run.job, paths::job_id(n as u64 + 1), "clip {}", n + 1);
+        }
     }
 
     fn size(record: &ResearchRecord) -> usize {
@@ -433,10 +423,12 @@ mod tests {
     }
 
     #[test]
-    fn ten_thousand_episodes_of_two_thousand_clips_stay_under_50_mb() {
+    fn ten_thousand_episodes_of_two_thousand_clips_stay_under_100_mb() {
         // The representative episode: 2,000 clips backfilled in 40 jobs of 50 (the
         // planner's default) by 8 researchers on one day, 5 % found with 1-3 occurrences,
-        // 0.2 % per-clip errors. Averaged over 5 seeds, scaled to 10k episodes.
+        // 0.2 % per-clip errors. Averaged over 5 seeds, scaled to 10k episodes. One run
+        // per job (each answer names its job: outside 17h F2) costs ~78 MB where runs
+        // merged by researcher and day cost ~47 MB; database rows, not ZooKeeper nodes.
         let total: usize = (0..5)
             .map(|seed| size(&representative(2000, 0.05, false, seed)))
             .sum();
@@ -446,6 +438,6 @@ mod tests {
             "{per_episode} bytes per episode, {:.1} MB for 10k episodes",
             archive as f64 / 1e6
         );
-        assert!(archive <= 50_000_000, "{archive} bytes for 10k episodes");
+        assert!(archive <= 100_000_000, "{archive} bytes for 10k episodes");
     }
 }

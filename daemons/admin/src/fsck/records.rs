@@ -56,6 +56,25 @@ pub(super) fn check_nodes(nodes: &[RawNode], faults: &mut Vec<Fault>) {
             ));
         }
         if let Some(error) = tree::decode(&node.path, &node.data).error {
+            if is_member(node) && node.stat.ephemeral_owner != 0 {
+                // A live daemon's own registration (outside 17h F5): its owner writes
+                // its record again at once; seen here, the owner is stopped or stuck.
+                // Deleting it is safe: a live owner registers again at once, a dead
+                // one's node would go with its session anyway.
+                faults.push(
+                    Fault::new(
+                        FaultKind::Unparsable,
+                        Severity::Error,
+                        &node.path,
+                        format!(
+                            "{error}; the registration of the daemon of session {:#x}, which writes it again within a moment while it runs: if it stays, that daemon is stopped or stuck; deleting the node makes a live daemon register again at once",
+                            node.stat.ephemeral_owner
+                        ),
+                    )
+                    .plan("delete the node (a live daemon registers again)", delete(node)),
+                );
+                continue;
+            }
             faults.push(Fault::new(
                 FaultKind::Unparsable,
                 Severity::Error,
@@ -311,14 +330,7 @@ pub(super) fn check_catalog(nodes: &[RawNode], faults: &mut Vec<Fault>) {
 /// warning; `--repair` deletes the node.
 pub(super) fn check_members(nodes: &[RawNode], faults: &mut Vec<Fault>) {
     for node in nodes {
-        let under = [paths::RESEARCHERS, paths::DAEMONS]
-            .into_iter()
-            .find(|dir| {
-                node.path
-                    .strip_prefix(&format!("{dir}/"))
-                    .is_some_and(|name| !name.is_empty() && !name.contains('/'))
-            });
-        if under.is_none() || node.stat.ephemeral_owner != 0 {
+        if !is_member(node) || node.stat.ephemeral_owner != 0 {
             continue;
         }
         faults.push(
@@ -382,6 +394,15 @@ pub(super) fn check_directories(nodes: &[RawNode], faults: &mut Vec<Fault>) {
 }
 
 /// The repair that deletes a hand-made node at the version read.
+/// Is `node` a daemon's registration (`/researchers/NAME` or `/daemons/NAME`)?
+fn is_member(node: &RawNode) -> bool {
+    [paths::RESEARCHERS, paths::DAEMONS].into_iter().any(|dir| {
+        node.path
+            .strip_prefix(&format!("{dir}/"))
+            .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+    })
+}
+
 fn delete(node: &RawNode) -> Plan {
     Plan::Delete {
         path: node.path.clone(),

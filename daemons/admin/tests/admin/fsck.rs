@@ -607,3 +607,39 @@ async fn an_old_trees_catalog_and_research_are_migrate_then_delete_warnings() {
         .all(|f| f.kind != FaultKind::OldTreeRecord || f.detail.contains("archivist migrate")));
     assert_eq!(report.errors, 0, "{:#?}", report.faults);
 }
+
+/// Outside 17h F5: a live daemon's registration overwritten with garbage was reported
+/// "unparsable ... left to an operator", with no word of whose node it is or what fixes
+/// it. fsck now names the owning session, says a live owner writes it again, and its
+/// repair deletes the node (a live daemon registers again at once).
+#[tokio::test]
+async fn an_unparsable_registration_of_a_live_session_says_what_fixes_it() {
+    let (config, s) = archivist_testkit::fresh_tree("fsck-garbage-member").await;
+    let owner = archivist_testkit::another_session(&config).await;
+    let path = paths::researcher("r-garbage");
+    owner
+        .client()
+        .create(
+            &path,
+            b"garbage: [unclosed",
+            &owner.create_options(archivist_engine::zk::CreateMode::Ephemeral),
+        )
+        .await
+        .unwrap();
+    let report = check(&s, false).await;
+    let fault = report
+        .faults
+        .iter()
+        .find(|f| f.kind == FaultKind::Unparsable && f.path == path)
+        .unwrap_or_else(|| panic!("{:#?}", report.faults));
+    assert!(
+        fault.detail.contains(&format!("{:#x}", owner.id_number()))
+            && fault.detail.contains("register again"),
+        "{}",
+        fault.detail
+    );
+    assert!(fault.repair.is_some(), "{fault:#?}");
+    let repaired = check(&s, true).await;
+    assert!(repaired.faults.iter().any(|f| f.path == path && f.repaired));
+    assert!(store::exists(&s, &path).await.unwrap().is_none());
+}

@@ -668,3 +668,50 @@ async fn status_without_the_clock_shows_the_rest_and_says_to_run_init() {
     assert_eq!(report.jobs[&JobState::Pending], 1);
     assert_eq!(report.catalog.episodes, 1);
 }
+
+/// Outside 17h F8: a lease whose job does not exist was counted as an ordinary "active"
+/// lease, with no word that its job is gone. It is now named apart.
+#[tokio::test]
+async fn status_names_a_lease_whose_job_does_not_exist_apart_from_the_active_ones() {
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-jobless-lease").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let kept = fixtures::job(&s, &e1, &["c000001"]).await;
+    let gone = fixtures::job(&s, &e1, &["c000001"]).await;
+    // `deleteall /jobs/J`: the job node goes, its lease stays.
+    s.client()
+        .delete(&archivist_engine::schema::paths::job(&gone.id), None)
+        .await
+        .unwrap();
+    let report = status_now(&s).await;
+    assert_eq!(report.leases.without_job, vec![gone.id.clone()]);
+    assert_eq!(report.leases.active, 1, "{:?}", report.leases);
+    assert!(report.leases.without_job.iter().all(|j| *j != kept.id));
+}
+
+/// Outside 17h F10: a hand-made copy of a pending job's entry in `/queues/held` showed as
+/// "held 1" for ever (also after the job was recorded) while `jobs list --state held`
+/// said 0, and a second entry of the job in `/queues/pending` made "pending 2" for one
+/// job. One rule for every queue: an entry counts when it is its job's own entry in that
+/// state; the others are named apart.
+#[tokio::test]
+async fn status_counts_a_job_once_in_its_own_queue_and_names_strays_in_every_queue() {
+    let (_config, s) = archivist_testkit::fresh_tree("admin-status-held-stray").await;
+    let e1 = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    let waiting = fixtures::job(&s, &e1, &["c000001"]).await;
+    let own = waiting.queue_entry().name();
+    let duplicate =
+        archivist_engine::schema::queue_key::QueueEntry::new(0, 0, waiting.id.clone()).name();
+    assert_ne!(own, duplicate);
+    let pending = archivist_engine::schema::paths::queue(JobState::Pending);
+    let held = archivist_engine::schema::paths::queue(JobState::Held);
+    fixtures::raw(&s, &format!("{pending}/{duplicate}"), b"").await;
+    fixtures::raw(&s, &format!("{held}/{own}"), b"").await;
+    let report = status_now(&s).await;
+    assert_eq!(report.jobs[&JobState::Pending], 1, "{:?}", report.jobs);
+    assert_eq!(report.jobs[&JobState::Held], 0, "{:?}", report.jobs);
+    assert_eq!(report.pending_strays, vec![duplicate]);
+    assert_eq!(report.queue_strays[&JobState::Held], vec![own]);
+    assert_eq!(report.oldest_waiting.map(|w| w.job), Some(waiting.id));
+}

@@ -63,7 +63,7 @@ async fn bump(conn: &mut AnyConnection, name: &str, by: i64) -> Result<i64, DbEr
 
 fn bind_record<'q>(query: Query<'q>, record: &'q CatalogRecord, seq: i64) -> Query<'q> {
     let f = record.fields();
-    let mut query = query
+    let mut query = crate::binds_nullable_float(query)
         .bind(record.id())
         .bind(&f.title)
         .bind(&f.description)
@@ -209,7 +209,7 @@ async fn update_record(
         "UPDATE {} SET title = $3, description = $4, media_url = $5, media_type = $6, curator = $7, priority = $8, initial_curated = $9, last_curated = $10, content_hash = $11, duration_s = $12, guid = $13, seq = $14, version = version + 1{air} WHERE id = $1 AND version = $2",
         table(record.target())
     );
-    let mut query = sqlx::query(&statement)
+    let mut query = crate::binds_nullable_float(sqlx::query(&statement))
         .bind(record.id())
         .bind(version)
         .bind(&f.title)

@@ -216,6 +216,11 @@ impl Claimer {
         self.view.changed().await
     }
 
+    /// Does the view hold no entry (an empty queue, or a missing one)?
+    pub fn is_empty(&self) -> bool {
+        self.view.is_empty()
+    }
+
     /// Forgets the view and the busy entries: the next claim lists the queue again.
     pub fn invalidate(&mut self) {
         self.view.invalidate();

@@ -45,10 +45,12 @@ use crate::transition::{machine, LockAction, Role, Transition};
 mod claim;
 mod claimer;
 mod pause;
+mod queue_dir;
 
 pub use claim::*;
 pub use claimer::*;
 pub use pause::*;
+pub use queue_dir::QueueDir;
 
 /// Moves a job the worker still holds to its state's failure target with a reason, and
 /// releases the lock. Used when a step errs without transitioning. Re-reads the job
@@ -206,6 +208,7 @@ pub async fn run<S: Step>(
     }
     claimer.join_group(session, options.concurrency).await;
     let mut pause = PauseFlag::new(options.state);
+    let mut queue_dir = QueueDir::new(options.state, options.role.map(Role::as_str));
     let result = loop {
         let permit = tokio::select! {
             permit = slots.clone().acquire_owned() => match permit {
@@ -248,6 +251,17 @@ pub async fn run<S: Step>(
         };
         if claimed.is_empty() {
             drop(permits);
+            // An empty queue may be a missing one: checked while idle with nothing in
+            // view, so a busy consumer pays nothing for it.
+            if claimer.is_empty() || queue_dir.is_missing() {
+                match queue_dir.check(session).await {
+                    Ok(()) => {}
+                    Err(e) if e.is_session_lost() => break Err(e),
+                    Err(e) => {
+                        tracing::warn!(error = %e, state = %options.state, "checking the queue directory failed")
+                    }
+                }
+            }
             tokio::select! {
                 _ = claimer.changed() => {}
                 _ = pause.changed() => {}

@@ -193,6 +193,55 @@ async fn a_registration_deleted_while_the_session_lives_is_made_again() {
     );
 }
 
+/// Outside 17h F5: a live researcher's `/researchers/NAME` (or a daemon's
+/// `/daemons/NAME`) overwritten with garbage (`set ... "garbage: [unclosed"`) was never
+/// re-registered: `status` said "0 live, 0 slots" and the planner planned one job at a
+/// time until someone deleted the node. The owner now writes its record again.
+#[tokio::test]
+async fn a_registration_overwritten_while_the_session_lives_is_written_again() {
+    let (config, session) = archivist_testkit::fresh_tree("rules-overwritten").await;
+    let operator = archivist_testkit::another_session(&config).await;
+    for (identity, path, dir) in [
+        (
+            Identity::named("researcher", "r-overwritten"),
+            paths::researcher("r-overwritten"),
+            paths::RESEARCHERS,
+        ),
+        (
+            Identity::named("planner", "p-overwritten"),
+            paths::daemon("p-overwritten"),
+            paths::DAEMONS,
+        ),
+    ] {
+        let _membership = member::register(&session, &identity, 2, None, &CancellationToken::new())
+            .await
+            .unwrap()
+            .expect("registered");
+        for round in 0..2 {
+            operator
+                .client()
+                .set_data(&path, b"garbage: [unclosed", None)
+                .await
+                .unwrap();
+            let back = archivist_testkit::eventually(Duration::from_secs(5), || {
+                let (session, name) = (session.clone(), identity.name.clone());
+                async move {
+                    member::list(&session, dir)
+                        .await
+                        .unwrap()
+                        .iter()
+                        .any(|m| m.name == name && m.slots == 2)
+                }
+            })
+            .await;
+            assert!(
+                back,
+                "{path}, overwrite {round}: the registration was not written again"
+            );
+        }
+    }
+}
+
 /// Outside 17d finding 4 (its rest): with `/researchers` deleted under a running
 /// researcher, it retried every second ("could not register again", no hint) while
 /// `/readyz` said "ready" and the planner counted no capacity for it. The role is now not
@@ -387,4 +436,72 @@ async fn a_daemon_that_cannot_reach_zookeeper_says_so_in_its_health() {
     shutdown.cancel();
     running.await.unwrap().unwrap();
     assert!(!archivist_engine::health::report().contains_key(name));
+}
+
+/// Outside 17h F7: with `/queues/pending` deleted by hand, the planner's `/readyz` named
+/// it, but the researchers answered "ready" and logged nothing: they idled silently. A
+/// consumer whose queue directory is missing is now not ready, naming it and `archivist
+/// init`, and ready again once the directory is back.
+#[tokio::test]
+async fn a_consumer_whose_queue_directory_is_missing_is_not_ready_and_says_why() {
+    use archivist_engine::consumer::{self, Claimed, ConsumerOptions, Step};
+    use archivist_engine::schema::JobState;
+    use archivist_engine::transition::Role;
+    struct Never;
+    impl Step for Never {
+        async fn run(&self, _claimed: Claimed) -> Result<(), EngineError> {
+            Err(EngineError::Config("nothing is queued in this test".into()))
+        }
+    }
+    let (config, session) = archivist_testkit::fresh_tree("rules-queue-dir").await;
+    // A role name no other test uses (`/readyz` state is per process).
+    let identity = Identity::named("batcher", "b-queue-dir");
+    let _membership = member::register(&session, &identity, 1, None, &CancellationToken::new())
+        .await
+        .unwrap()
+        .expect("registered");
+    let shutdown = CancellationToken::new();
+    let options = ConsumerOptions::new(JobState::Pending, "b-queue-dir")
+        .with_role(Role::Batcher)
+        .with_poll_interval(Duration::from_millis(100));
+    let consumer = tokio::spawn({
+        let (session, shutdown) = (session.clone(), shutdown.clone());
+        async move { consumer::run(&session, options, std::sync::Arc::new(Never), shutdown).await }
+    });
+    let operator = archivist_testkit::another_session(&config).await;
+    let dir = paths::queue(JobState::Pending);
+    operator.client().delete(&dir, None).await.unwrap();
+    let said = archivist_testkit::eventually(Duration::from_secs(5), || async {
+        archivist_engine::health::report()
+            .get("batcher")
+            .cloned()
+            .flatten()
+            .is_some_and(|why| why.contains(&dir) && why.contains("archivist init"))
+    })
+    .await;
+    assert!(
+        said,
+        "{:?}",
+        archivist_engine::health::report().get("batcher")
+    );
+    operator
+        .client()
+        .create(
+            &dir,
+            &[],
+            &operator.create_options(archivist_engine::zk::CreateMode::Persistent),
+        )
+        .await
+        .unwrap();
+    let back = archivist_testkit::eventually(Duration::from_secs(5), || async {
+        archivist_engine::health::report().get("batcher") == Some(&None)
+    })
+    .await;
+    assert!(
+        back,
+        "{:?}",
+        archivist_engine::health::report().get("batcher")
+    );
+    shutdown.cancel();
+    consumer.await.unwrap().unwrap();
 }

@@ -314,3 +314,40 @@ async fn a_deleted_lease_of_a_running_locked_job_keeps_its_pairs_leased_until_th
         assert_eq!(report.created[0].clips, first.clips);
     }
 }
+
+/// Outside 17h F8: a lease whose job does not exist (made by hand, left by a partial
+/// restore or a `deleteall /jobs/J`) kept its pairs out of planning for its whole
+/// duration, up to 30 days. It now counts as leased only until its node's creation plus
+/// the work-item TTL (the rule for an undecodable lease), then its pairs are planned.
+#[tokio::test]
+async fn a_lease_whose_job_does_not_exist_counts_only_until_its_node_age_passes_the_ttl() {
+    for (_config, session, db) in stores("expiry-jobless-lease").await {
+        register_researcher(&session, "r1", 4).await;
+        let (mut planner, first) = one_waiting_item(&session, &db).await;
+        let episode = put_episode(&session, &db, 2, 0, BASE_MS, false).await;
+        put_lease(&session, "j0000099999", &episode, &[1], 2_000_000_000).await;
+        planner.wait(Duration::from_millis(150)).await.unwrap();
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert!(
+            report.created.iter().all(|j| j.episode != episode),
+            "planned before the TTL: {:?}",
+            report.created
+        );
+        // Past the lease node's creation plus the 400 ms TTL its pairs are planned.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        let planned: Vec<_> = report
+            .created
+            .iter()
+            .map(|j| (j.episode.clone(), j.clips.clone()))
+            .collect();
+        assert!(
+            planned.contains(&(episode.clone(), vec![paths::clip_id(1)])),
+            "{planned:?}"
+        );
+        assert!(
+            planned.contains(&(first.episode.clone(), first.clips.clone())),
+            "the first job expired by its TTL and was planned again: {planned:?}"
+        );
+    }
+}

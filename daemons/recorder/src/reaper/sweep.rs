@@ -34,6 +34,9 @@ pub struct SweepReport {
     /// Expired leases deleted alone (job locked by a live researcher, reported, finished
     /// or missing).
     pub leases_deleted: Vec<String>,
+    /// Leases whose job does not exist, removed under proof of its absence
+    /// (`archivist_engine::lease::remove_jobless`).
+    pub jobless_leases_removed: Vec<String>,
     /// Pending jobs moved to `expired` because their work-item TTL passed.
     pub ttl_jobs_expired: Vec<String>,
     /// Finished jobs deleted after the retention period.
@@ -81,8 +84,11 @@ pub async fn sweep(
         .increment(report.orphans_expired.len() as u64);
     metrics::counter!("archivist_reaper_jobs_expired_total", "reason" => "ttl")
         .increment(report.ttl_jobs_expired.len() as u64);
-    metrics::counter!("archivist_reaper_leases_deleted_total")
-        .increment((report.leases_deleted.len() + report.lease_jobs_expired.len()) as u64);
+    metrics::counter!("archivist_reaper_leases_deleted_total").increment(
+        (report.leases_deleted.len()
+            + report.lease_jobs_expired.len()
+            + report.jobless_leases_removed.len()) as u64,
+    );
     metrics::counter!("archivist_reaper_jobs_deleted_total")
         .increment(report.jobs_deleted.len() as u64);
     Ok(report)
@@ -229,6 +235,7 @@ async fn stale_work_items(
     Ok(())
 }
 
+/// Leases whose job does not exist are removed at once, under proof of the absence.
 /// Leases past `mtime + duration_ms`. A `leased`/`researching` job nobody holds is
 /// expired with its lease in one multi; otherwise only the lease goes (its unrecorded
 /// clips become plannable; late results are still stored).
@@ -322,7 +329,19 @@ async fn expired_leases(
 ) -> Result<(), EngineError> {
     for job in store::children(session, paths::LEASES).await? {
         let result = async {
-            let Some((Some(lease), stat)) = read_lease(session, &job).await? else {
+            let Some((lease, stat)) = read_lease(session, &job).await? else {
+                return Ok(());
+            };
+            // A lease whose job does not exist (outside 17h F8: it kept its pairs out of
+            // planning until it expired, up to 30 days): removed under proof of the
+            // absence, whether or not it decodes.
+            if store::exists(session, &paths::job(&job)).await?.is_none() {
+                if lease::remove_jobless(session, &job, stat.version).await? {
+                    report.jobless_leases_removed.push(job.clone());
+                }
+                return Ok(());
+            }
+            let Some(lease) = lease else {
                 return Ok(());
             };
             if !lease::is_expired(stat.mtime, lease.duration_ms, now) {

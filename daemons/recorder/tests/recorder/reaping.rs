@@ -13,6 +13,32 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::{self, fast_reaper, job, lease, queues_holding, read_lease, report, research};
 
+/// Creates an empty persistent node (a queue entry made by hand).
+async fn create_empty(session: &Session, path: &str) {
+    archivist_engine::ops::commit(
+        session,
+        &[archivist_engine::ops::Op::Create {
+            path: path.to_string(),
+            data: Vec::new(),
+            mode: archivist_engine::ops::Mode::Persistent,
+        }],
+    )
+    .await
+    .unwrap();
+}
+
+/// One sweep of the test tree with the fast reaper settings.
+async fn sweep_now(session: &Session) -> sweep::SweepReport {
+    sweep::sweep(
+        session,
+        &support::db(session).await,
+        &fast_reaper(),
+        "reaper-test",
+    )
+    .await
+    .unwrap()
+}
+
 async fn status(session: &Session, job: &JobRecord) -> Option<(JobState, Option<String>)> {
     jobs::read_optional(session, &job.id)
         .await
@@ -379,14 +405,7 @@ async fn a_job_whose_researcher_died_is_expired_at_once_without_waiting_for_its_
         .expect("lock");
 
     // While its researcher lives, a job with a long lease is left alone.
-    let report = sweep::sweep(
-        &session,
-        &support::db(&session).await,
-        &fast_reaper(),
-        "reaper-test",
-    )
-    .await
-    .unwrap();
+    let report = sweep_now(&session).await;
     assert!(report.orphans_expired.is_empty());
 
     // The researcher dies: its session closes and its lock goes with it.
@@ -401,14 +420,7 @@ async fn a_job_whose_researcher_died_is_expired_at_once_without_waiting_for_its_
     );
     // Past the grace (2 x the interval, at least 1 s) the orphan is expired.
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    let report = sweep::sweep(
-        &session,
-        &support::db(&session).await,
-        &fast_reaper(),
-        "reaper-test",
-    )
-    .await
-    .unwrap();
+    let report = sweep_now(&session).await;
     assert_eq!(report.orphans_expired, vec![dead.id.clone()]);
     assert_eq!(
         status(&session, &dead).await,
@@ -522,14 +534,7 @@ async fn a_running_job_whose_queue_entry_was_deleted_is_still_expired() {
         assert!(queues_holding(&session, &j.id).await.is_empty());
     }
     tokio::time::sleep(Duration::from_millis(1_100)).await;
-    let report = sweep::sweep(
-        &session,
-        &support::db(&session).await,
-        &fast_reaper(),
-        "reaper-test",
-    )
-    .await
-    .unwrap();
+    let report = sweep_now(&session).await;
     let mut expired_ids = report.orphans_expired.clone();
     expired_ids.extend(report.lease_jobs_expired.clone());
     expired_ids.sort();
@@ -568,25 +573,9 @@ async fn stray_entries_in_the_in_flight_queues_are_removed() {
     ];
     let unparsable = format!("{}/not-an-entry", paths::queue(JobState::Reported));
     for path in strays.iter().chain([&unparsable]) {
-        archivist_engine::ops::commit(
-            &session,
-            &[archivist_engine::ops::Op::Create {
-                path: path.clone(),
-                data: Vec::new(),
-                mode: archivist_engine::ops::Mode::Persistent,
-            }],
-        )
-        .await
-        .unwrap();
+        create_empty(&session, path).await;
     }
-    let report = sweep::sweep(
-        &session,
-        &support::db(&session).await,
-        &fast_reaper(),
-        "reaper-test",
-    )
-    .await
-    .unwrap();
+    let report = sweep_now(&session).await;
     assert_eq!(report.strays_removed, 3);
     for path in &strays {
         assert!(
@@ -662,4 +651,95 @@ async fn a_paused_queues_waiting_jobs_do_not_expire() {
     .await
     .unwrap();
     assert_eq!(swept.ttl_jobs_expired, vec![waiting.id.clone()]);
+}
+
+/// Outside 17h F8: a lease whose job does not exist (a running job removed with
+/// `deleteall /jobs/J`, a partial restore, a lease made by hand) kept its pairs out of
+/// planning until it expired, up to 30 days: the reaper never removed it. It now goes on
+/// the next sweep, under proof of the job's absence (decodable or not), while the lease
+/// of a job that exists stays.
+#[tokio::test]
+async fn a_lease_whose_job_does_not_exist_is_removed() {
+    let (_config, session) = archivist_testkit::fresh_tree("reaper-jobless-lease").await;
+    let kept = job(&session, "e0000039", &[1], JobState::Leased).await;
+    lease(&session, &kept, 60_000).await;
+    let gone = job(&session, "e0000040", &[1], JobState::Leased).await;
+    lease(&session, &gone, 2_000_000_000).await;
+    // `deleteall /jobs/J`: the job node goes, its lease and queue entry stay.
+    session
+        .client()
+        .delete(&paths::job(&gone.id), None)
+        .await
+        .unwrap();
+    let garbage = paths::lease("j0000099999");
+    archivist_engine::ops::commit(
+        &session,
+        &[archivist_engine::ops::Op::Create {
+            path: garbage.clone(),
+            data: b"lease: [unclosed".to_vec(),
+            mode: archivist_engine::ops::Mode::Persistent,
+        }],
+    )
+    .await
+    .unwrap();
+    let report = sweep_now(&session).await;
+    let mut removed = report.jobless_leases_removed.clone();
+    removed.sort();
+    assert_eq!(removed, vec![gone.id.clone(), "j0000099999".to_string()]);
+    assert!(read_lease(&session, &gone.id).await.is_none());
+    assert!(store::exists(&session, &garbage).await.unwrap().is_none());
+    assert!(
+        read_lease(&session, &kept.id).await.is_some(),
+        "a job's own lease stays"
+    );
+    // The proof is atomic: asked to remove the lease of a job that exists, it fails
+    // whole (the create of `/jobs/J` in its multi fails) and the lease stays.
+    let (_, stat) = read_lease(&session, &kept.id).await.unwrap();
+    assert!(
+        !archivist_engine::lease::remove_jobless(&session, &kept.id, stat.version)
+            .await
+            .unwrap()
+    );
+    assert!(read_lease(&session, &kept.id).await.is_some());
+    // The proof created nothing: no job node is left behind.
+    assert!(store::exists(&session, &paths::job(&gone.id))
+        .await
+        .unwrap()
+        .is_none());
+}
+
+/// Outside 17h F10: nothing removed a stray in `held` (a copy of a pending job's entry):
+/// `status` showed a held job for ever. The reaper removes proven strays of the queues an
+/// operator's move fills too (`held`, `failed`, `cancelled`), including a second entry
+/// of a job in its own state, and leaves each job's own entry.
+#[tokio::test]
+async fn strays_and_duplicates_in_the_operators_queues_are_removed() {
+    use archivist_engine::schema::queue_key::QueueEntry;
+    let (_config, session) = archivist_testkit::fresh_tree("reaper-held-strays").await;
+    let waiting = job(&session, "e0000041", &[1], JobState::Pending).await;
+    let cancelled = job(&session, "e0000042", &[1], JobState::Cancelled).await;
+    let copied = paths::queue_entry(JobState::Held, &waiting.queue_entry().name());
+    let duplicate = paths::queue_entry(
+        JobState::Cancelled,
+        &QueueEntry::new(0, 0, cancelled.id.clone()).name(),
+    );
+    for path in [&copied, &duplicate] {
+        create_empty(&session, path).await;
+    }
+    let report = sweep_now(&session).await;
+    assert_eq!(report.strays_removed, 2);
+    for path in [&copied, &duplicate] {
+        assert!(
+            store::exists(&session, path).await.unwrap().is_none(),
+            "{path} stays"
+        );
+    }
+    assert_eq!(
+        queues_holding(&session, &waiting.id).await,
+        vec![JobState::Pending]
+    );
+    assert_eq!(
+        queues_holding(&session, &cancelled.id).await,
+        vec![JobState::Cancelled]
+    );
 }

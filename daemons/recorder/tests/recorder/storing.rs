@@ -359,3 +359,69 @@ async fn a_crash_between_the_database_commit_and_the_multi_replays_as_a_no_op() 
         assert_eq!(db.current_seq(Counter::Research).await.unwrap(), seq);
     }
 }
+
+/// Outside 17h F2: runs merged by researcher and UTC day, so `results --episode` named
+/// as the job of a clip one that never researched it (c000008 shown as found by
+/// j0000000001, a job of two other clips). Stored on each backend, each clip's run names
+/// its own job; a run written before (merged, naming its first job) still reads and
+/// keeps its clips.
+#[tokio::test]
+async fn each_clips_run_names_the_job_that_researched_it_on_every_backend() {
+    use archivist_db::research;
+    use archivist_engine::schema::records::ReportRecord;
+    use archivist_recorder::archive::merge;
+    let now = time::OffsetDateTime::now_utc();
+    let report = |job: &str, clip: u32| ReportRecord {
+        schema: archivist_engine::schema::SCHEMA_VERSION,
+        job: job.into(),
+        episode: "e0000002".into(),
+        clip: paths::clip_id(clip),
+        researcher: "r1".into(),
+        occurrences: Vec::new(),
+        error: None,
+        clip_stamp: None,
+        episode_duration_s: 900.0,
+        clip_duration_s: 1.0,
+        researched_at: now,
+        is_final: true,
+    };
+    for db in archivist_testkit::db::fresh_databases("runs-per-job").await {
+        // A run as stored before: j0000000001's run also holding clip 5 of another job.
+        research::update(&db, "e0000002", |record| {
+            record
+                .runs
+                .push(archivist_engine::schema::records::ResearchRun {
+                    job: paths::job_id(1),
+                    researcher: "r1".into(),
+                    at: now,
+                    clips: [1, 2, 5].into_iter().collect(),
+                });
+        })
+        .await
+        .unwrap();
+        for (job, clip) in [(34, 7), (83, 8), (34, 9)] {
+            research::update(&db, "e0000002", |record| {
+                merge(record, &report(&paths::job_id(job), clip), clip, now)
+            })
+            .await
+            .unwrap();
+        }
+        let record = research::read(&db, "e0000002").await.unwrap().unwrap();
+        let job_of = |clip: u32| {
+            record
+                .runs
+                .iter()
+                .find(|run| run.clips.contains(clip))
+                .map(|run| run.job.clone())
+        };
+        assert_eq!(job_of(7), Some(paths::job_id(34)), "{:?}", db.backend());
+        assert_eq!(job_of(8), Some(paths::job_id(83)), "{:?}", db.backend());
+        assert_eq!(job_of(9), Some(paths::job_id(34)), "{:?}", db.backend());
+        assert_eq!(
+            job_of(5),
+            Some(paths::job_id(1)),
+            "the old row reads as stored"
+        );
+        assert_eq!(record.runs.len(), 3, "{:?}", record.runs);
+    }
+}

@@ -169,19 +169,24 @@ fn render(r: &StatusReport) -> String {
     if !r.pending_strays.is_empty() {
         let _ = writeln!(
             out,
-            "  {} stray entr{} in /queues/pending not counted (not a queue entry, or no such job; the planner ignores them too; `archivist fsck --repair` removes them): {}",
+            "  {} stray entr{} in /queues/pending not counted (not a queue entry, no such job, its job in another state, or a second entry of a job; the planner ignores them too and removes the proven ones; `archivist fsck --repair` the rest): {}",
             r.pending_strays.len(),
             if r.pending_strays.len() == 1 { "y" } else { "ies" },
-            r.pending_strays.join(" ")
+            a_few(&r.pending_strays)
         );
     }
     for (state, strays) in &r.queue_strays {
         let _ = writeln!(
             out,
-            "  {} stray entr{} in /queues/{state} not counted (not a queue entry, no such job, or its job in another state; the reaper removes the proven ones, `archivist fsck --repair` the rest): {}",
+            "  {} stray entr{} in /queues/{state} not counted (not a queue entry, no such job, its job in another state, or a second entry of a job; {}): {}",
             strays.len(),
             if strays.len() == 1 { "y" } else { "ies" },
-            strays.join(" ")
+            if archivist_engine::queue::STRAY_CHECKED.contains(state) {
+                "the reaper removes the proven ones, `archivist fsck --repair` the rest"
+            } else {
+                "`archivist fsck --repair` removes them"
+            },
+            a_few(strays)
         );
     }
     let _ = writeln!(
@@ -203,7 +208,15 @@ fn render(r: &StatusReport) -> String {
             out,
             "  {} lease(s) whose data does not decode ({}): neither active nor expired; the planner keeps the job's pairs out of planning until the node's creation plus the work-item TTL; `archivist fsck` reports them",
             r.leases.undecodable.len(),
-            r.leases.undecodable.join(", ")
+            a_few(&r.leases.undecodable)
+        );
+    }
+    if !r.leases.without_job.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} lease(s) whose job does not exist ({}): not counted above; the planner keeps their pairs out of planning only until the node's creation plus the work-item TTL, the reaper removes them; `archivist fsck` reports lease_without_job",
+            r.leases.without_job.len(),
+            a_few(&r.leases.without_job)
         );
     }
     if !r.leases.expired_leases.is_empty() {
@@ -276,7 +289,7 @@ fn render(r: &StatusReport) -> String {
     }
     match &r.oldest_waiting {
         Some(w) => {
-            let _ = writeln!(out, "Oldest waiting job: {} (waiting {}, priority {}, position {} in the pending queue){}", w.job, span(w.waiting_ms), w.priority, w.position + 1, if w.unreadable.is_some() { ": its record does not decode (below)" } else { "" });
+            let _ = writeln!(out, "Oldest waiting job: {} (waiting {}, priority {}, position {} in the pending queue){}", w.job, match w.clock_behind_ms { Some(_) => "just now: the daemons' last clock stamp is older than the job".to_string(), None => span(w.waiting_ms) }, w.priority, w.position + 1, if w.unreadable.is_some() { ": its record does not decode (below)" } else { "" });
         }
         None => out.push_str("Oldest waiting job: none\n"),
     }
@@ -329,4 +342,40 @@ fn render(r: &StatusReport) -> String {
         ));
     }
     out
+}
+
+/// How many names [`a_few`] shows.
+const FEW: usize = 5;
+
+/// At most [`FEW`] of `names`, then how many more: a status line stays one short line
+/// however many strays there are (outside 17h F3: 1,283 stray names, ~60 KB, on one
+/// line). `-o json` keeps every name; `archivist fsck` lists them all.
+fn a_few(names: &[String]) -> String {
+    let shown = names
+        .iter()
+        .take(FEW)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ");
+    match names.len().saturating_sub(FEW) {
+        0 => shown,
+        more => format!("{shown} and {more} more (`archivist fsck` lists them all)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lists_of_names_are_cut_to_a_few_and_a_count() {
+        let names: Vec<String> = (0..1_283).map(|i| format!("j{i:010}")).collect();
+        let line = a_few(&names);
+        assert!(line.len() < 200, "{line}");
+        assert!(
+            line.ends_with("and 1278 more (`archivist fsck` lists them all)"),
+            "{line}"
+        );
+        assert_eq!(a_few(&names[..2]), "j0000000000 j0000000001");
+    }
 }
