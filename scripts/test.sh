@@ -11,6 +11,11 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
 bash scripts/deps.sh
+# Every archivist a test starts without naming its database or media store uses the
+# defaults under $XDG_DATA_HOME: a fresh directory here, never the user's own
+# ~/.local/share/archivist (whose database another build may have migrated further).
+export XDG_DATA_HOME="$repo/.local/test-data-home"
+rm -rf "$XDG_DATA_HOME" && mkdir -p "$XDG_DATA_HOME"
 export ARCHIVIST_TEST_ZK=${ARCHIVIST_TEST_ZK:-127.0.0.1:2181}
 ZK_PORT=${ARCHIVIST_TEST_ZK##*:} bash scripts/zk.sh start >/dev/null
 if [[ -z ${ARCHIVIST_TEST_PG:-} ]]; then
