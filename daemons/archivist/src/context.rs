@@ -267,13 +267,59 @@ pub fn database_url(global: &GlobalOpts) -> Result<String> {
         .unwrap_or_else(default_database_url))
 }
 
-/// Opens the database the options name and brings its schema up to date (every daemon
-/// and admin command that reads the catalog or the research archive starts here).
+/// Opens the database the options name, brings its schema up to date and checks it
+/// belongs to the tree (every daemon and command that writes the catalog or the research
+/// archive starts here; see [`crate::deployment`]).
 pub async fn database(global: &GlobalOpts) -> Result<archivist_db::Database> {
+    open_bound(&database_url(global)?, &zk_config(global)?).await
+}
+
+/// [`database`] from a URL and a ZooKeeper configuration (for `run`, whose roles open
+/// it again after a failure at start).
+pub async fn open_bound(url: &str, zk: &ZkConfig) -> Result<archivist_db::Database> {
+    let db = archivist_db::Database::connect(url).await?;
+    tracing::debug!(database = db.shown_url(), "database open");
+    bind_to_tree(zk, &db, crate::deployment::Mode::Bind).await?;
+    Ok(db)
+}
+
+/// Opens the database for the read-only commands (`status`, `results`, `export`, `jobs
+/// list`, `fsck` without `--repair`): nothing is written to it (a SQLite file is opened
+/// `mode=ro`, not migrated), so a file the operator may only read, or a backup on a
+/// read-only mount, serves; it is checked against the tree but never bound.
+pub async fn database_read_only(global: &GlobalOpts) -> Result<archivist_db::Database> {
+    let url = database_url(global)?;
+    let db = archivist_db::Database::connect_read_only(&url).await?;
+    tracing::debug!(database = db.shown_url(), "database open read-only");
+    bind_to_tree(&zk_config(global)?, &db, crate::deployment::Mode::Check).await?;
+    Ok(db)
+}
+
+/// Opens the database and brings its schema up to date, without the tree check: for
+/// `init` and `run`, which bind it once the tree exists.
+pub async fn open_database(global: &GlobalOpts) -> Result<archivist_db::Database> {
     let url = database_url(global)?;
     let db = archivist_db::Database::connect(&url).await?;
     tracing::debug!(database = db.shown_url(), "database open");
     Ok(db)
+}
+
+/// Checks (and binds, as `mode` allows) the database against the tree, over a short
+/// session of its own. A tree not initialised yet is left to the command's own check
+/// (`init` binds after making it).
+pub async fn bind_to_tree(
+    zk: &ZkConfig,
+    db: &archivist_db::Database,
+    mode: crate::deployment::Mode,
+) -> Result<()> {
+    let session = match Session::connect_existing(zk).await {
+        Ok(session) => session,
+        Err(archivist_engine::EngineError::NotInitialised { .. }) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let result = crate::deployment::bind(&session, db, mode).await;
+    session.close(Duration::from_secs(2)).await;
+    result
 }
 
 /// Connects and checks the tree was initialised (for admin commands), creating nothing:

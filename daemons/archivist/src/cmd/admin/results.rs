@@ -150,7 +150,7 @@ pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
     // The catalog and research are in the database; the tree is still checked, so a
     // mistyped chroot is refused as by every admin command, not answered from elsewhere.
     crate::context::connect_initialised(global).await?;
-    let db = crate::context::database(global).await?;
+    let db = crate::context::database_read_only(global).await?;
     let settings = AdminSettings::default();
     if let Some(episode) = &args.episode {
         let r = results::episode_results(&db, episode).await?;
@@ -178,7 +178,7 @@ pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
 /// [`OutFile`]).
 pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
     crate::context::connect_initialised(global).await?;
-    let db = crate::context::database(global).await?;
+    let db = crate::context::database_read_only(global).await?;
     let format = format_of(args.format, global.output).into();
     let settings = AdminSettings::default();
     let summary = match &args.out {

@@ -31,7 +31,7 @@ pub struct StatusArgs {
 /// Runs `status`.
 pub async fn run(global: &GlobalOpts, args: StatusArgs) -> Result<ExitCode> {
     let session = crate::context::connect_initialised(global).await?;
-    let db = crate::context::database(global).await?;
+    let db = crate::context::database_read_only(global).await?;
     let settings = AdminSettings::default();
     if !args.watch {
         let report = archivist_admin::status::status(
