@@ -287,11 +287,30 @@ pub async fn open_bound(url: &str, zk: &ZkConfig) -> Result<archivist_db::Databa
 /// list`, `fsck` without `--repair`): nothing is written to it (a SQLite file is opened
 /// `mode=ro`, not migrated), so a file the operator may only read, or a backup on a
 /// read-only mount, serves; it is checked against the tree but never bound.
+///
+/// A SQLite file that does not exist is no database yet when the tree was never bound to
+/// one (nothing curated, nothing recorded): the command reads an empty one in memory. A
+/// bound tree's missing file is refused (deleted, or a wrong path).
 pub async fn database_read_only(global: &GlobalOpts) -> Result<archivist_db::Database> {
     let url = database_url(global)?;
-    let db = archivist_db::Database::connect_read_only(&url).await?;
+    let zk = zk_config(global)?;
+    let db = match archivist_db::Database::connect_read_only(&url).await {
+        Ok(db) => db,
+        Err(missing @ archivist_db::DbError::Missing { .. }) => {
+            if crate::deployment::tree_is_bound(&zk).await? {
+                anyhow::bail!(
+                    "{missing}, but the tree {} was bound to its database: it was deleted, or \
+                     the path is wrong (see docs/operations.md, \"Backup and restore\")",
+                    zk.chroot
+                );
+            }
+            tracing::debug!(%missing, "no database yet: reading an empty one");
+            archivist_db::Database::connect("sqlite::memory:").await?
+        }
+        Err(e) => return Err(e.into()),
+    };
     tracing::debug!(database = db.shown_url(), "database open read-only");
-    bind_to_tree(&zk_config(global)?, &db, crate::deployment::Mode::Check).await?;
+    bind_to_tree(&zk, &db, crate::deployment::Mode::Check).await?;
     Ok(db)
 }
 
@@ -312,10 +331,37 @@ pub async fn bind_to_tree(
     db: &archivist_db::Database,
     mode: crate::deployment::Mode,
 ) -> Result<()> {
-    let session = match Session::connect_existing(zk).await {
-        Ok(session) => session,
-        Err(archivist_engine::EngineError::NotInitialised { .. }) => return Ok(()),
-        Err(e) => return Err(e.into()),
+    let mut waited = false;
+    let session = loop {
+        // Said at once when ZooKeeper is slow to answer, not after its connect timeout.
+        let attempt = Session::connect_existing(zk);
+        tokio::pin!(attempt);
+        let connected = match tokio::time::timeout(Duration::from_secs(1), &mut attempt).await {
+            Ok(connected) => connected,
+            Err(_) => {
+                if !waited && mode != crate::deployment::Mode::Check {
+                    tracing::warn!(zk = %zk.connect, database = db.shown_url(), "waiting for ZooKeeper to check that the database belongs to the tree");
+                    waited = true;
+                }
+                attempt.await
+            }
+        };
+        match connected {
+            Ok(session) => break session,
+            Err(archivist_engine::EngineError::NotInitialised { .. }) => return Ok(()),
+            // A daemon started before ZooKeeper answers waits for it (it could do no work
+            // without it either), and checks the database before it writes anything.
+            Err(e @ archivist_engine::EngineError::Unreachable { .. })
+                if mode != crate::deployment::Mode::Check =>
+            {
+                if !waited {
+                    tracing::warn!(error = %e, database = db.shown_url(), "waiting for ZooKeeper to check that the database belongs to the tree");
+                    waited = true;
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
     };
     let result = crate::deployment::bind(&session, db, mode).await;
     session.close(Duration::from_secs(2)).await;

@@ -114,6 +114,21 @@ fn decide(meta: &TreeMeta, in_db: Option<&str>, mode: Mode, chroot: &str, url: &
     }
 }
 
+/// Whether the tree the configuration names has been bound to a database (false for a
+/// tree not initialised, or not reachable in its chroot).
+pub async fn tree_is_bound(zk: &archivist_engine::ZkConfig) -> Result<bool> {
+    let session = match Session::connect_existing(zk).await {
+        Ok(session) => session,
+        Err(archivist_engine::EngineError::NotInitialised { .. }) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    let meta =
+        archivist_engine::store::read::<TreeMeta>(&session, archivist_engine::schema::paths::META)
+            .await;
+    session.close(std::time::Duration::from_secs(2)).await;
+    Ok(meta?.is_some_and(|(meta, _)| meta.database_bound))
+}
+
 /// Checks (and, as `mode` allows, binds) the database against the tree. A tree without
 /// `/meta` (not initialised) is left to the caller's own check. Safe to run from many
 /// processes at once: `/meta` is replaced only at the version read, the database row

@@ -35,6 +35,13 @@ pub enum DbError {
         /// The highest migration this build carries.
         known: i64,
     },
+    /// A read-only command was pointed at a SQLite file that does not exist (it creates
+    /// none).
+    #[error("the database {url} does not exist (a read-only command creates no database)")]
+    Missing {
+        /// The URL, password redacted.
+        url: String,
+    },
     /// A read-only command met a database whose schema is older than this build's: it
     /// may not migrate it (it writes nothing), and reading an old schema could misread.
     #[error(

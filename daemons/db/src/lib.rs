@@ -127,8 +127,11 @@ impl Database {
             Backend::Sqlite => sqlite_url(url, &shown, access)?,
             Backend::Postgres => url.to_string(),
         };
+        // An in-memory SQLite database is one per connection: one connection, so the
+        // schema and the queries meet.
+        let in_memory = backend == Backend::Sqlite && url.contains(":memory:");
         let pool = AnyPoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
+            .max_connections(if in_memory { 1 } else { MAX_CONNECTIONS })
             .acquire_timeout(timeout)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
@@ -381,9 +384,8 @@ fn sqlite_url(url: &str, shown: &str, access: Access) -> Result<String, DbError>
     }
     if access == Access::ReadOnly {
         if !std::path::Path::new(path).is_file() {
-            return Err(DbError::BadUrl {
+            return Err(DbError::Missing {
                 url: shown.to_string(),
-                reason: format!("{path} does not exist (a read-only command creates no database)"),
             });
         }
         return Ok(match query {
