@@ -252,19 +252,31 @@ pub fn default_database_url() -> String {
 
 /// The database URL: `--database-url`, else [`DATABASE_URL_VAR`], else `database.url`,
 /// else [`default_database_url`].
+///
+/// A password taken from a configuration file that group or others may read gets a
+/// warning, as the SASL password file does (outside 22 finding 15).
 pub fn database_url(global: &GlobalOpts) -> Result<String> {
     refuse_secret_flags(global)?;
     let file = file_config(global)?.database;
-    Ok(global
-        .database_url
-        .clone()
-        .or_else(|| {
-            std::env::var(DATABASE_URL_VAR)
-                .ok()
-                .filter(|u| !u.is_empty())
-        })
-        .or(file.url)
-        .unwrap_or_else(default_database_url))
+    let given = global.database_url.clone().or_else(|| {
+        std::env::var(DATABASE_URL_VAR)
+            .ok()
+            .filter(|u| !u.is_empty())
+    });
+    if given.is_none() {
+        if let (Some(url), Some(path)) = (&file.url, global.config.as_deref()) {
+            if archivist_db::redact(url) != *url {
+                if let Some(mode) = loose_mode(path) {
+                    tracing::warn!(
+                        file = %path.display(),
+                        mode = format!("{mode:o}"),
+                        "database.url holds a password and the configuration file is readable by group or others: chmod 600 it, or put the URL in {DATABASE_URL_VAR}"
+                    );
+                }
+            }
+        }
+    }
+    Ok(given.or(file.url).unwrap_or_else(default_database_url))
 }
 
 /// Opens the database the options name, brings its schema up to date and checks it

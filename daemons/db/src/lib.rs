@@ -127,6 +127,22 @@ impl Database {
             Backend::Sqlite => sqlite_url(url, &shown, access)?,
             Backend::Postgres => url.to_string(),
         };
+        // One connection first, set up as the pool's will be: its error names the cause
+        // at once (a refused connection, a bad password, a file that is no database),
+        // where the pool would retry it until its timeout and say "pool timed out"
+        // (outside 22 findings 12 and 15).
+        if !url.contains(":memory:") {
+            match tokio::time::timeout(timeout, probe(&url, backend, access)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(source)) => return Err(DbError::Connect { url: shown, source }),
+                Err(_) => {
+                    return Err(DbError::Connect {
+                        url: shown,
+                        source: sqlx::Error::PoolTimedOut,
+                    })
+                }
+            }
+        }
         // An in-memory SQLite database is one per connection: one connection, so the
         // schema and the queries meet.
         let in_memory = backend == Backend::Sqlite && url.contains(":memory:");
@@ -338,6 +354,19 @@ async fn applied_version(pool: &AnyPool) -> Result<i64, sqlx::Error> {
         .fetch_one(pool)
         .await?;
     Ok(version.unwrap_or(0))
+}
+
+/// Opens one connection as the pool would (SQLite's session settings included) and
+/// reads from it, then closes it.
+async fn probe(url: &str, backend: Backend, access: Access) -> Result<(), sqlx::Error> {
+    let mut conn = AnyConnection::connect(url).await?;
+    if backend == Backend::Sqlite {
+        sqlite_session(&mut conn, access).await?;
+        // A file that is no database passes the settings on some versions: its header
+        // is read here.
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").await?;
+    }
+    conn.close().await
 }
 
 /// How a database is opened: by the commands that write (migrated, SQLite in WAL mode)
