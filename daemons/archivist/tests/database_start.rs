@@ -105,3 +105,49 @@ fn run_all_waits_for_a_database_it_cannot_open_at_start() {
     }
     assert!(daemon.is_running());
 }
+
+/// `archivist run` opens the database before it initialises the tree, so the job counter
+/// is moved past the research archive's job ids as `archivist init` moves it (a counter
+/// behind them would hand out ids the archive holds). Before, `run` initialised the tree
+/// first, knowing no archive, and left the counter behind.
+#[test]
+fn run_moves_the_job_counter_past_the_archive_before_anything_starts() {
+    use archivist_engine::schema::records::{ResearchRecord, ResearchRun};
+    let env = Env::fresh("db-start-counter");
+    env.ok(&["init"]);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let db = archivist_db::Database::connect(&env.database)
+            .await
+            .unwrap();
+        let mut record = ResearchRecord::new("e0000001");
+        record.runs.push(ResearchRun {
+            job: "j0000000042".into(),
+            researcher: "r1".into(),
+            at: time::OffsetDateTime::UNIX_EPOCH,
+            clips: [1].into_iter().collect(),
+        });
+        archivist_db::research::update(&db, "e0000001", |r| *r = record.clone())
+            .await
+            .unwrap();
+        db.close().await;
+    });
+    assert!(env.ok(&["tree", "/counters/jobs"]).contains("[value 0]"));
+    let dir = support::scratch("db-start-counter");
+    let log = dir.join("run.log");
+    // The reaper alone: it takes no job id, so only `run`'s own init can move the counter.
+    let mut daemon = env.spawn(&["run", "--reaper"], &log);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let tree = env.ok(&["tree", "/counters/jobs"]);
+        if tree.contains("[value 42]") {
+            break;
+        }
+        assert!(
+            daemon.is_running() && Instant::now() < deadline,
+            "{tree}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
