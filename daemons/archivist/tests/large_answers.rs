@@ -1,7 +1,8 @@
 //! `results --clip` and `status --episodes` answer in bounded memory (outside 22 finding
 //! 9): their rows are spooled to a temporary file and printed one at a time. Measured
 //! before at 50k episodes: `results --clip` 229 MB (table) / 119 MB (JSON), `status
-//! --episodes` 157 MB / 81 MB, growing with the archive; here 30k episodes.
+//! --episodes` 157 MB / 81 MB, growing with the archive; here 30k episodes, on the
+//! backend `ARCHIVIST_TEST_DB_BACKEND` names.
 
 use std::process::Stdio;
 
@@ -22,15 +23,12 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
 
 /// Runs the binary, counting its stdout's lines and keeping the JSON when asked;
 /// returns (lines, peak RSS in MiB, stdout if kept).
-fn run(hosts: &str, chroot: &str, args: &[&str], keep: bool) -> (u64, u64, Vec<u8>) {
+fn run(hosts: &str, chroot: &str, url: &str, args: &[&str], keep: bool) -> (u64, u64, Vec<u8>) {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_archivist"))
         .args(["--zk", hosts, "--chroot", chroot])
         .args(args)
         .env("RUST_LOG", "warn")
-        .env(
-            "ARCHIVIST_DATABASE_URL",
-            archivist_testkit::db::tree_database_url(chroot),
-        )
+        .env("ARCHIVIST_DATABASE_URL", url)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -70,7 +68,10 @@ fn run(hosts: &str, chroot: &str, args: &[&str], keep: bool) -> (u64, u64, Vec<u
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn results_by_clip_and_status_by_episode_answer_in_bounded_memory() {
     let (config, s) = archivist_testkit::fresh_tree("large-answers").await;
-    let db = archivist_testkit::db::tree_database(s.chroot()).await;
+    // The backend `ARCHIVIST_TEST_DB_BACKEND` names (SQLite, or PostgreSQL).
+    let url = archivist_testkit::db::fresh_binary_database_url("large-answers");
+    let db = archivist_db::Database::connect(&url).await.unwrap();
+    drop(s);
     let episodes = 30_000u64;
     let now = time::OffsetDateTime::now_utc();
     let clips: Vec<CatalogRecord> = (1..=2)
@@ -146,6 +147,7 @@ async fn results_by_clip_and_status_by_episode_answer_in_bounded_memory() {
     let (_, peak, json) = run(
         &hosts,
         &chroot,
+        &url,
         &["-o", "json", "results", "--clip", "c000001"],
         true,
     );
@@ -158,7 +160,13 @@ async fn results_by_clip_and_status_by_episode_answer_in_bounded_memory() {
     println!("results --clip -o json: {peak} MiB");
     assert!(peak < 50, "results --clip -o json peaked at {peak} MiB");
     drop(by_clip);
-    let (lines, peak, _) = run(&hosts, &chroot, &["results", "--clip", "c000001"], false);
+    let (lines, peak, _) = run(
+        &hosts,
+        &chroot,
+        &url,
+        &["results", "--clip", "c000001"],
+        false,
+    );
     // The heading, the header and a line per occurrence.
     assert_eq!(lines, 2 + 2 * episodes);
     println!("results --clip: {peak} MiB");
@@ -167,6 +175,7 @@ async fn results_by_clip_and_status_by_episode_answer_in_bounded_memory() {
     let (_, peak, json) = run(
         &hosts,
         &chroot,
+        &url,
         &["-o", "json", "status", "--episodes"],
         true,
     );
@@ -179,7 +188,7 @@ async fn results_by_clip_and_status_by_episode_answer_in_bounded_memory() {
     assert_eq!(status["research"]["researched_pairs"], 2 * episodes);
     println!("status --episodes -o json: {peak} MiB");
     assert!(peak < 60, "status --episodes -o json peaked at {peak} MiB");
-    let (lines, peak, _) = run(&hosts, &chroot, &["status", "--episodes"], false);
+    let (lines, peak, _) = run(&hosts, &chroot, &url, &["status", "--episodes"], false);
     assert!(lines > episodes, "{lines} lines");
     println!("status --episodes: {peak} MiB");
     assert!(peak < 60, "status --episodes peaked at {peak} MiB");
