@@ -52,7 +52,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long [`Database::connect`] (and every query, for a connection) waits for the
-/// server: a database restarting is waited for, one that is down is reported.
+/// server: one that answers slowly is waited for; one that refuses the connection (down,
+/// or restarting) is reported at once by the first, probing connection, and an open
+/// pool waits this long for a restarting server before a query fails.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections per process: SQLite has one writer at a time anyway; PostgreSQL serves
