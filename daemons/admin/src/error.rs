@@ -48,6 +48,9 @@ pub enum AdminError {
     /// The operator's input is unusable.
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// The temporary file that keeps a large answer's rows off the heap failed.
+    #[error("spooling rows to a temporary file: {0}")]
+    Spool(String),
     /// Writing an export's rows failed (disk full, closed pipe...).
     #[error("writing the export: {0}")]
     Write(#[source] std::io::Error),

@@ -125,25 +125,46 @@ impl<W: Write> RowSink for RowWriter<W> {
 pub const CSV_HEADER: &str =
     "episode,episode_title,clip,clip_title,found,at,conf,speed,part_start,part_end,job,researcher,error";
 
-/// One row as a CSV line (RFC 4180 quoting), without the line break.
+/// A text cell of the CSV export made safe to open in a spreadsheet or `cat` on a
+/// terminal (outside 22 finding 14): control characters but the line break (which CSV
+/// quoting keeps) are removed (an escape sequence in a title would drive the terminal),
+/// and a cell that would start with `=`, `+`, `-` or `@` (or a tab or carriage return
+/// before the removal) gets a leading `'`, so a spreadsheet shows it as text instead of
+/// running it as a formula: OWASP's rule for CSV injection. Titles, ids and messages only;
+/// numbers are written as they are. JSON, JSON Lines and YAML keep the stored text.
+pub fn spreadsheet_safe(text: &str) -> String {
+    let risky_start = text.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    let kept: String = text
+        .chars()
+        .filter(|c| !c.is_control() || *c == '\n')
+        .collect();
+    if risky_start || kept.starts_with(['=', '+', '-', '@']) {
+        format!("'{kept}")
+    } else {
+        kept
+    }
+}
+
+/// One row as a CSV line (RFC 4180 quoting, text cells [`spreadsheet_safe`]), without
+/// the line break.
 pub fn csv_line(r: &ResultRow) -> String {
     fn opt<T: ToString>(v: &Option<T>) -> String {
         v.as_ref().map(ToString::to_string).unwrap_or_default()
     }
     let values = [
-        r.episode.clone(),
-        r.episode_title.clone(),
-        r.clip.clone(),
-        r.clip_title.clone(),
+        spreadsheet_safe(&r.episode),
+        spreadsheet_safe(&r.episode_title),
+        spreadsheet_safe(&r.clip),
+        spreadsheet_safe(&r.clip_title),
         r.found.to_string(),
         opt(&r.at),
         opt(&r.conf),
         opt(&r.speed),
         opt(&r.part_start),
         opt(&r.part_end),
-        opt(&r.job),
-        opt(&r.researcher),
-        opt(&r.error),
+        spreadsheet_safe(&opt(&r.job)),
+        spreadsheet_safe(&opt(&r.researcher)),
+        spreadsheet_safe(&opt(&r.error)),
     ];
     let mut out = String::new();
     for (i, v) in values.iter().enumerate() {
@@ -225,5 +246,26 @@ async fn walk(
             }
         }
         progress.advance(page.len() as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn csv_cells_that_a_spreadsheet_would_run_are_text_and_control_characters_go() {
+        use super::spreadsheet_safe as safe;
+        assert_eq!(safe("=cmd|' /C calc'!A0"), "'=cmd|' /C calc'!A0");
+        for risky in ["+1", "-1+2", "@SUM(A1)", "\t=x", "\r=x", "\tplain"] {
+            assert!(
+                safe(risky).starts_with('\''),
+                "{risky:?} -> {:?}",
+                safe(risky)
+            );
+        }
+        assert_eq!(safe("\x1b[31mred\x1b[0m title"), "[31mred[0m title");
+        assert_eq!(safe("two\nlines"), "two\nlines");
+        assert_eq!(safe("Episode 1 = good"), "Episode 1 = good");
+        assert_eq!(safe("e0000001"), "e0000001");
+        assert_eq!(safe(""), "");
     }
 }

@@ -28,6 +28,7 @@ pub mod jobs;
 pub mod results;
 pub mod scan;
 pub mod settings;
+pub mod spool;
 pub mod status;
 pub mod tree;
 

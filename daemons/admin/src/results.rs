@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use archivist_db::{catalog, research, Database};
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{AliasTarget, ResearchRecord};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{AdminError, Result};
 use crate::settings::{AdminSettings, Progress};
 
 /// One row of the archive.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultRow {
     /// Episode id.
     pub episode: String,
@@ -270,15 +270,59 @@ pub struct ClipResults {
     pub unreadable: Vec<crate::status::Unreadable>,
 }
 
-/// Where a clip occurs, across all episodes: the research archive walked a page of
-/// `settings.batch_size` episodes at a time (bounded memory), titles from the catalog,
-/// both in the database.
+/// `results --clip C` without its rows: what [`clip_results_each`] returns after handing
+/// every row to its sink.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClipSummary {
+    /// Clip id.
+    pub clip: String,
+    /// Title.
+    pub title: String,
+    /// Episodes it was researched in.
+    pub episodes_researched: usize,
+    /// Episodes it was found in.
+    pub episodes_found: usize,
+    /// Episodes where its research ended in an error.
+    pub episodes_errored: usize,
+}
+
+/// Where a clip occurs, across all episodes, every row in memory: [`clip_results_each`]
+/// collected (tests and small archives; the CLI spools the rows instead).
 pub async fn clip_results(
     db: &Database,
     settings: &AdminSettings,
     clip: &str,
     progress: &dyn Progress,
 ) -> Result<ClipResults> {
+    let mut rows = Vec::new();
+    let summary = clip_results_each(db, settings, clip, progress, &mut |row| {
+        rows.push(row);
+        Ok(())
+    })
+    .await?;
+    Ok(ClipResults {
+        clip: summary.clip,
+        title: summary.title,
+        episodes_researched: summary.episodes_researched,
+        episodes_found: summary.episodes_found,
+        episodes_errored: summary.episodes_errored,
+        rows,
+        unreadable: Vec::new(),
+    })
+}
+
+/// Where a clip occurs, across all episodes: the research archive walked a page of
+/// `settings.batch_size` episodes at a time, titles from the catalog (both in the
+/// database), each row handed to `sink` as it is made, in episode order, so memory
+/// stays flat however many episodes the clip occurs in (outside 22 finding 9: the rows
+/// were collected, 234 MB for 50k episodes).
+pub async fn clip_results_each(
+    db: &Database,
+    settings: &AdminSettings,
+    clip: &str,
+    progress: &dyn Progress,
+    sink: &mut (dyn FnMut(ResultRow) -> Result<()> + Send),
+) -> Result<ClipSummary> {
     let title = match catalog::clip(db, clip).await? {
         Some(c) => c.fields.title,
         None => {
@@ -293,46 +337,29 @@ pub async fn clip_results(
         .ok_or_else(|| AdminError::Invalid(format!("{clip:?} is not a clip id (c + digits)")))?;
     let total = research::counts(db).await?.episodes;
     progress.begin("research", u64::try_from(total).unwrap_or(0));
-    let walked = clip_rows(db, settings, number, progress).await;
-    progress.end();
-    let (episodes_researched, mut rows) = walked?;
-    for row in &mut rows {
-        row.clip_title = title.clone();
-    }
-    let mut found_in: Vec<&String> = rows
-        .iter()
-        .filter(|r| r.found)
-        .map(|r| &r.episode)
-        .collect();
-    found_in.dedup();
-    let mut errored_in: Vec<&String> = rows
-        .iter()
-        .filter(|r| r.error.is_some())
-        .map(|r| &r.episode)
-        .collect();
-    errored_in.dedup();
-    let episodes_errored = errored_in.len();
-    Ok(ClipResults {
+    let mut summary = ClipSummary {
         clip: clip.to_string(),
         title,
-        episodes_researched,
-        episodes_found: found_in.len(),
-        episodes_errored,
-        rows,
-        unreadable: Vec::new(),
-    })
+        episodes_researched: 0,
+        episodes_found: 0,
+        episodes_errored: 0,
+    };
+    let walked = clip_rows(db, settings, number, progress, &mut summary, sink).await;
+    progress.end();
+    walked?;
+    Ok(summary)
 }
 
-/// The episodes that researched clip `number` (how many) and its rows that say
-/// something (found, or an error), with episode titles.
+/// Walks the archive for clip `number`: counts into `summary`, and hands each row that
+/// says something (found, or an error) to `sink` with its titles.
 async fn clip_rows(
     db: &Database,
     settings: &AdminSettings,
     number: u32,
     progress: &dyn Progress,
-) -> Result<(usize, Vec<ResultRow>)> {
-    let mut researched = 0;
-    let mut rows = Vec::new();
+    summary: &mut ClipSummary,
+    sink: &mut (dyn FnMut(ResultRow) -> Result<()> + Send),
+) -> Result<()> {
     let mut after: Option<String> = None;
     loop {
         let page = research::page(db, after.as_deref(), settings.batch_size.max(1)).await?;
@@ -343,11 +370,17 @@ async fn clip_rows(
         let mut page_rows = Vec::new();
         let mut in_page = Vec::new();
         for record in page.iter().filter(|r| r.is_researched(number)) {
-            researched += 1;
+            summary.episodes_researched += 1;
             let mine: Vec<ResultRow> = rows_of(record, "", &BTreeMap::new(), &|n| n == number)
                 .into_iter()
                 .filter(|r| r.found || r.error.is_some())
                 .collect();
+            if mine.iter().any(|r| r.found) {
+                summary.episodes_found += 1;
+            }
+            if mine.iter().any(|r| r.error.is_some()) {
+                summary.episodes_errored += 1;
+            }
             if !mine.is_empty() {
                 in_page.push(record.episode.clone());
             }
@@ -356,11 +389,12 @@ async fn clip_rows(
         let titles = episode_titles(db, &in_page).await?;
         for mut row in page_rows {
             row.episode_title = titles.get(&row.episode).cloned().unwrap_or_default();
-            rows.push(row);
+            row.clip_title = summary.title.clone();
+            sink(row)?;
         }
         progress.advance(page.len() as u64);
     }
-    Ok((researched, rows))
+    Ok(())
 }
 
 /// What `export` read: the rows, and the research records it could not read (never

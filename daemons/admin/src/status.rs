@@ -13,7 +13,7 @@ use archivist_db::{catalog, research};
 use archivist_engine::schema::records::AliasTarget;
 
 use crate::control::{self, PauseReport};
-use crate::error::Result;
+use crate::error::{AdminError, Result};
 use crate::jobs::LeaseView;
 use crate::scan::{self, count_children};
 use crate::settings::{AdminSettings, Progress, Silent};
@@ -105,7 +105,7 @@ pub struct CatalogSize {
 }
 
 /// Research progress of one episode.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct EpisodeProgress {
     /// Episode id.
     pub episode: String,
@@ -334,12 +334,45 @@ async fn jobless(session: &Session, views: &[LeaseView]) -> Result<Vec<String>> 
     Ok(found)
 }
 
-/// Builds the status report. `per_episode` adds a row per catalog episode.
+/// A sink for the per-episode rows of `status --episodes`.
+pub type EpisodeSink<'a> = &'a mut (dyn FnMut(EpisodeProgress) -> Result<()> + Send);
+
+/// Builds the status report. `per_episode` adds a row per catalog episode, in memory
+/// (tests and small catalogs; the CLI hands them to a sink with [`status_each`]).
 pub async fn status(
     session: &Session,
     db: &Database,
     settings: &AdminSettings,
     per_episode: bool,
+    progress: &dyn Progress,
+) -> Result<StatusReport> {
+    if !per_episode {
+        return status_each(session, db, settings, None, progress).await;
+    }
+    let mut rows = Vec::new();
+    let mut report = status_each(
+        session,
+        db,
+        settings,
+        Some(&mut |row| {
+            rows.push(row);
+            Ok(())
+        }),
+        progress,
+    )
+    .await?;
+    report.research.per_episode = Some(rows);
+    Ok(report)
+}
+
+/// [`status`], each per-episode row handed to `per_episode` as it is made (catalog
+/// order) instead of collected, so `status --episodes` keeps flat memory at any catalog
+/// size (outside 22 finding 9); the report's `per_episode` stays `None`.
+pub async fn status_each(
+    session: &Session,
+    db: &Database,
+    settings: &AdminSettings,
+    per_episode: Option<EpisodeSink<'_>>,
     progress: &dyn Progress,
 ) -> Result<StatusReport> {
     // Read-only: ZooKeeper's clock as daemons last stamped it (no write, so the
@@ -525,7 +558,7 @@ pub async fn research_progress(
     session: &Session,
     db: &Database,
     settings: &AdminSettings,
-    per_episode: bool,
+    per_episode: Option<EpisodeSink<'_>>,
     progress: &dyn Progress,
 ) -> Result<ResearchProgress> {
     let clip_ids: BTreeSet<String> = catalog::ids(db, AliasTarget::Clip)
@@ -585,10 +618,9 @@ pub async fn research_progress(
         }
     }
     let total_pairs = episode_ids.len() as u64 * clip_numbers.len() as u64;
-    let per_episode = if per_episode {
-        // Titles from the database, holds from `/control/hold` (issue 22).
-        let records = catalog::records(db, AliasTarget::Episode, &episode_ids).await?;
-        // A tree made before holds moved there has no `/control/hold`.
+    if let Some(sink) = per_episode {
+        // Titles from the database, a page of the catalog at a time; holds from
+        // `/control/hold` (issue 22). A tree made before holds moved there has none.
         let holds: BTreeSet<String> = if store::exists(session, paths::HOLDS).await?.is_some() {
             store::children(session, paths::HOLDS)
                 .await?
@@ -597,32 +629,36 @@ pub async fn research_progress(
         } else {
             BTreeSet::new()
         };
-        Some(
-            episode_ids
-                .iter()
-                .map(|id| {
-                    let (researched, found) = by_episode.get(id).copied().unwrap_or((0, 0));
-                    let title = match records.get(id).map(|v| &v.record) {
-                        Some(archivist_db::catalog::CatalogRecord::Episode(e)) => {
-                            e.fields.title.clone()
-                        }
-                        _ => "(gone)".into(),
-                    };
-                    EpisodeProgress {
-                        episode: id.clone(),
-                        title,
-                        researched,
-                        clips: clip_numbers.len(),
-                        found,
-                        fraction: fraction(researched as u64, clip_numbers.len() as u64),
-                        held: holds.contains(id),
-                    }
-                })
-                .collect(),
-        )
-    } else {
-        None
-    };
+        let clips = clip_numbers.len();
+        let mut failed: Option<AdminError> = None;
+        catalog::each_record(db, AliasTarget::Episode, |page| {
+            for record in page {
+                if failed.is_some() {
+                    return;
+                }
+                let archivist_db::catalog::CatalogRecord::Episode(e) = record else {
+                    continue;
+                };
+                let (researched, found) = by_episode.get(&e.id).copied().unwrap_or((0, 0));
+                let row = EpisodeProgress {
+                    held: holds.contains(&e.id),
+                    episode: e.id,
+                    title: e.fields.title,
+                    researched,
+                    clips,
+                    found,
+                    fraction: fraction(researched as u64, clips as u64),
+                };
+                if let Err(err) = sink(row) {
+                    failed = Some(err);
+                }
+            }
+        })
+        .await?;
+        if let Some(err) = failed {
+            return Err(err);
+        }
+    }
     Ok(ResearchProgress {
         researched_pairs,
         total_pairs,
@@ -637,7 +673,7 @@ pub async fn research_progress(
             }
         },
         unreadable,
-        per_episode,
+        per_episode: None,
     })
 }
 

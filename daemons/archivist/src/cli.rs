@@ -105,8 +105,8 @@ pub struct GlobalOpts {
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create the tree in ZooKeeper and the database's schema (idempotent).
-    Init,
+    /// Create the tree in ZooKeeper and the database's schema, and bind them (idempotent).
+    Init(cmd::schema::InitArgs),
     /// Show or check the znode schema and state machine.
     #[command(subcommand)]
     Schema(cmd::schema::SchemaCommand),

@@ -264,28 +264,132 @@ pub fn default_database_url() -> String {
 
 /// The database URL: `--database-url`, else [`DATABASE_URL_VAR`], else `database.url`,
 /// else [`default_database_url`].
+///
+/// A password taken from a configuration file that group or others may read gets a
+/// warning, as the SASL password file does (outside 22 finding 15).
 pub fn database_url(global: &GlobalOpts) -> Result<String> {
     refuse_secret_flags(global)?;
     let file = file_config(global)?.database;
-    Ok(global
-        .database_url
-        .clone()
-        .or_else(|| {
-            std::env::var(DATABASE_URL_VAR)
-                .ok()
-                .filter(|u| !u.is_empty())
-        })
-        .or(file.url)
-        .unwrap_or_else(default_database_url))
+    let given = global.database_url.clone().or_else(|| {
+        std::env::var(DATABASE_URL_VAR)
+            .ok()
+            .filter(|u| !u.is_empty())
+    });
+    if given.is_none() {
+        if let (Some(url), Some(path)) = (&file.url, global.config.as_deref()) {
+            if archivist_db::redact(url) != *url {
+                if let Some(mode) = loose_mode(path) {
+                    tracing::warn!(
+                        file = %path.display(),
+                        mode = format!("{mode:o}"),
+                        "database.url holds a password and the configuration file is readable by group or others: chmod 600 it, or put the URL in {DATABASE_URL_VAR}"
+                    );
+                }
+            }
+        }
+    }
+    Ok(given.or(file.url).unwrap_or_else(default_database_url))
 }
 
-/// Opens the database the options name and brings its schema up to date (every daemon
-/// and admin command that reads the catalog or the research archive starts here).
+/// Opens the database the options name, brings its schema up to date and checks it
+/// belongs to the tree (every daemon and command that writes the catalog or the research
+/// archive starts here; see [`crate::deployment`]).
 pub async fn database(global: &GlobalOpts) -> Result<archivist_db::Database> {
+    open_bound(&database_url(global)?, &zk_config(global)?).await
+}
+
+/// [`database`] from a URL and a ZooKeeper configuration (for `run`, whose roles open
+/// it again after a failure at start).
+pub async fn open_bound(url: &str, zk: &ZkConfig) -> Result<archivist_db::Database> {
+    let db = archivist_db::Database::connect(url).await?;
+    tracing::debug!(database = db.shown_url(), "database open");
+    bind_to_tree(zk, &db, crate::deployment::Mode::Bind).await?;
+    Ok(db)
+}
+
+/// Opens the database for the read-only commands (`status`, `results`, `export`, `jobs
+/// list`, `fsck` without `--repair`): nothing is written to it (a SQLite file is opened
+/// `mode=ro`, not migrated), so a file the operator may only read, or a backup on a
+/// read-only mount, serves; it is checked against the tree but never bound.
+///
+/// A SQLite file that does not exist is no database yet when the tree was never bound to
+/// one (nothing curated, nothing recorded): the command reads an empty one in memory. A
+/// bound tree's missing file is refused (deleted, or a wrong path).
+pub async fn database_read_only(global: &GlobalOpts) -> Result<archivist_db::Database> {
+    let url = database_url(global)?;
+    let zk = zk_config(global)?;
+    let db = match archivist_db::Database::connect_read_only(&url).await {
+        Ok(db) => db,
+        Err(missing @ archivist_db::DbError::Missing { .. }) => {
+            if crate::deployment::tree_is_bound(&zk).await? {
+                anyhow::bail!(
+                    "{missing}, but the tree {} was bound to its database: it was deleted, or \
+                     the path is wrong (see docs/operations.md, \"Backup and restore\")",
+                    zk.chroot
+                );
+            }
+            tracing::debug!(%missing, "no database yet: reading an empty one");
+            archivist_db::Database::connect("sqlite::memory:").await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    tracing::debug!(database = db.shown_url(), "database open read-only");
+    bind_to_tree(&zk, &db, crate::deployment::Mode::Check).await?;
+    Ok(db)
+}
+
+/// Opens the database and brings its schema up to date, without the tree check: for
+/// `init` and `run`, which bind it once the tree exists.
+pub async fn open_database(global: &GlobalOpts) -> Result<archivist_db::Database> {
     let url = database_url(global)?;
     let db = archivist_db::Database::connect(&url).await?;
     tracing::debug!(database = db.shown_url(), "database open");
     Ok(db)
+}
+
+/// Checks (and binds, as `mode` allows) the database against the tree, over a short
+/// session of its own. A tree not initialised yet is left to the command's own check
+/// (`init` binds after making it).
+pub async fn bind_to_tree(
+    zk: &ZkConfig,
+    db: &archivist_db::Database,
+    mode: crate::deployment::Mode,
+) -> Result<()> {
+    let mut waited = false;
+    let session = loop {
+        // Said at once when ZooKeeper is slow to answer, not after its connect timeout.
+        let attempt = Session::connect_existing(zk);
+        tokio::pin!(attempt);
+        let connected = match tokio::time::timeout(Duration::from_secs(1), &mut attempt).await {
+            Ok(connected) => connected,
+            Err(_) => {
+                if !waited && mode != crate::deployment::Mode::Check {
+                    tracing::warn!(zk = %zk.connect, database = db.shown_url(), "waiting for ZooKeeper to check that the database belongs to the tree");
+                    waited = true;
+                }
+                attempt.await
+            }
+        };
+        match connected {
+            Ok(session) => break session,
+            Err(archivist_engine::EngineError::NotInitialised { .. }) => return Ok(()),
+            // A daemon started before ZooKeeper answers waits for it (it could do no work
+            // without it either), and checks the database before it writes anything.
+            Err(e @ archivist_engine::EngineError::Unreachable { .. })
+                if mode != crate::deployment::Mode::Check =>
+            {
+                if !waited {
+                    tracing::warn!(error = %e, database = db.shown_url(), "waiting for ZooKeeper to check that the database belongs to the tree");
+                    waited = true;
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let result = crate::deployment::bind(&session, db, mode).await;
+    session.close(Duration::from_secs(2)).await;
+    result
 }
 
 /// Connects and checks the tree was initialised (for admin commands), creating nothing:

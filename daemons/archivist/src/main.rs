@@ -11,6 +11,7 @@ mod cli;
 mod cmd;
 mod config;
 mod context;
+mod deployment;
 mod logging;
 mod observe;
 mod shutdown;

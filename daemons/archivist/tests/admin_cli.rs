@@ -798,7 +798,9 @@ async fn logs_that_are_not_a_terminal_have_no_colour_codes() {
         .expect("wait");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("INFO") || stderr.contains("ERROR"),
+        // WARN: since outside 22 finding 8 a daemon waits for ZooKeeper to check its
+        // database's deployment id before it starts, and says so.
+        stderr.contains("INFO") || stderr.contains("WARN") || stderr.contains("ERROR"),
         "{stderr}"
     );
     assert!(

@@ -35,6 +35,29 @@ pub enum DbError {
         /// The highest migration this build carries.
         known: i64,
     },
+    /// A read-only command was pointed at a SQLite file that does not exist (it creates
+    /// none).
+    #[error("the database {url} does not exist (a read-only command creates no database)")]
+    Missing {
+        /// The URL, password redacted.
+        url: String,
+    },
+    /// A read-only command met a database whose schema is older than this build's: it
+    /// may not migrate it (it writes nothing), and reading an old schema could misread.
+    #[error(
+        "the database {url} has schema version {found}, older than this archivist's \
+         ({known}): a read-only command does not migrate it; run `archivist init` (or any \
+         daemon) with write access to bring it up to date, or use the archivist that wrote it"
+    )]
+    TooOld {
+        /// The URL, password redacted.
+        url: String,
+        /// The highest migration applied to the database (0: none, not an Archivist
+        /// database yet).
+        found: i64,
+        /// The highest migration this build carries.
+        known: i64,
+    },
     /// Bringing the schema up to date failed.
     #[error("migrating the database {url}: {source}")]
     Migrate {

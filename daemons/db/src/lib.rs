@@ -27,6 +27,7 @@ use sqlx::AnyConnection;
 use sqlx::{AnyPool, Connection, Executor};
 
 pub mod catalog;
+pub mod deployment;
 pub mod error;
 pub mod migrate;
 pub mod provision;
@@ -52,7 +53,9 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long [`Database::connect`] (and every query, for a connection) waits for the
-/// server: a database restarting is waited for, one that is down is reported.
+/// server: one that answers slowly is waited for; one that refuses the connection (down,
+/// or restarting) is reported at once by the first, probing connection, and an open
+/// pool waits this long for a restarting server before a query fails.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections per process: SQLite has one writer at a time anyway; PostgreSQL serves
@@ -103,6 +106,20 @@ impl Database {
     /// [`Database::connect`], giving up on a server that does not answer (or a pool
     /// that has no free connection) within `timeout`.
     pub async fn connect_within(url: &str, timeout: Duration) -> Result<Database, DbError> {
+        Database::open(url, timeout, Access::ReadWrite).await
+    }
+
+    /// Opens the database for reading only (`status`, `results`, `export`, `tree`, `fsck`
+    /// without `--repair`): a SQLite file is opened `mode=ro` and never created, put in
+    /// WAL mode or migrated, so a file the operator may only read, or a backup on a
+    /// read-only mount, serves (outside 22 finding 10). Its schema must be the one this
+    /// build knows: an older one is refused with [`DbError::TooOld`] (a command that
+    /// writes migrates it), a newer one with [`DbError::TooNew`].
+    pub async fn connect_read_only(url: &str) -> Result<Database, DbError> {
+        Database::open(url, CONNECT_TIMEOUT, Access::ReadOnly).await
+    }
+
+    async fn open(url: &str, timeout: Duration, access: Access) -> Result<Database, DbError> {
         let shown = redact(url);
         let backend = Backend::of(url).ok_or_else(|| DbError::BadUrl {
             url: shown.clone(),
@@ -110,16 +127,35 @@ impl Database {
         })?;
         sqlx::any::install_default_drivers();
         let url = match backend {
-            Backend::Sqlite => sqlite_url(url, &shown)?,
+            Backend::Sqlite => sqlite_url(url, &shown, access)?,
             Backend::Postgres => url.to_string(),
         };
+        // One connection first, set up as the pool's will be: its error names the cause
+        // at once (a refused connection, a bad password, a file that is no database),
+        // where the pool would retry it until its timeout and say "pool timed out"
+        // (outside 22 findings 12 and 15).
+        if !url.contains(":memory:") {
+            match tokio::time::timeout(timeout, probe(&url, backend, access)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(source)) => return Err(DbError::Connect { url: shown, source }),
+                Err(_) => {
+                    return Err(DbError::Connect {
+                        url: shown,
+                        source: sqlx::Error::PoolTimedOut,
+                    })
+                }
+            }
+        }
+        // An in-memory SQLite database is one per connection: one connection, so the
+        // schema and the queries meet.
+        let in_memory = backend == Backend::Sqlite && url.contains(":memory:");
         let pool = AnyPoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
+            .max_connections(if in_memory { 1 } else { MAX_CONNECTIONS })
             .acquire_timeout(timeout)
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
-                        sqlite_session(conn).await?;
+                        sqlite_session(conn, access).await?;
                     }
                     Ok(())
                 })
@@ -146,11 +182,49 @@ impl Database {
             backend,
             shown,
         };
-        if backend == Backend::Sqlite {
-            db.sqlite_wal().await?;
+        match access {
+            Access::ReadWrite => {
+                if backend == Backend::Sqlite {
+                    db.sqlite_wal().await?;
+                }
+                db.migrate().await?;
+            }
+            Access::ReadOnly => db.check_version().await?,
         }
-        db.migrate().await?;
         Ok(db)
+    }
+
+    /// Refuses a schema other than the one this build knows, changing nothing (the
+    /// read-only open). A database that is no database at all is named as such here.
+    async fn check_version(&self) -> Result<(), DbError> {
+        let known = Database::known_schema_version();
+        let found = match applied_version(&self.pool).await {
+            Ok(found) => found,
+            // No migration table: nothing was ever migrated (an empty file), or the
+            // table was dropped; a read-only open cannot create it.
+            Err(sqlx::Error::Database(e)) if is_missing_table(e.message()) => 0,
+            Err(source) => {
+                return Err(DbError::query(
+                    format!("reading the schema version of the database {}", self.shown),
+                    source,
+                ))
+            }
+        };
+        if found > known {
+            return Err(DbError::TooNew {
+                url: self.shown.clone(),
+                found,
+                known,
+            });
+        }
+        if found < known {
+            return Err(DbError::TooOld {
+                url: self.shown.clone(),
+                found,
+                known,
+            });
+        }
+        Ok(())
     }
 
     /// The backend.
@@ -285,13 +359,44 @@ async fn applied_version(pool: &AnyPool) -> Result<i64, sqlx::Error> {
     Ok(version.unwrap_or(0))
 }
 
+/// Opens one connection as the pool would (SQLite's session settings included) and
+/// reads from it, then closes it.
+async fn probe(url: &str, backend: Backend, access: Access) -> Result<(), sqlx::Error> {
+    let mut conn = AnyConnection::connect(url).await?;
+    if backend == Backend::Sqlite {
+        sqlite_session(&mut conn, access).await?;
+        // A file that is no database passes the settings on some versions: its header
+        // is read here.
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").await?;
+    }
+    conn.close().await
+}
+
+/// How a database is opened: by the commands that write (migrated, SQLite in WAL mode)
+/// or by the read-only ones (nothing written, not even the schema).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    ReadWrite,
+    ReadOnly,
+}
+
+/// Whether a driver message says a table does not exist (SQLite: "no such table",
+/// PostgreSQL: "relation ... does not exist").
+fn is_missing_table(message: &str) -> bool {
+    message.contains("no such table") || message.contains("does not exist")
+}
+
 /// Per-connection SQLite settings: wait for the write lock instead of failing at once,
 /// and a commit is on disk before it returns (`FULL`): the recorder deletes reports from
 /// ZooKeeper once the commit returns, so a commit lost in a power cut would lose results.
-async fn sqlite_session(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
+/// A read-only connection also refuses writes at the SQL level (`query_only`).
+async fn sqlite_session(conn: &mut AnyConnection, access: Access) -> Result<(), sqlx::Error> {
     conn.execute(format!("PRAGMA busy_timeout = {}", SQLITE_BUSY_TIMEOUT.as_millis()).as_str())
         .await?;
-    conn.execute("PRAGMA synchronous = FULL").await?;
+    match access {
+        Access::ReadWrite => conn.execute("PRAGMA synchronous = FULL").await?,
+        Access::ReadOnly => conn.execute("PRAGMA query_only = ON").await?,
+    };
     Ok(())
 }
 
@@ -308,8 +413,9 @@ pub(crate) fn binds_nullable_float<'q>(
     query.persistent(false)
 }
 
-/// A SQLite URL that creates the file (and its directory) when missing.
-fn sqlite_url(url: &str, shown: &str) -> Result<String, DbError> {
+/// A SQLite URL that creates the file (and its directory) when missing, or, read-only,
+/// opens an existing file `mode=ro` (a missing one is an error, never created).
+fn sqlite_url(url: &str, shown: &str, access: Access) -> Result<String, DbError> {
     let rest = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))
@@ -320,6 +426,18 @@ fn sqlite_url(url: &str, shown: &str) -> Result<String, DbError> {
     };
     if path.is_empty() || path == ":memory:" {
         return Ok(url.to_string());
+    }
+    if access == Access::ReadOnly {
+        if !std::path::Path::new(path).is_file() {
+            return Err(DbError::Missing {
+                url: shown.to_string(),
+            });
+        }
+        return Ok(match query {
+            Some(q) if q.contains("mode=") => url.to_string(),
+            Some(q) => format!("sqlite://{path}?{q}&mode=ro"),
+            None => format!("sqlite://{path}?mode=ro"),
+        });
     }
     if let Some(dir) = std::path::Path::new(path).parent() {
         if !dir.as_os_str().is_empty() {
@@ -346,12 +464,19 @@ mod tests {
         let path = dir.join("sub/a.db");
         let url = format!("sqlite://{}", path.display());
         assert_eq!(
-            sqlite_url(&url, &url).unwrap(),
+            sqlite_url(&url, &url, Access::ReadWrite).unwrap(),
             format!("sqlite://{}?mode=rwc", path.display())
         );
         assert!(path.parent().unwrap().is_dir());
         let ro = format!("sqlite://{}?mode=ro", path.display());
-        assert_eq!(sqlite_url(&ro, &ro).unwrap(), ro);
+        assert_eq!(sqlite_url(&ro, &ro, Access::ReadWrite).unwrap(), ro);
+        std::fs::write(&path, b"").unwrap();
+        assert_eq!(
+            sqlite_url(&url, &url, Access::ReadOnly).unwrap(),
+            format!("sqlite://{}?mode=ro", path.display())
+        );
+        let missing = format!("sqlite://{}", dir.join("none.db").display());
+        assert!(sqlite_url(&missing, &missing, Access::ReadOnly).is_err());
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -54,6 +54,8 @@ pub async fn init_past(
         schema: SCHEMA_VERSION,
         created: crate::clock::local_now(),
         created_by: created_by.to_string(),
+        deployment: Some(new_deployment_id()),
+        database_bound: false,
     };
     report.new_tree = store::create_if_absent(session, paths::META, &meta).await?;
     for counter in crate::counter::ALL {
@@ -119,5 +121,28 @@ pub async fn check_initialised(session: &Session) -> Result<TreeMeta> {
             chroot: session.chroot().to_string(),
             missing: paths::META.to_string(),
         }),
+    }
+}
+
+/// A fresh deployment id (128 random bits in hex): made by `init` for a new tree, kept in
+/// `/meta` and in the database, so the two can tell they belong together.
+pub fn new_deployment_id() -> String {
+    use rand::Rng;
+    let bits: u128 = rand::thread_rng().gen();
+    format!("{bits:032x}")
+}
+
+/// Replaces `/meta` if it is still at `version`: `false` when another process changed it
+/// meanwhile (read it again). Only the deployment binding changes `/meta` after `init`.
+pub async fn replace_meta(session: &Session, meta: &TreeMeta, version: i32) -> Result<bool> {
+    let data = store::encode(paths::META, meta)?;
+    match session
+        .client()
+        .set_data(paths::META, &data, Some(version))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(zk::Error::BadVersion) => Ok(false),
+        Err(e) => Err(EngineError::zk("set", paths::META, e)),
     }
 }

@@ -148,6 +148,19 @@ pub struct TreeMeta {
     pub created: OffsetDateTime,
     /// Version of archivist that created it.
     pub created_by: String,
+    /// The deployment this tree belongs to: a random id made by `init`, also kept in the
+    /// database, so a daemon pointed at another deployment's database (or at a new, empty
+    /// file where the deployment's was deleted) is refused instead of mixing the two
+    /// (outside 22 finding 8). Absent in trees made before deployment ids: the first
+    /// daemon that opens the database then binds the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
+    /// Whether the database has been given [`TreeMeta::deployment`] (set after the
+    /// database's commit). A bound tree whose database holds no deployment id is looking
+    /// at the wrong database; an unbound one (a crash between the two writes, or a fresh
+    /// `init`) still binds it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub database_bound: bool,
 }
 record!(TreeMeta, "TreeMeta");
 
@@ -176,6 +189,8 @@ mod tests {
             schema: SCHEMA_VERSION,
             created: OffsetDateTime::UNIX_EPOCH,
             created_by: "test".into(),
+            deployment: None,
+            database_bound: false,
         }
     }
 

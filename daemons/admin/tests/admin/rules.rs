@@ -371,7 +371,7 @@ async fn unreadable_research_is_named_by_status() {
         batch_size: 1,
         ..AdminSettings::default()
     };
-    let progress = status::research_progress(&s, &db, &settings, false, &Silent)
+    let progress = status::research_progress(&s, &db, &settings, None, &Silent)
         .await
         .unwrap();
     assert_eq!(

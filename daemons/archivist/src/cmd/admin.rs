@@ -16,6 +16,7 @@ pub(crate) mod progress;
 pub(crate) mod render;
 mod results;
 mod status;
+mod streamed;
 mod tree;
 
 use std::process::ExitCode;

@@ -35,7 +35,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
     }
     match cli.command {
-        Command::Init => schema::init(&global).await,
+        Command::Init(args) => schema::init(&global, args).await,
         Command::Schema(c) => schema::run(&global, c).await,
         Command::Match(a) => matching::run(&global, a).await,
         Command::Curate(c) => curate::run(&global, c).await,

@@ -61,11 +61,6 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     {
         bail!("nothing to run: give --all or at least one of --planner --researcher --recorder --reaper --batcher --curator");
     }
-    {
-        let session = archivist_engine::Session::connect(&zk).await?;
-        archivist_engine::tree::init(&session, concat!("archivist ", env!("CARGO_PKG_VERSION")))
-            .await?;
-    }
     // Configuration errors stop the command before anything starts: a restart would
     // not fix them (run-time failures are restarted, see keep_running).
     if args.curator && file.curator.feeds.is_empty() {
@@ -74,16 +69,63 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     for feed in &file.curator.feeds {
         archivist_catalog::feed::feed_urls(feed).context("curator.feeds")?;
     }
-    // One database for every role of this process (a pool: cheap to share).
-    let db = crate::context::database(global).await?;
+    // One database for every role of this process (a pool: cheap to share), opened
+    // before the tree's init, which moves the job counter past the archive's job ids
+    // (a counter behind them would hand out ids the archive holds). A database that
+    // cannot be reached now is no configuration error: the tree is made without the
+    // archive's ids, and each role opens the database when it starts, restarted with
+    // a backoff until it can (outside 22 finding 13).
+    let url = crate::context::database_url(global)?;
+    let opened = match archivist_db::Database::connect(&url).await {
+        Ok(db) => Some(db),
+        Err(e @ (archivist_db::DbError::Connect { .. } | archivist_db::DbError::Query { .. })) => {
+            eprintln!("archivist: {e}; the daemons start and open the database when it answers");
+            tracing::error!(error = %e, "database unavailable at start; roles retry");
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    {
+        let archived = match &opened {
+            Some(db) => archivist_engine::counter::Archived::from_highest_job(
+                archivist_db::research::highest_job(db).await?.as_deref(),
+            ),
+            None => archivist_engine::counter::Archived::NONE,
+        };
+        let session = archivist_engine::Session::connect(&zk).await?;
+        archivist_engine::tree::init_past(
+            &session,
+            concat!("archivist ", env!("CARGO_PKG_VERSION")),
+            &archived,
+        )
+        .await?;
+        if let Some(db) = &opened {
+            // A database of another deployment is a configuration error: stop here.
+            crate::deployment::bind(&session, db, crate::deployment::Mode::Bind).await?;
+        }
+    }
+    let shared = std::sync::Arc::new(tokio::sync::OnceCell::new_with(opened));
+    let database = {
+        let (url, zk) = (url.clone(), zk.clone());
+        move || {
+            let (shared, url, zk) = (shared.clone(), url.clone(), zk.clone());
+            async move {
+                shared
+                    .get_or_try_init(|| crate::context::open_bound(&url, &zk))
+                    .await
+                    .cloned()
+            }
+        }
+    };
     let shutdown = crate::shutdown::on_signal();
     let mut roles = JoinSet::new();
     if want(args.planner) {
         let (zk, settings, stop) = (zk.clone(), file.planner.clone(), shutdown.clone());
-        let db = db.clone();
+        let db = database.clone();
         roles.spawn(keep_running("planner", shutdown.clone(), move || {
             let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
             async move {
+                let db = db().await?;
                 archivist_planner::run(&zk, &db, settings, Identity::new("planner"), stop)
                     .await
                     .context("planner")
@@ -95,10 +137,11 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
         if args.allow_file_urls {
             settings.download.allow_file_urls = true;
         }
-        let (zk, stop, db) = (zk.clone(), shutdown.clone(), db.clone());
+        let (zk, stop, db) = (zk.clone(), shutdown.clone(), database.clone());
         roles.spawn(keep_running("researcher", shutdown.clone(), move || {
             let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
             async move {
+                let db = db().await?;
                 archivist_researcher::run(&zk, &db, settings, Identity::new("researcher"), stop)
                     .await
                     .context("researcher")
@@ -107,11 +150,12 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     }
     if want(args.recorder) {
         let (zk, settings, stop) = (zk.clone(), file.recorder.clone(), shutdown.clone());
-        let db = db.clone();
+        let db = database.clone();
         roles.spawn(keep_running("recorder", shutdown.clone(), move || {
             let (zk, settings, stop) = (zk.clone(), settings.clone(), stop.clone());
             let db = db.clone();
             async move {
+                let db = db().await?;
                 archivist_recorder::run(&zk, db, settings, Identity::new("recorder"), stop)
                     .await
                     .context("recorder")
@@ -123,11 +167,12 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
             zk.clone(),
             file.reaper.clone(),
             shutdown.clone(),
-            db.clone(),
+            database.clone(),
         );
         roles.spawn(keep_running("reaper", shutdown.clone(), move || {
             let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
             async move {
+                let db = db().await?;
                 archivist_recorder::reaper::run(&zk, &db, settings, Identity::new("reaper"), stop)
                     .await
                     .context("reaper")
@@ -137,11 +182,12 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     if want(args.batcher) {
         let (zk, settings, stop) = (zk.clone(), file.batcher.clone(), shutdown.clone());
         let metrics = global.metrics_addr.map(|a| a.to_string());
-        let db = db.clone();
+        let db = database.clone();
         roles.spawn(keep_running("batcher", shutdown.clone(), move || {
             let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
             let metrics = metrics.clone();
             async move {
+                let db = db().await?;
                 archivist_batches::daemon::run(
                     &zk,
                     &db,
@@ -157,10 +203,11 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     }
     if args.curator || (all && !file.curator.feeds.is_empty()) {
         let (zk, settings, stop) = (zk.clone(), file.curator.clone(), shutdown.clone());
-        let db = db.clone();
+        let db = database.clone();
         roles.spawn(keep_running("curator", shutdown.clone(), move || {
             let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
             async move {
+                let db = db().await?;
                 archivist_catalog::run(&zk, &db, settings, Identity::new("curator"), stop)
                     .await
                     .context("curator")

@@ -26,9 +26,21 @@ pub enum SchemaCommand {
     Check,
 }
 
-/// `archivist init`: creates the tree and the database's schema; safe to run again.
-pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
-    let db = crate::context::database(global).await?;
+/// Arguments of `archivist init`.
+#[derive(Debug, Default, clap::Args)]
+pub struct InitArgs {
+    /// Bind this database to this tree although their deployment ids say otherwise: the
+    /// tree was made again after ZooKeeper's data was lost (it takes the database's id),
+    /// or the database was restored from a backup without the tree's id (it takes the
+    /// tree's). Never for two deployments (see docs/operations.md, "Backup and restore").
+    #[arg(long)]
+    pub adopt_database: bool,
+}
+
+/// `archivist init`: creates the tree and the database's schema and binds the two (the
+/// deployment id, see [`crate::deployment`]); safe to run again.
+pub async fn init(global: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
+    let db = crate::context::open_database(global).await?;
     outln!(
         "database {} at schema version {}",
         db.shown_url(),
@@ -39,7 +51,6 @@ pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
     let archived = archivist_engine::counter::Archived::from_highest_job(
         archivist_db::research::highest_job(&db).await?.as_deref(),
     );
-    db.close().await;
     let session = Session::connect(&zk_config(global)?).await?;
     let report = archivist_engine::tree::init_past(
         &session,
@@ -47,6 +58,19 @@ pub async fn init(global: &GlobalOpts) -> Result<ExitCode> {
         &archived,
     )
     .await?;
+    let mode = if args.adopt_database {
+        crate::deployment::Mode::Adopt
+    } else {
+        crate::deployment::Mode::Bind
+    };
+    crate::deployment::bind(&session, &db, mode).await?;
+    if let Some(id) = archivist_db::deployment::get(&db).await? {
+        outln!(
+            "deployment {id} (kept in {}/meta and in the database)",
+            session.chroot()
+        );
+    }
+    db.close().await;
     if report.new_tree {
         outln!(
             "initialised a new tree under {} ({} nodes created)",

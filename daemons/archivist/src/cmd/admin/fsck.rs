@@ -29,8 +29,13 @@ pub struct FsckArgs {
 /// Runs `fsck`: exit 0 when no error is left, 1 otherwise.
 pub async fn run(global: &GlobalOpts, args: FsckArgs) -> Result<ExitCode> {
     let session = crate::context::connect_initialised(global).await?;
-    // Research is checked against the catalog, which is in the database (issue 22).
-    let db = crate::context::database(global).await?;
+    // Research is checked against the catalog, which is in the database (issue 22);
+    // without --repair nothing is written, so the database is opened read-only.
+    let db = if args.repair {
+        crate::context::database(global).await?
+    } else {
+        crate::context::database_read_only(global).await?
+    };
     let settings =
         AdminSettings::default().with_reaper_interval(Duration::from_secs(args.reaper_interval_s));
     let report =

@@ -41,7 +41,7 @@ pub async fn run(global: &GlobalOpts, command: JobsCommand) -> Result<ExitCode> 
     let settings = AdminSettings::default();
     match command {
         JobsCommand::List { state, episode } => {
-            let db = crate::context::database(global).await?;
+            let db = crate::context::database_read_only(global).await?;
             let list = archivist_admin::jobs::list(
                 &session,
                 &db,

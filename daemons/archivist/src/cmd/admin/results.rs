@@ -6,13 +6,15 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use archivist_admin::export::{self, RowWriter};
-use archivist_admin::results::{self, ClipResults, EpisodeResults, ResultRow};
+use archivist_admin::results::{self, ClipResults, ClipSummary, EpisodeResults, ResultRow};
+use archivist_admin::spool::Spool;
 use archivist_admin::AdminSettings;
 use clap::{Args, ValueEnum};
 
 use super::out_file::OutFile;
 use super::progress::Bar;
-use super::render::{emit, or_dash, printable, table};
+use super::render::{emit, or_dash, printable, table, terminal_safe};
+use super::streamed::{self, SpooledRows, Widths, BOXED_ROWS};
 use crate::cli::{GlobalOpts, OutputFormat};
 use crate::output;
 
@@ -134,8 +136,9 @@ fn render_episode(r: &EpisodeResults) -> String {
     out
 }
 
-fn render_clip(r: &ClipResults) -> String {
-    let mut out = format!(
+/// The first line of `results --clip`.
+fn clip_heading(r: &ClipSummary) -> String {
+    format!(
         "{} — {}: researched in {} episodes, found in {}{}\n",
         r.clip,
         printable(&r.title),
@@ -149,19 +152,113 @@ fn render_clip(r: &ClipResults) -> String {
         } else {
             String::new()
         }
-    );
-    out.push_str(&table(
-        &["episode", "title", "occurrence", "job"],
-        r.rows.iter().map(|x| {
-            vec![
-                x.episode.clone(),
-                x.episode_title.clone(),
-                occurrence(x),
-                or_dash(x.job.clone()),
-            ]
-        }),
-    ));
+    )
+}
+
+/// The header of `results --clip`'s table.
+const CLIP_HEADER: [&str; 4] = ["episode", "title", "occurrence", "job"];
+
+/// A row's cells in `results --clip`'s table, shown safely.
+fn clip_cells(x: &ResultRow) -> Vec<String> {
+    streamed::cells([
+        x.episode.clone(),
+        x.episode_title.clone(),
+        occurrence(x),
+        or_dash(x.job.clone()),
+    ])
+}
+
+fn render_clip(r: &ClipResults) -> String {
+    let mut out = clip_heading(&ClipSummary {
+        clip: r.clip.clone(),
+        title: r.title.clone(),
+        episodes_researched: r.episodes_researched,
+        episodes_found: r.episodes_found,
+        episodes_errored: r.episodes_errored,
+    });
+    out.push_str(&table(&CLIP_HEADER, r.rows.iter().map(clip_cells)));
     out
+}
+
+/// `results --clip` as JSON or YAML, streamed: the same document as the in-memory one
+/// (fields in the same order), the rows read back from the spool as they are written.
+#[derive(serde::Serialize)]
+#[serde(bound = "")]
+struct ClipDocument<'a, I>
+where
+    I: Iterator<Item = archivist_admin::Result<ResultRow>>,
+{
+    clip: &'a str,
+    title: &'a str,
+    episodes_researched: usize,
+    episodes_found: usize,
+    episodes_errored: usize,
+    rows: SpooledRows<I>,
+    unreadable: [(); 0],
+}
+
+/// `results --clip`: the rows are spooled to a temporary file while the archive is
+/// walked, then printed one at a time (bounded memory at any archive size; outside 22
+/// finding 9).
+async fn clip_results(
+    format: OutputFormat,
+    db: &archivist_db::Database,
+    settings: &AdminSettings,
+    clip: &str,
+) -> Result<()> {
+    let mut spool = Spool::<ResultRow>::new()?;
+    let mut widths = Widths::of(&CLIP_HEADER);
+    let summary = results::clip_results_each(db, settings, clip, &Bar::stderr(), &mut |row| {
+        if format == OutputFormat::Table {
+            widths.fit(&clip_cells(&row));
+        }
+        spool.push(&row)
+    })
+    .await?;
+    if format == OutputFormat::Table && spool.len() <= BOXED_ROWS {
+        let r = ClipResults {
+            clip: summary.clip,
+            title: summary.title,
+            episodes_researched: summary.episodes_researched,
+            episodes_found: summary.episodes_found,
+            episodes_errored: summary.episodes_errored,
+            rows: spool.collect()?,
+            unreadable: Vec::new(),
+        };
+        return emit(format, &r, render_clip);
+    }
+    let rows = spool.into_rows()?;
+    streamed::write_out(|out| {
+        match format {
+            OutputFormat::Table => {
+                out.write_all(terminal_safe(&clip_heading(&summary)).as_bytes())?;
+                let header: Vec<String> = CLIP_HEADER.iter().map(|h| h.to_string()).collect();
+                out.write_all(widths.line(&header).as_bytes())?;
+                for row in rows {
+                    out.write_all(widths.line(&clip_cells(&row?)).as_bytes())?;
+                }
+            }
+            OutputFormat::Json | OutputFormat::Yaml => {
+                let document = ClipDocument {
+                    clip: &summary.clip,
+                    title: &summary.title,
+                    episodes_researched: summary.episodes_researched,
+                    episodes_found: summary.episodes_found,
+                    episodes_errored: summary.episodes_errored,
+                    rows: SpooledRows::new(rows),
+                    unreadable: [],
+                };
+                if format == OutputFormat::Json {
+                    serde_json::to_writer_pretty(&mut *out, &document)?;
+                    out.write_all(b"\n")?;
+                } else {
+                    serde_yaml::to_writer(&mut *out, &document)?;
+                }
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| e.context("writing the results"))
 }
 
 /// Runs `results`.
@@ -169,24 +266,15 @@ pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
     // The catalog and research are in the database; the tree is still checked, so a
     // mistyped chroot is refused as by every admin command, not answered from elsewhere.
     crate::context::connect_initialised(global).await?;
-    let db = crate::context::database(global).await?;
+    let db = crate::context::database_read_only(global).await?;
     let settings = AdminSettings::default();
     if let Some(episode) = &args.episode {
         let r = results::episode_results(&db, episode).await?;
         emit(global.output, &r, render_episode)?;
     } else if let Some(clip) = &args.clip {
-        let r = results::clip_results(&db, &settings, clip, &Bar::stderr()).await?;
-        emit(global.output, &r, render_clip)?;
-        if !r.unreadable.is_empty() {
-            eprintln!(
-                "archivist: results are incomplete: {} research record(s) do not decode; {clip} may occur in their episodes (run `archivist fsck`):",
-                r.unreadable.len()
-            );
-            for u in &r.unreadable {
-                eprintln!("  {}: {}", u.path, u.error);
-            }
-            return Ok(ExitCode::from(1));
-        }
+        // A research record that does not decode stops the walk with an error naming
+        // it (the database refuses it), so no answer is silently incomplete.
+        clip_results(global.output, &db, &settings, clip).await?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -197,7 +285,7 @@ pub async fn run(global: &GlobalOpts, args: ResultsArgs) -> Result<ExitCode> {
 /// [`OutFile`]).
 pub async fn export(global: &GlobalOpts, args: ExportArgs) -> Result<ExitCode> {
     crate::context::connect_initialised(global).await?;
-    let db = crate::context::database(global).await?;
+    let db = crate::context::database_read_only(global).await?;
     let format = format_of(args.format, global.output).into();
     let settings = AdminSettings::default();
     let summary = match &args.out {

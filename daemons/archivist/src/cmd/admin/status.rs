@@ -5,13 +5,16 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use archivist_admin::status::StatusReport;
+
+use archivist_admin::spool::Spool;
+use archivist_admin::status::{EpisodeProgress, StatusReport};
 use archivist_admin::AdminSettings;
 use archivist_engine::schema::BatchState;
 use clap::Args;
 
 use super::progress::Bar;
 use super::render::{emit, or_dash, percent, span, table, terminal_safe, when};
+use super::streamed::{self, SpooledRows, Widths, WithRows, BOXED_ROWS};
 use crate::cli::{GlobalOpts, OutputFormat};
 
 /// Arguments of `status`.
@@ -31,17 +34,15 @@ pub struct StatusArgs {
 /// Runs `status`.
 pub async fn run(global: &GlobalOpts, args: StatusArgs) -> Result<ExitCode> {
     let session = crate::context::connect_initialised(global).await?;
-    let db = crate::context::database(global).await?;
+    let db = crate::context::database_read_only(global).await?;
     let settings = AdminSettings::default();
     if !args.watch {
-        let report = archivist_admin::status::status(
-            &session,
-            &db,
-            &settings,
-            args.episodes,
-            &Bar::stderr(),
-        )
-        .await?;
+        if args.episodes {
+            return with_episodes(global.output, &session, &db, &settings).await;
+        }
+        let report =
+            archivist_admin::status::status(&session, &db, &settings, false, &Bar::stderr())
+                .await?;
         emit(global.output, &report, render)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -69,6 +70,97 @@ pub async fn run(global: &GlobalOpts, args: StatusArgs) -> Result<ExitCode> {
             _ = stop.cancelled() => return Ok(ExitCode::SUCCESS),
         }
     }
+}
+
+/// The header of `status --episodes`'s table.
+const EPISODE_HEADER: [&str; 6] = [
+    "episode",
+    "title",
+    "researched",
+    "found",
+    "progress",
+    "held",
+];
+
+/// An episode's cells, shown safely.
+fn episode_cells(e: &EpisodeProgress) -> Vec<String> {
+    streamed::cells([
+        e.episode.clone(),
+        e.title.clone(),
+        format!("{}/{}", e.researched, e.clips),
+        e.found.to_string(),
+        percent(e.fraction),
+        if e.held { "held".into() } else { String::new() },
+    ])
+}
+
+/// `status --episodes`: the per-episode rows are spooled to a temporary file as the
+/// catalog is walked, then printed one at a time, so memory stays flat at any catalog
+/// size (outside 22 finding 9: 135 MB for 50k episodes). JSON and YAML are the same
+/// documents as before; a table of more than [`BOXED_ROWS`] episodes follows the
+/// report as plain columns.
+async fn with_episodes(
+    format: OutputFormat,
+    session: &archivist_engine::Session,
+    db: &archivist_db::Database,
+    settings: &AdminSettings,
+) -> Result<ExitCode> {
+    let mut spool = Spool::<EpisodeProgress>::new()?;
+    let mut widths = Widths::of(&EPISODE_HEADER);
+    let mut report = archivist_admin::status::status_each(
+        session,
+        db,
+        settings,
+        Some(&mut |row| {
+            if format == OutputFormat::Table {
+                widths.fit(&episode_cells(&row));
+            }
+            spool.push(&row)
+        }),
+        &Bar::stderr(),
+    )
+    .await?;
+    if format == OutputFormat::Table && spool.len() <= BOXED_ROWS {
+        report.research.per_episode = Some(spool.collect()?);
+        emit(format, &report, render)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows = SpooledRows::new(spool.into_rows()?);
+    streamed::write_out(|out| {
+        match format {
+            OutputFormat::Table => {
+                out.write_all(terminal_safe(&render(&report)).as_bytes())?;
+                out.write_all(b"Per episode:\n")?;
+                let header: Vec<String> = EPISODE_HEADER.iter().map(|h| h.to_string()).collect();
+                out.write_all(widths.line(&header).as_bytes())?;
+                let SpooledRows(cell) = rows;
+                for row in cell.into_inner().into_iter().flatten() {
+                    out.write_all(widths.line(&episode_cells(&row?)).as_bytes())?;
+                }
+            }
+            OutputFormat::Json | OutputFormat::Yaml => {
+                let document = serde_yaml::to_value(&report)?;
+                let document = document
+                    .as_mapping()
+                    .ok_or_else(|| anyhow::anyhow!("the status report is not a mapping"))?;
+                let with = WithRows {
+                    document,
+                    parent: "research",
+                    key: "per_episode",
+                    rows: &rows,
+                };
+                if format == OutputFormat::Json {
+                    serde_json::to_writer_pretty(&mut *out, &with)?;
+                    out.write_all(b"\n")?;
+                } else {
+                    serde_yaml::to_writer(&mut *out, &with)?;
+                }
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| e.context("writing the status"))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn render(r: &StatusReport) -> String {
@@ -266,26 +358,7 @@ fn render(r: &StatusReport) -> String {
         }
     }
     if let Some(per) = &p.per_episode {
-        out.push_str(&table(
-            &[
-                "episode",
-                "title",
-                "researched",
-                "found",
-                "progress",
-                "held",
-            ],
-            per.iter().map(|e| {
-                vec![
-                    e.episode.clone(),
-                    e.title.clone(),
-                    format!("{}/{}", e.researched, e.clips),
-                    e.found.to_string(),
-                    percent(e.fraction),
-                    if e.held { "held".into() } else { String::new() },
-                ]
-            }),
-        ));
+        out.push_str(&table(&EPISODE_HEADER, per.iter().map(episode_cells)));
     }
     match &r.oldest_waiting {
         Some(w) => {
