@@ -414,7 +414,7 @@ async fn status_and_results_show_pinned_and_changed_renditions() {
         last_modified: None,
     };
     let counts = |p: status::ResearchProgress| (p.renditions.pinned, p.renditions.changed);
-    let before = status::research_progress(&s, &db, &AdminSettings::default(), false, &Silent)
+    let before = status::research_progress(&s, &db, &AdminSettings::default(), None, &Silent)
         .await
         .unwrap();
     assert_eq!(counts(before), (0, 0));
@@ -428,7 +428,7 @@ async fn status_and_results_show_pinned_and_changed_renditions() {
     renditions::record_run(&db, &two, "j0000000007", &"c".repeat(64))
         .await
         .unwrap();
-    let after = status::research_progress(&s, &db, &AdminSettings::default(), false, &Silent)
+    let after = status::research_progress(&s, &db, &AdminSettings::default(), None, &Silent)
         .await
         .unwrap();
     assert_eq!(counts(after), (2, 1));
