@@ -57,6 +57,13 @@ pub(crate) const PSD_N: usize = 4096;
 
 /// Normalised Welch power spectrum (sums to 1) of `x`, `PSD_N` bins (PSD_N/2+1 kept).
 pub(crate) fn welch_psd(x: &[f32]) -> Vec<f32> {
+    welch_psd_censored(x, &[])
+}
+
+/// [`welch_psd`] of `x` without the frames that overlap any of the `censored` sample
+/// ranges (`lo..hi`, indices into `x`): the spectrum of what plays around them. All zero
+/// when every frame is censored.
+pub(crate) fn welch_psd_censored(x: &[f32], censored: &[(usize, usize)]) -> Vec<f32> {
     let n = PSD_N;
     let (fwd, _) = plans(n);
     let win: Vec<f32> = (0..n)
@@ -68,13 +75,15 @@ pub(crate) fn welch_psd(x: &[f32]) -> Vec<f32> {
     let mut start = 0usize;
     loop {
         let end = (start + n).min(x.len());
-        buf.iter_mut().for_each(|v| *v = 0.0);
-        for (i, v) in x[start..end].iter().enumerate() {
-            buf[i] = v * win[i];
-        }
-        let _ = fwd.process(&mut buf, &mut spec);
-        for (a, c) in acc.iter_mut().zip(&spec) {
-            *a += c.norm_sqr() as f64;
+        if !censored.iter().any(|&(lo, hi)| lo < end && start < hi) {
+            buf.iter_mut().for_each(|v| *v = 0.0);
+            for (i, v) in x[start..end].iter().enumerate() {
+                buf[i] = v * win[i];
+            }
+            let _ = fwd.process(&mut buf, &mut spec);
+            for (a, c) in acc.iter_mut().zip(&spec) {
+                *a += c.norm_sqr() as f64;
+            }
         }
         if end >= x.len() {
             break;

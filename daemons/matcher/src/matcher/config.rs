@@ -75,8 +75,9 @@ pub struct MatchConfig {
     pub null_sigmas: f32,
     /// A whole-clip NCC hit at least this confident is certain (default 0.6): the
     /// local check below does not test it, and the warped detector neither
-    /// re-verifies nor re-times it. Weaker hits may be a speed-changed copy seen at the
-    /// wrong speed and lag.
+    /// re-verifies nor re-times it; its stretch is left out of the clip's adaptive
+    /// threshold (`null_sigmas`: a section holding the clip is not clip-free audio).
+    /// Weaker hits may be a speed-changed copy seen at the wrong speed and lag.
     pub sure_ncc: f32,
     /// Local check of weak hits of short clips: a hit below `sure_ncc` of a clip shorter
     /// than `local_check_max_clip_s` must be at least this many times the largest |NCC|

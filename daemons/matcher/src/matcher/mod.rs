@@ -1,12 +1,14 @@
 //! The public matcher: the per-episode analysis and the per-clip pipeline. Its
 //! parts: [`results`] and [`config`] (the public types), [`candidates`] (verifying
-//! coarse candidates), [`extent`] (which part of a clip matched) and [`cross_check`]
-//! (occurrences a similar clip explains).
+//! coarse candidates), [`null`] (a clip's threshold, its own copies censored),
+//! [`extent`] (which part of a clip matched) and [`cross_check`] (occurrences a similar
+//! clip explains).
 
 mod candidates;
 mod config;
 mod cross_check;
 mod extent;
+mod null;
 mod results;
 
 use std::time::Instant;
@@ -20,7 +22,7 @@ use crate::speed;
 use crate::store::{Pcm16, Samples};
 use crate::ANALYSIS_RATE;
 
-use candidates::{keep_most_confident, max_kept, verify_in_batches};
+use candidates::{keep_most_confident, max_kept};
 pub use config::{ConfigError, MatchConfig, MatchMode};
 use extent::{merge_same_events, refine_extent, whole};
 pub(crate) use results::round_ms;
@@ -93,40 +95,6 @@ impl Matcher {
             whitener,
             section_psd,
         }
-    }
-
-    /// Detection threshold for one clip: its floor ([`Self::floor`]), raised to
-    /// `null_sigmas` standard deviations of the NCC that this clip would have
-    /// against the most similar (in spectrum) section of the episode. Tonal
-    /// clips against music get a higher threshold, broadband ones keep the
-    /// floor (a CFAR detector with an analytic null).
-    fn clip_threshold(&self, clip: &PreparedClip) -> f32 {
-        self.floor(clip.len())
-            .max(self.config.null_sigmas * self.null_sigma(clip))
-    }
-
-    /// The fixed floor of a clip's whole-clip threshold: `long_clip_threshold` for
-    /// clips of at least `long_clip_min_s`, else `threshold`.
-    fn floor(&self, len: usize) -> f32 {
-        let cfg = &self.config;
-        if len as f64 >= cfg.long_clip_min_s * ANALYSIS_RATE as f64 {
-            cfg.long_clip_threshold
-        } else {
-            cfg.threshold
-        }
-    }
-
-    /// Largest analytic null standard deviation of the clip's NCC over the
-    /// episode sections (0 when the adaptive threshold is off).
-    fn null_sigma(&self, clip: &PreparedClip) -> f32 {
-        if self.section_psd.is_empty() {
-            return 0.0;
-        }
-        let p = ncc::welch_psd(&clip.samples);
-        self.section_psd
-            .iter()
-            .map(|s| ncc::null_sigma(&p, s, clip.len()))
-            .fold(0.0f32, f32::max)
     }
 
     /// Episode duration (s).
@@ -257,7 +225,6 @@ impl Matcher {
                 let p = self.comparable(&PreparedClip::new(raw.as_ref()));
                 let t1 = Instant::now();
                 let dur = p.len() as f64 / ANALYSIS_RATE as f64;
-                let thr = self.clip_threshold(&p);
                 if std::env::var("ARCHIVIST_MATCHER_TRACE").is_ok_and(|v| v == label.as_ref()) {
                     for c in &cands {
                         let r = (c.width as usize).max(verify_radius(p.len()));
@@ -274,7 +241,9 @@ impl Matcher {
                 }
                 let ncands = cands.len();
                 let list_full = ncands >= max_kept(cfg);
-                let (hits, capped) = verify_in_batches(cands, cfg, p.len(), list_full, |c| {
+                let first_threshold = (std::env::var_os("ARCHIVIST_MATCHER_DEBUG").is_some())
+                    .then(|| self.threshold_for(&ncc::welch_psd(&p.samples), p.len(), &[]));
+                let verified = self.verify_censored(&p, cands, list_full, |c, thr| {
                     // The band envelope of a tonal clip has several lobes (beats
                     // between its partials): search a few of them (short clips,
                     // mostly tonal stings, over +-40 ms: their FFTs are small).
@@ -282,6 +251,7 @@ impl Matcher {
                     ncc::local_ncc(&self.episode, &p, c.pos.round() as i64, r)
                         .filter(|k| k.ncc >= thr)
                 });
+                let (hits, capped, thr) = (verified.hits, verified.capped, verified.threshold);
                 let hits = self.stand_out_locally(&p, hits);
                 let mut occ: Vec<Occurrence> = hits
                     .into_iter()
@@ -310,10 +280,10 @@ impl Matcher {
                 }
                 if std::env::var_os("ARCHIVIST_MATCHER_DEBUG").is_some() {
                     eprintln!(
-                        "{}: {} coarse candidates, threshold {thr:.3}, sigma {:.4}, verify {:.3} s, warped {:.3} s",
+                        "{}: {} coarse candidates, threshold {thr:.3} (before censoring its copies {:.3}), verify {:.3} s, warped {:.3} s",
                         label.as_ref(),
                         ncands,
-                        self.null_sigma(&p),
+                        first_threshold.unwrap_or(thr),
                         (t2 - t1).as_secs_f64(),
                         t2.elapsed().as_secs_f64()
                     );
@@ -405,7 +375,6 @@ impl Matcher {
                     max_kept(cfg),
                 );
                 let list_full = cands.len() >= max_kept(cfg);
-                let thr = self.clip_threshold(&p);
                 // Cheap pre-check on the loudest second of the clip.
                 let probe_len = ANALYSIS_RATE as usize;
                 let probe = (p.len() > 3 * probe_len).then(|| {
@@ -421,7 +390,7 @@ impl Matcher {
                         PreparedClip::new(&p.samples[best.0..best.0 + probe_len]),
                     )
                 });
-                let (hits, c) = verify_in_batches(cands, cfg, p.len(), list_full, |c| {
+                let verified = self.verify_censored(&p, cands, list_full, |c, thr| {
                     let center = (c.pos.round() as i64) * HOP as i64;
                     if let Some((a, pc)) = &probe {
                         match ncc::local_ncc(&self.episode, pc, center + *a as i64, 2 * HOP) {
@@ -431,9 +400,11 @@ impl Matcher {
                     }
                     ncc::local_ncc(&self.episode, &p, center, 2 * HOP).filter(|pk| pk.ncc >= thr)
                 });
-                capped = c;
+                capped = verified.capped;
                 occ.extend(
-                    hits.into_iter()
+                    verified
+                        .hits
+                        .into_iter()
                         .filter_map(|k| refine_extent(&self.episode, &p, k.pos, k.ncc, cfg)),
                 );
             }
