@@ -7,6 +7,7 @@ mod failures;
 mod flow;
 mod hostile;
 mod http;
+mod lost_reply;
 mod shutdown;
 mod support;
 mod unreadable;
