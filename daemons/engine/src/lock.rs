@@ -311,8 +311,9 @@ async fn release_if_ours(session: &Session, lock: &JobLock) -> Result<()> {
 /// Runs `call` again while it fails with a lost reply ([`reply_may_be_lost`]), with a
 /// short backoff, until the session timeout plus the connect timeout has passed (by
 /// then the server has expired the session and its ephemeral nodes) or the session is
-/// lost. `call` must be safe to repeat (a read, or a delete that accepts `NoNode`).
-pub(crate) async fn while_reply_lost<T, F, Fut>(session: &Session, mut call: F) -> Result<T>
+/// lost. `call` must be safe to repeat (a read, or a delete that accepts `NoNode`): the
+/// way to look after a write of unknown outcome.
+pub async fn while_reply_lost<T, F, Fut>(session: &Session, mut call: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
