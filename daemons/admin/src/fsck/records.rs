@@ -75,6 +75,12 @@ pub(super) fn check_nodes(nodes: &[RawNode], faults: &mut Vec<Fault>) {
                 );
                 continue;
             }
+            let error = if node.path == paths::META {
+                // Every admin command refuses such a tree; fsck runs on it to say so.
+                format!("{error}; every admin command but `fsck` refuses this tree: run `archivist init`, which rewrites it")
+            } else {
+                error
+            };
             faults.push(Fault::new(
                 FaultKind::Unparsable,
                 Severity::Error,
