@@ -42,6 +42,8 @@ pub const REPORTS: &str = "/reports";
 pub const RESEARCHERS: &str = "/researchers";
 /// `/daemons`
 pub const DAEMONS: &str = "/daemons";
+/// `/election`: one directory per role that elects a leader (`planner`, `reaper`).
+pub const ELECTION: &str = "/election";
 /// `/consumers`
 pub const CONSUMERS: &str = "/consumers";
 /// `/control/pause`
@@ -76,7 +78,7 @@ pub fn directories() -> Vec<String> {
         RESEARCHERS,
         DAEMONS,
         CONSUMERS,
-        "/election",
+        ELECTION,
         "/control",
         PAUSES,
         HOLDS,
@@ -175,7 +177,7 @@ pub fn daemon(member: &str) -> String {
 
 /// `/election/{role}`
 pub fn election(role: &str) -> String {
-    format!("/election/{role}")
+    format!("{ELECTION}/{role}")
 }
 
 /// `/election/{role}/n_` (the prefix of a sequential candidate node)

@@ -3,9 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use archivist_engine::schema::records::MemberRecord;
 use archivist_engine::schema::records::{BatchRecord, JobRecord, LeaseRecord};
 use archivist_engine::schema::{paths, BatchState, JobState};
-use archivist_engine::{clock, member, queue, store, Session};
+use archivist_engine::{clock, leader, member, queue, store, Session};
 use serde::Serialize;
 
 use archivist_db::Database;
@@ -277,6 +278,11 @@ pub struct StatusReport {
     pub slots: u64,
     /// Other live daemons.
     pub daemons: Vec<DaemonView>,
+    /// Who leads each election (`planner`, `reaper`): the name in the live candidate
+    /// that leads ([`leader::leader_node`]), or `None` when no live daemon is a
+    /// candidate (nothing is planned or reaped). Before, a daemon listed as running was
+    /// taken for the leader while a hand-made node blocked the election (outside 17i G1).
+    pub leaders: BTreeMap<String, Option<String>>,
     /// Jobs per state: the entries of each queue that are work (the planner's count for
     /// `pending`, [`queue::count_work`] for every queue: the name parses, the job exists,
     /// and the entry is its own in that state; a stray or a duplicate is not a job).
@@ -463,6 +469,8 @@ pub async fn status_each(
         })
         .collect();
 
+    let leaders = leaders(session).await?;
+
     let leases = scan::load_dir::<LeaseRecord>(session, paths::LEASES, settings, progress).await?;
     let views: Vec<LeaseView> = leases.iter().map(|l| LeaseView::of(l, now_ms)).collect();
     let without_job = jobless(session, &views).await?;
@@ -508,6 +516,7 @@ pub async fn status_each(
         active_jobs,
         slots,
         daemons,
+        leaders,
         jobs,
         pending_strays: pending.strays,
         queue_strays,
@@ -776,6 +785,31 @@ async fn waiting(
             unreadable: l.record.as_ref().err().map(|e| e.to_string()),
         });
     Ok((oldest, unreadable))
+}
+
+/// Who leads each role's election under `/election`: the name recorded in its leading
+/// live candidate (the node's name when its record does not decode), `None` when the
+/// role has no live candidate.
+async fn leaders(session: &Session) -> Result<BTreeMap<String, Option<String>>> {
+    let mut out = BTreeMap::new();
+    for role in store::children(session, paths::ELECTION).await? {
+        let Some(node) = leader::leader_node(session, &role).await? else {
+            out.insert(role, None);
+            continue;
+        };
+        let path = format!("{}/{node}", paths::election(&role));
+        let name = match store::read_raw(session, &path).await? {
+            Some((bytes, _)) => {
+                archivist_engine::schema::records::decode::<MemberRecord>(&path, &bytes)
+                    .map(|m| m.name)
+                    .unwrap_or(node)
+            }
+            // Gone meanwhile: the next candidate leads; a later look names it.
+            None => node,
+        };
+        out.insert(role, Some(name));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

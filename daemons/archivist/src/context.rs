@@ -400,6 +400,14 @@ pub async fn connect_initialised(global: &GlobalOpts) -> Result<Session> {
     Ok(session)
 }
 
+/// [`connect_initialised`] for `fsck`: a damaged `/meta` (garbage, not a newer schema)
+/// is let through, so fsck runs and names it (`archivist_engine::tree::check_present`).
+pub async fn connect_for_fsck(global: &GlobalOpts) -> Result<Session> {
+    let session = Session::connect_existing(&zk_config(global)?).await?;
+    archivist_engine::tree::check_present(&session).await?;
+    Ok(session)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

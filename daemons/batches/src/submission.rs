@@ -340,6 +340,30 @@ pub async fn submit(
                 }
                 .into())
             }
+            // The reply was lost: the batch may exist. Look (reads sent again while their
+            // reply is lost too): the batch this submission made, by its first event, is
+            // the answer; none means the multi did not apply and trying again is safe
+            // (the counter's version check). Before, "write failed" was printed for a
+            // batch that existed, and submitting again ran the campaign twice (outside
+            // 17i G5).
+            Err(e) if e.is_retryable() && !e.is_conflict() && !session.is_lost() => {
+                let read = archivist_engine::lock::while_reply_lost(session, || {
+                    store::read::<BatchRecord>(session, &path)
+                })
+                .await;
+                match read {
+                    Ok(Some((found, _))) if found.events.first() == record.events.first() => {
+                        metrics::counter!("archivist_batches_submitted_total").increment(1);
+                        tracing::info!(batch = %id, by, "batch submitted (its reply was lost; read again)");
+                        return Ok(found);
+                    }
+                    Ok(_) => tokio::task::yield_now().await,
+                    Err(_) => {
+                        tracing::error!(batch = %id, error = %e, "the submission's reply was lost and the batch cannot be read: it may exist; check `archivist batch show {id}` before submitting again");
+                        return Err(e.into());
+                    }
+                }
+            }
             Err(e) => return Err(e.into()),
         }
     }

@@ -79,6 +79,64 @@ pub async fn read_optional(session: &Session, id: &str) -> Result<Option<(JobRec
         .map(|(job, stat)| (job, stat.version)))
 }
 
+/// Reads a job if it exists, sending the read again while its reply is lost (for at most
+/// the session timeout plus the connect timeout): a connection reset is not "the job
+/// cannot be read" nor "it changed meanwhile" (outside 17i G5).
+pub async fn reread(session: &Session, id: &str) -> Result<Option<(JobRecord, i32)>> {
+    crate::lock::while_reply_lost(session, || read_optional(session, id)).await
+}
+
+/// Did the move that `by` made with `step` from `before` apply, judged from the job read
+/// again (`after`)? Its event is the one right after `before`'s last event (events are
+/// kept in order, the oldest dropped beyond the limit). The one "unknown outcome" rule
+/// for a transition whose reply was lost ([`after_lost_reply`]).
+pub fn applied(before: &JobRecord, after: &JobRecord, by: &str, step: &str) -> bool {
+    let next = match before.events.last() {
+        None => after.events.first(),
+        Some(last) => after
+            .events
+            .iter()
+            .rposition(|e| e == last)
+            .and_then(|i| after.events.get(i + 1)),
+    };
+    next.is_some_and(|e| e.by == by && e.step == step)
+}
+
+/// What a transition whose reply was lost did, by the job read again.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LostReply {
+    /// It applied unseen: the job as it is now, at its version.
+    Applied(JobRecord, i32),
+    /// It did not apply (or the job moved on past it by someone else's hand): the job as
+    /// it is now.
+    NotApplied(JobRecord, i32),
+    /// The job is gone.
+    Gone,
+}
+
+/// After a transition of `before` made by `by` with `step` whose reply was lost
+/// ([`crate::error::reply_may_be_lost`]: the multi may have applied or not): reads the
+/// job again, waiting out the reconnect (a read whose reply is lost too is sent again
+/// while the session lives), and says which ([`applied`]). A caller acts on what is true
+/// instead of guessing: it goes on with a claim that applied (the lock is still its
+/// own), and does not call a job it finished "lost" (outside 17i G4: a claim that applied
+/// unseen was dropped and its job stranded in `leased` until the reaper blamed a lost
+/// researcher).
+pub async fn after_lost_reply(
+    session: &Session,
+    before: &JobRecord,
+    by: &str,
+    step: &str,
+) -> Result<LostReply> {
+    Ok(match reread(session, &before.id).await? {
+        None => LostReply::Gone,
+        Some((after, version)) if applied(before, &after, by, step) => {
+            LostReply::Applied(after, version)
+        }
+        Some((after, version)) => LostReply::NotApplied(after, version),
+    })
+}
+
 /// Creates a job in the start state's queue, together with `extra(job_id)` operations
 /// (the planner's lease), as one multi. The id comes from `/counters/jobs`, whose version
 /// check in the same multi makes ids unique; a lost race is retried. An id whose nodes

@@ -3,7 +3,10 @@
 //! Curator's LeaderLatch: each candidate creates an ephemeral sequential node
 //! `/election/{role}/n_<session>_<seq>`; the lowest sequence leads; every other candidate
 //! watches only its predecessor. The session id in the name lets a create lost to a
-//! connection drop be found again. The decision itself is the pure [`decide`].
+//! connection drop be found again. The decision itself is the pure [`decide`], over the
+//! live candidates only ([`candidates`]): a persistent node made by hand in the election
+//! is no candidate (it has no session to lose, so it would lead for ever without
+//! working; outside 17i G1).
 //!
 //! [`run_while_leading`] is the one "run this role while leading" loop: wait to lead,
 //! run the work with a token cancelled when leadership or the session goes, back off
@@ -17,6 +20,7 @@ use znode_schema::paths;
 use zookeeper_client as zk;
 
 use crate::error::{EngineError, Result};
+use crate::member;
 use crate::session::Session;
 use crate::store;
 
@@ -47,6 +51,39 @@ pub fn decide(children: &[String], mine: &str) -> Decision {
         Some(0) => Decision::Lead,
         Some(i) => Decision::Watch(ordered[i - 1].1.clone()),
     }
+}
+
+/// The live candidates of one role's election: the children of `/election/{role}` that
+/// are ephemeral ([`member::is_live`], the rule registrations use). A persistent node
+/// (made by hand) is skipped with a warning, once per node: it never goes, and sorting
+/// first it kept every real candidate from leading for ever; `fsck` names it
+/// (`member_not_ephemeral`) and `--repair` deletes it. A child gone meanwhile is skipped.
+pub async fn candidates(session: &Session, role: &str) -> Result<Vec<String>> {
+    let dir = paths::election(role);
+    let mut live = Vec::new();
+    for child in store::children(session, &dir).await? {
+        let path = format!("{dir}/{child}");
+        match store::exists(session, &path).await? {
+            Some(stat) if member::is_live(&stat) => live.push(child),
+            Some(stat)
+                if crate::logs::first_time(&format!("election ghost {path} at {}", stat.czxid)) =>
+            {
+                tracing::warn!(%path, "a persistent node in the election (made by hand?) is not a candidate: skipped; `archivist fsck --repair` deletes it");
+            }
+            Some(_) | None => {}
+        }
+    }
+    Ok(live)
+}
+
+/// The live candidate leading `role` now (the lowest sequence of [`candidates`]), if any.
+pub async fn leader_node(session: &Session, role: &str) -> Result<Option<String>> {
+    let live = candidates(session, role).await?;
+    Ok(live
+        .iter()
+        .filter_map(|c| sequence(c).map(|s| (s, c)))
+        .min()
+        .map(|(_, c)| c.clone()))
 }
 
 /// A candidate in one role's election.
@@ -100,7 +137,7 @@ impl LeaderLatch {
         let dir = paths::election(&self.role);
         loop {
             self.session.ensure_alive()?;
-            let children = store::children(&self.session, &dir).await?;
+            let children = candidates(&self.session, &self.role).await?;
             match decide(&children, &self.node) {
                 Decision::Lead => return Ok(()),
                 Decision::Rejoin => {
@@ -128,7 +165,7 @@ impl LeaderLatch {
 
     /// Is this candidate the leader right now?
     pub async fn is_leader(&self) -> Result<bool> {
-        let children = store::children(&self.session, &paths::election(&self.role)).await?;
+        let children = candidates(&self.session, &self.role).await?;
         Ok(decide(&children, &self.node) == Decision::Lead)
     }
 

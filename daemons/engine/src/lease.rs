@@ -14,6 +14,11 @@
 //!   lease's creation ([`waiting_since`]): an operator's `retry` or `release` makes a
 //!   fresh lease and with it a fresh wait; it expires when that plus the work-item TTL
 //!   has passed ([`work_item_expired`], [`expire_waiting`]);
+//! - a job that holds its pairs whatever its lease's age, a `reported` job (its answers
+//!   are in `/reports`) or a `pending` job while `pending` is paused (nobody may claim
+//!   it), keeps its lease: the reaper renews it once past half its duration
+//!   ([`keeps_its_lease`], [`renewal_due`]), so its pairs are never planned again
+//!   meanwhile and a paused job can still be claimed after `resume`;
 //! - the wait is judged by the nodes' own `Stat` (`ctime`), never by the job's data, so
 //!   a waiting job whose record does not decode expires like any other: its move to
 //!   `expired` writes the record the tree still knows ([`stand_in`]) in place of the
@@ -120,6 +125,30 @@ pub fn expires_at(mtime_ms: i64, duration_ms: i64) -> i64 {
 /// Has a lease last written at `mtime_ms` for `duration_ms` expired at `now_ms`?
 pub fn is_expired(mtime_ms: i64, duration_ms: i64, now_ms: i64) -> bool {
     expires_at(mtime_ms, duration_ms) <= now_ms
+}
+
+/// Does a job in `state` keep its lease whatever the lease's age (the reaper renews it
+/// rather than letting it expire)? A `reported` job holds its answers: its pairs stay
+/// covered until a recorder records or fails it (before, while no recorder could store,
+/// its lease expired and its pairs were researched again every lease period: outside
+/// 17i G3). A `pending` job while `pending` is paused (`pending_paused`) waits because
+/// an operator said so, not because a researcher was lost (before, a pause longer than
+/// the lease lost every waiting job and an operator's `retry`: outside 17i G2). The one
+/// rule; the reaper applies it ([`renewal_due`]).
+pub fn keeps_its_lease(state: JobState, pending_paused: bool) -> bool {
+    match state {
+        JobState::Reported => true,
+        JobState::Pending => pending_paused,
+        _ => false,
+    }
+}
+
+/// Is a kept lease ([`keeps_its_lease`]) due for renewal at `now_ms`: past half its
+/// duration, so a reaper sweeping more often than that renews it before it expires (the
+/// planner counts a lease until [`expires_at`]). A lease already expired is due too. A
+/// duration that is not positive is never renewed (`fsck` reports it: `lease_invalid`).
+pub fn renewal_due(mtime_ms: i64, duration_ms: i64, now_ms: i64) -> bool {
+    duration_ms > 0 && mtime_ms.saturating_add(duration_ms / 2) <= now_ms
 }
 
 /// Since when a waiting work item has waited: the later of its job's and its lease's
@@ -481,6 +510,19 @@ mod tests {
             "{err}"
         );
         assert!(validate_outlasts_ttl("lease", 300_000, 300_000).is_err());
+    }
+
+    #[test]
+    fn reported_jobs_and_paused_pending_jobs_keep_their_leases() {
+        assert!(keeps_its_lease(JobState::Reported, false));
+        assert!(keeps_its_lease(JobState::Pending, true));
+        assert!(!keeps_its_lease(JobState::Pending, false));
+        assert!(!keeps_its_lease(JobState::Leased, true));
+        assert!(!keeps_its_lease(JobState::Recorded, true));
+        assert!(!renewal_due(1_000, 1_000, 1_499));
+        assert!(renewal_due(1_000, 1_000, 1_500));
+        assert!(renewal_due(1_000, 1_000, 9_000));
+        assert!(!renewal_due(1_000, 0, 9_000));
     }
 
     #[test]

@@ -134,6 +134,15 @@ impl JobLock {
         })
     }
 
+    /// Is this lock's node still this session's (its `ephemeralOwner`), at the version
+    /// taken? Asked after a write of unknown outcome, before going on under the lock; a
+    /// read whose reply is lost is sent again while the session lives.
+    pub async fn is_ours(&self, session: &Session) -> Result<bool> {
+        let stat = while_reply_lost(session, || store::exists(session, &self.path)).await?;
+        Ok(stat
+            .is_some_and(|s| s.ephemeral_owner == session.id_number() && s.version == self.version))
+    }
+
     /// The multi operation that releases this lock.
     pub fn release_op(&self) -> Op {
         Op::Delete {
@@ -302,8 +311,9 @@ async fn release_if_ours(session: &Session, lock: &JobLock) -> Result<()> {
 /// Runs `call` again while it fails with a lost reply ([`reply_may_be_lost`]), with a
 /// short backoff, until the session timeout plus the connect timeout has passed (by
 /// then the server has expired the session and its ephemeral nodes) or the session is
-/// lost. `call` must be safe to repeat (a read, or a delete that accepts `NoNode`).
-async fn while_reply_lost<T, F, Fut>(session: &Session, mut call: F) -> Result<T>
+/// lost. `call` must be safe to repeat (a read, or a delete that accepts `NoNode`): the
+/// way to look after a write of unknown outcome.
+pub async fn while_reply_lost<T, F, Fut>(session: &Session, mut call: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,

@@ -365,6 +365,16 @@ async fn restore_data(
     }
 }
 
+/// Is the node with this stat a live registration or candidate? Only an ephemeral node
+/// is: it belongs to a session and goes with it. A persistent node (made by hand) never
+/// goes, so counted as a member it was capacity of nobody for ever, and as an election
+/// candidate it kept every real one from leading for ever (outside 17i G1). The one rule
+/// for `/researchers`, `/daemons`, `/consumers/{state}` and `/election/{role}`; `fsck`
+/// names such a node (`member_not_ephemeral`) and `--repair` deletes it.
+pub fn is_live(stat: &zk::Stat) -> bool {
+    stat.ephemeral_owner != 0
+}
+
 /// Live members under a directory (`/researchers` or `/daemons`). Unreadable entries are
 /// skipped with a warning. A member is live only while its node is ephemeral (its
 /// session's): a persistent node made by hand never goes, so counted it was capacity for
@@ -378,7 +388,7 @@ pub async fn list(session: &Session, dir: &str) -> Result<Vec<MemberRecord>> {
             continue;
         };
         match znode_schema::records::decode::<MemberRecord>(&path, &bytes) {
-            Ok(_) if stat.ephemeral_owner == 0 => {}
+            Ok(_) if !is_live(&stat) => {}
             Ok(m) => out.push(m),
             Err(e) => {
                 if crate::logs::first_time(&format!("member {path} at {}", stat.mzxid)) {

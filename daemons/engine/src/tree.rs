@@ -1,6 +1,6 @@
 //! Creating and checking the tree that `znode-schema` describes.
 
-use znode_schema::records::TreeMeta;
+use znode_schema::records::{RecordError, TreeMeta};
 use znode_schema::{paths, SCHEMA_VERSION};
 use zookeeper_client as zk;
 
@@ -18,6 +18,10 @@ pub struct InitReport {
     /// Counters that were behind the ids in use and were moved past them:
     /// (counter, version before, version after). `init` never moves a counter back.
     pub counters_moved: Vec<(String, i32, i32)>,
+    /// Why `/meta` was rewritten: it existed but did not decode (garbage written by hand;
+    /// every admin command refused with the decode error and `init` changed nothing:
+    /// outside 17i G6). A `/meta` of a newer schema is never rewritten.
+    pub meta_rewritten: Option<String>,
 }
 
 /// Creates every persistent directory and `/meta`, and moves any counter that is behind
@@ -58,6 +62,9 @@ pub async fn init_past(
         database_bound: false,
     };
     report.new_tree = store::create_if_absent(session, paths::META, &meta).await?;
+    if !report.new_tree {
+        report.meta_rewritten = rewrite_damaged_meta(session, &meta).await?;
+    }
     for counter in crate::counter::ALL {
         if let Some((from, to)) = crate::counter::catch_up(session, &counter, archived).await? {
             tracing::warn!(
@@ -110,6 +117,58 @@ pub async fn explain_missing(session: &Session, error: EngineError) -> EngineErr
             Some(0) | None => return error,
             Some(i) => candidate = &candidate[..i],
         }
+    }
+}
+
+/// Is `/meta`'s decode failure damage (bytes that are no `TreeMeta`, or too many), not a
+/// newer schema (which only an upgrade of archivist reads)?
+fn damaged(error: &RecordError) -> bool {
+    matches!(
+        error,
+        RecordError::Malformed { .. } | RecordError::TooLarge { .. }
+    )
+}
+
+/// Rewrites a `/meta` that exists but is damaged ([`damaged`]) with `meta`, at the
+/// version read (a concurrent repair wins alone). Returns why it was rewritten.
+async fn rewrite_damaged_meta(session: &Session, meta: &TreeMeta) -> Result<Option<String>> {
+    let Some((bytes, stat)) = store::read_raw(session, paths::META).await? else {
+        return Ok(None);
+    };
+    let error = match znode_schema::records::decode::<TreeMeta>(paths::META, &bytes) {
+        Err(e) if damaged(&e) => e,
+        _ => return Ok(None),
+    };
+    match session
+        .client()
+        .set_data(
+            paths::META,
+            &store::encode(paths::META, meta)?,
+            Some(stat.version),
+        )
+        .await
+    {
+        Ok(_) => {
+            tracing::warn!(%error, "/meta did not decode; rewritten");
+            Ok(Some(error.to_string()))
+        }
+        Err(zk::Error::BadVersion) => Ok(None),
+        Err(e) => Err(EngineError::zk("set", paths::META, e)),
+    }
+}
+
+/// Like [`check_initialised`], but lets a damaged `/meta` through (garbage, not a newer
+/// schema): `fsck` must still run on such a tree and name it (`unparsable`; before, it
+/// stopped with the decode error like every other command: outside 17i G6). A missing
+/// `/meta` or a newer schema still refuses.
+pub async fn check_present(session: &Session) -> Result<()> {
+    match check_initialised(session).await {
+        Ok(_) => Ok(()),
+        Err(EngineError::Record(e)) if damaged(&e) => {
+            tracing::warn!(error = %e, "/meta does not decode: `archivist init` rewrites it");
+            Ok(())
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -78,6 +78,9 @@ pub async fn role(
         return Ok(());
     };
     let data = store::encode(&paths::election(ROLE), &record)?;
+    // A follower exports `leading 0` from the start, not only after losing the lead: an
+    // alert on "no series with leading 1" then has series to look at (outside 17i G1).
+    metrics::gauge!("archivist_planner_leading").set(0.0);
     leader::run_while_leading(session, ROLE, &data, shutdown, |leading| {
         let settings = settings.clone();
         async move {

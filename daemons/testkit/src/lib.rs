@@ -18,6 +18,7 @@ use archivist_engine::{Session, ZkConfig};
 pub mod catalog;
 pub mod child;
 pub mod db;
+pub mod lost_reply;
 pub mod secured;
 
 pub use child::{

@@ -188,7 +188,7 @@ async fn lock_seen(
     let Some(lock) = JobLock::try_acquire(session, &seen.job.id, &settings.actor).await? else {
         return Ok(None);
     };
-    let check = jobs::read_optional(session, &seen.job.id).await;
+    let check = jobs::reread(session, &seen.job.id).await;
     let moved = match &check {
         Ok(Some((_, version))) if *version == seen.version => None,
         Ok(Some((job, version))) => Some(format!(
@@ -208,12 +208,15 @@ async fn lock_seen(
     Ok(Some(lock))
 }
 
-/// Commits a transition built with the lock; releases the lock if nothing was written.
+/// Commits a transition built with the lock (its event by `by` with `step`); releases
+/// the lock if nothing was written. A commit whose reply was lost is judged by the job
+/// read again ([`applied_unseen`]): one that applied is reported done.
 async fn commit_locked(
     session: &Session,
     seen: &Seen,
     lock: JobLock,
     transition: Transition,
+    (by, step): (&str, &str),
 ) -> Result<()> {
     match transition
         .lock(LockAction::Release(lock.clone()))
@@ -222,10 +225,33 @@ async fn commit_locked(
     {
         Ok(_) => Ok(()),
         Err(e) => {
+            if applied_unseen(session, seen, &e, by, step).await {
+                return Ok(());
+            }
             let _ = lock.release(session).await;
             Err(AdminError::from_commit(&paths::job(&seen.job.id), e))
         }
     }
+}
+
+/// After `error` from a write of `seen`: was it a lost reply to a write that applied
+/// unseen (`archivist_engine::jobs::after_lost_reply`, the engine's one rule)? Then the
+/// action is done: before, `hold` exited 1 "write failed" for a job it had held
+/// (outside 17i G5).
+async fn applied_unseen(
+    session: &Session,
+    seen: &Seen,
+    error: &archivist_engine::EngineError,
+    by: &str,
+    step: &str,
+) -> bool {
+    if error.is_conflict() || !error.is_retryable() || session.is_lost() {
+        return false;
+    }
+    matches!(
+        jobs::after_lost_reply(session, &seen.job, by, step).await,
+        Ok(jobs::LostReply::Applied(..))
+    )
 }
 
 /// Operations deleting the job's lease if there is one (version-checked).
@@ -335,7 +361,7 @@ async fn write_request(
         step: "request".into(),
         result: format!("{request:?}").to_lowercase(),
     });
-    ops::commit(
+    let written = ops::commit(
         session,
         &[Op::SetData {
             data: store::encode(&path, &next)?,
@@ -343,7 +369,10 @@ async fn write_request(
             version: Some(seen.version),
         }],
     )
-    .await
-    .map_err(|e| AdminError::from_commit(&path, e))?;
-    Ok(())
+    .await;
+    match written {
+        Ok(_) => Ok(()),
+        Err(e) if applied_unseen(session, seen, &e, &settings.actor, "request").await => Ok(()),
+        Err(e) => Err(AdminError::from_commit(&path, e)),
+    }
 }

@@ -79,7 +79,14 @@ pub async fn release_seen(
         })
         .event(&settings.actor, "release", "ok")
         .with_ops(lease.ops);
-    commit_locked(session, seen, lock, transition).await?;
+    commit_locked(
+        session,
+        seen,
+        lock,
+        transition,
+        (&settings.actor, "release"),
+    )
+    .await?;
     let mut detail = format!(
         "held -> pending, fresh lease of {} s{}",
         settings.lease_duration_s, lease.note

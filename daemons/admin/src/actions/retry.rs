@@ -76,7 +76,7 @@ pub async fn retry_seen(
         })
         .event(&settings.actor, "retry", &format!("resumed at {to}"))
         .with_ops(lease.ops);
-    commit_locked(session, seen, lock, transition).await?;
+    commit_locked(session, seen, lock, transition, (&settings.actor, "retry")).await?;
     Ok(report(
         seen,
         Action::Retry,

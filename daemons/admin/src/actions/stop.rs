@@ -108,7 +108,14 @@ async fn stop(
                 })
                 .event(&settings.actor, action.as_str(), "ok")
                 .with_ops(lease);
-            commit_locked(session, seen, lock, transition).await?;
+            commit_locked(
+                session,
+                seen,
+                lock,
+                transition,
+                (&settings.actor, action.as_str()),
+            )
+            .await?;
             Ok(report(
                 seen,
                 action,

@@ -116,8 +116,9 @@ pub enum FaultKind {
     /// A report whose job does not exist (or whose name names no job): nothing will ever
     /// record or remove it.
     ReportWithoutJob,
-    /// A node under `/researchers` or `/daemons` that is not ephemeral (made by hand): no
-    /// daemon's session owns it, so it is not counted as live (warning).
+    /// A node under `/researchers`, `/daemons`, `/consumers/{state}` or `/election/{role}`
+    /// that is not ephemeral (made by hand): no daemon's session owns it, so it is not
+    /// counted as live nor as an election candidate (warning).
     MemberNotEphemeral,
 }
 

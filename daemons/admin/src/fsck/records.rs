@@ -75,6 +75,12 @@ pub(super) fn check_nodes(nodes: &[RawNode], faults: &mut Vec<Fault>) {
                 );
                 continue;
             }
+            let error = if node.path == paths::META {
+                // Every admin command refuses such a tree; fsck runs on it to say so.
+                format!("{error}; every admin command but `fsck` refuses this tree: run `archivist init`, which rewrites it")
+            } else {
+                error
+            };
             faults.push(Fault::new(
                 FaultKind::Unparsable,
                 Severity::Error,
@@ -325,24 +331,44 @@ pub(super) fn check_catalog(nodes: &[RawNode], faults: &mut Vec<Fault>) {
     }
 }
 
-/// Registrations that are persistent nodes (made by hand): no session owns them, so they
-/// never go and are not counted as live members ([`archivist_engine::member::list`]). A
-/// warning; `--repair` deletes the node.
+/// Registrations, consumer-group members and election candidates that are persistent
+/// nodes (made by hand): no session owns them, so they never go. They are not counted as
+/// live members ([`archivist_engine::member::list`]) nor as candidates
+/// ([`archivist_engine::leader::candidates`]: one sorting first kept every real planner
+/// or reaper from leading for ever, outside 17i G1). A warning; `--repair` deletes the
+/// node.
 pub(super) fn check_members(nodes: &[RawNode], faults: &mut Vec<Fault>) {
     for node in nodes {
-        if !is_member(node) || node.stat.ephemeral_owner != 0 {
+        if node.stat.ephemeral_owner != 0 {
             continue;
         }
+        let what = if is_member(node) {
+            "a persistent registration (made by hand): no daemon owns it, it never goes, and it is not counted as live"
+        } else if is_child_of(&node.path, paths::ELECTION) {
+            "a persistent election candidate (made by hand): no daemon owns it, it never goes; the election skips it (before, sorting first, it kept every real candidate from leading)"
+        } else if is_child_of(&node.path, paths::CONSUMERS) {
+            "a persistent consumer-group member (made by hand): no daemon owns it, it never goes, and it is not counted as a consumer"
+        } else {
+            continue;
+        };
         faults.push(
             Fault::new(
                 FaultKind::MemberNotEphemeral,
                 Severity::Warning,
                 &node.path,
-                "a persistent registration (made by hand): no daemon owns it, it never goes, and it is not counted as live",
+                what,
             )
             .plan("delete the node", delete(node)),
         );
     }
+}
+
+/// Is `path` a grandchild of `root` (`/election/{role}/{node}`, `/consumers/{state}/{node}`)?
+fn is_child_of(path: &str, root: &str) -> bool {
+    path.strip_prefix(root)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(dir, name)| !dir.is_empty() && !name.is_empty() && !name.contains('/'))
 }
 
 /// Nodes under `/control/pause` that pause nothing: `status` would not show them as

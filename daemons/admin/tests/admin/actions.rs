@@ -180,6 +180,35 @@ async fn a_locked_failed_job_is_not_retried() {
     assert_eq!(read(&s, &job.id).await.0.status, JobState::Failed);
 }
 
+/// Outside 17i G5: `hold --job J` whose multi applied but whose reply was lost exited 1
+/// "write failed" while J was held. The job is read again and the hold reported done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_reply_was_lost_is_reported_done() {
+    use archivist_testkit::lost_reply::LostReply;
+    let (config, s) = archivist_testkit::fresh_tree("admin-hold-lost-reply").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    let cut = LostReply::start(archivist_testkit::zk_connect()).await;
+    let proxied = archivist_engine::ZkConfig {
+        connect: cut.addr().to_string(),
+        ..config.clone()
+    }
+    .with_session_timeout(std::time::Duration::from_secs(30));
+    let through = archivist_engine::Session::connect(&proxied)
+        .await
+        .expect("connect through the proxy");
+    cut.cut_next_multi();
+    let held = actions::hold(&through, &settings(), &job.id, Some("bad feed"))
+        .await
+        .expect("a hold that applied is reported done");
+    assert!(!cut.armed(), "the proxy never cut the hold's reply");
+    assert_eq!(
+        (held.to, held.outcome),
+        (Some(JobState::Held), Outcome::Done)
+    );
+    assert_eq!(read(&s, &job.id).await.0.status, JobState::Held);
+    assert!(!archivist_testkit::locked(&s, &job.id).await);
+}
+
 #[tokio::test]
 async fn hold_and_release_an_unlocked_pending_job() {
     let (_c, s) = archivist_testkit::fresh_tree("admin-hold").await;

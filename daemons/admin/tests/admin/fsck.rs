@@ -381,6 +381,22 @@ async fn a_node_a_repair_deleted_is_not_counted_as_left() {
     assert!(check(&s, false).await.is_clean());
 }
 
+/// A well-formed member record named `ghost`, as an operator would write by hand.
+fn ghost_record(role: &str, slots: u32) -> archivist_engine::schema::records::MemberRecord {
+    archivist_engine::schema::records::MemberRecord {
+        schema: 1,
+        role: role.to_string(),
+        name: "ghost".to_string(),
+        slots,
+        version: "0.1.0".to_string(),
+        host: "nowhere".to_string(),
+        pid: 1,
+        metrics: None,
+        started: archivist_engine::clock::local_now(),
+        work_item_ttl_ms: None,
+    }
+}
+
 #[tokio::test]
 async fn a_hand_made_persistent_registration_is_not_capacity_and_is_flagged() {
     // Outside test 17d, finding 7: `/researchers/ghost` made by hand (persistent) was
@@ -388,18 +404,7 @@ async fn a_hand_made_persistent_registration_is_not_capacity_and_is_flagged() {
     // ever, and fsck said clean.
     let (_c, s) = archivist_testkit::fresh_tree("fsck-ghost-member").await;
     let path = paths::researcher("ghost");
-    let ghost = archivist_engine::schema::records::MemberRecord {
-        schema: 1,
-        role: "researcher".to_string(),
-        name: "ghost".to_string(),
-        slots: 1000,
-        version: "0.1.0".to_string(),
-        host: "nowhere".to_string(),
-        pid: 1,
-        metrics: None,
-        started: archivist_engine::clock::local_now(),
-        work_item_ttl_ms: None,
-    };
+    let ghost = ghost_record("researcher", 1000);
     fixtures::raw(&s, &path, &store::encode(&path, &ghost).unwrap()).await;
     archivist_engine::clock::zk_now_ms(&s).await.unwrap();
     let status = archivist_admin::status::status(
@@ -425,6 +430,53 @@ async fn a_hand_made_persistent_registration_is_not_capacity_and_is_flagged() {
     let repaired = check(&s, true).await;
     assert_eq!(repaired.warnings, 0, "{:#?}", repaired.faults);
     assert!(store::exists(&s, &path).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn hand_made_persistent_election_and_consumer_nodes_are_flagged_and_repaired() {
+    // Outside 17i G1/G10: a persistent node in `/election/planner` blocked every real
+    // planner for ever and fsck said clean; persistent `/consumers/pending` nodes too.
+    // `status` names no leader for a role without a live candidate.
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-ghost-election").await;
+    let ghost = ghost_record("planner", 0);
+    let election = format!(
+        "{}/n_0000000000000000_0000000000",
+        paths::election("planner")
+    );
+    let consumer = format!("{}/ghost-0x1", paths::consumers(JobState::Pending));
+    fixtures::raw(&s, &election, &store::encode(&election, &ghost).unwrap()).await;
+    fixtures::raw(&s, &consumer, b"").await;
+    archivist_engine::clock::zk_now_ms(&s).await.unwrap();
+    let status = archivist_admin::status::status(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &AdminSettings::default(),
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        status.leaders.get("planner"),
+        Some(&None),
+        "the ghost is not the planner's leader: {:?}",
+        status.leaders
+    );
+    let report = check(&s, false).await;
+    for path in [&election, &consumer] {
+        assert!(
+            report
+                .faults
+                .iter()
+                .any(|f| f.kind == FaultKind::MemberNotEphemeral && &f.path == path),
+            "{path}: {:#?}",
+            report.faults
+        );
+    }
+    let repaired = check(&s, true).await;
+    assert_eq!(repaired.warnings, 0, "{:#?}", repaired.faults);
+    assert!(store::exists(&s, &election).await.unwrap().is_none());
+    assert!(store::exists(&s, &consumer).await.unwrap().is_none());
 }
 
 #[tokio::test]

@@ -683,3 +683,43 @@ async fn fsck_names_a_running_job_without_a_lease() {
         fault.detail
     );
 }
+
+/// Outside 17i G6: `/meta` overwritten with garbage stopped every admin command, fsck
+/// too, and `init` said "already initialised" and repaired nothing. fsck runs and names
+/// it; `init` rewrites it; a newer schema is never rewritten.
+#[tokio::test]
+async fn a_damaged_meta_is_named_by_fsck_and_rewritten_by_init() {
+    use archivist_engine::tree;
+    let (_c, s) = archivist_testkit::fresh_tree("rules-meta-garbage").await;
+    s.client()
+        .set_data(paths::META, b"garbage: [unclosed", None)
+        .await
+        .unwrap();
+    assert!(tree::check_initialised(&s).await.is_err());
+    tree::check_present(&s)
+        .await
+        .expect("fsck may run on a tree whose /meta is damaged");
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
+    let report = fsck::fsck(&s, &db, &AdminSettings::default(), false, &Silent)
+        .await
+        .unwrap();
+    let meta = report
+        .faults
+        .iter()
+        .find(|f| f.path == paths::META)
+        .unwrap_or_else(|| panic!("/meta not named: {:#?}", report.faults));
+    assert!(meta.detail.contains("archivist init"), "{meta:?}");
+    let init = tree::init(&s, "test").await.unwrap();
+    assert!(init.meta_rewritten.is_some(), "{init:?}");
+    tree::check_initialised(&s)
+        .await
+        .expect("init rewrote /meta");
+    // A newer schema is left for an upgrade of archivist.
+    s.client()
+        .set_data(paths::META, b"schema: 99\n", None)
+        .await
+        .unwrap();
+    assert!(tree::check_present(&s).await.is_err());
+    let init = tree::init(&s, "test").await.unwrap();
+    assert!(init.meta_rewritten.is_none());
+}

@@ -86,6 +86,9 @@ pub async fn init(global: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
             report.created.len()
         );
     }
+    if let Some(why) = &report.meta_rewritten {
+        outln!("/meta did not decode ({why}): rewritten");
+    }
     for (counter, from, to) in &report.counters_moved {
         outln!("{counter} was behind the ids in use: moved from {from} to {to}");
     }

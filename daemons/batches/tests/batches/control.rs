@@ -194,3 +194,32 @@ async fn a_batch_move_by_a_role_the_table_does_not_list_is_refused_and_writes_no
         );
     }
 }
+
+/// Outside 17i G5: a `batch submit` whose multi applied but whose reply was lost exited 1
+/// "write failed" while its batch existed; submitting again ran the campaign twice. The
+/// batch is read again: the submission is reported done, and exactly one batch exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submission_whose_reply_was_lost_makes_one_batch_and_says_so() {
+    use archivist_testkit::lost_reply::LostReply;
+    let Some((config, session, _db)) = stores("batch-lost-reply").await.into_iter().next() else {
+        return;
+    };
+    let cut = LostReply::start(archivist_testkit::zk_connect()).await;
+    let proxied = archivist_engine::ZkConfig {
+        connect: cut.addr().to_string(),
+        ..config.clone()
+    }
+    .with_session_timeout(std::time::Duration::from_secs(30));
+    let through = archivist_engine::Session::connect(&proxied)
+        .await
+        .expect("connect through the proxy");
+    cut.cut_next_multi();
+    let submitted = submit_text(&through, &submission(&["e1"], &["c1"], None)).await;
+    assert!(!cut.armed(), "the proxy never cut the submission's reply");
+    let batches = store::children(&session, paths::BATCHES).await.unwrap();
+    assert_eq!(
+        batches,
+        vec![submitted.id.clone()],
+        "one batch, the one reported"
+    );
+}

@@ -110,3 +110,60 @@ async fn failing_work_is_run_again_after_a_growing_pause_not_at_once() {
     // 200 ms, 400 ms, 800 ms pauses: three or four runs in a second, never a spin.
     assert!((2..=4).contains(&calls), "{calls} runs in one second");
 }
+
+/// Outside 17i G1: a persistent node made by hand in the election, sorting first, kept
+/// every real candidate from leading for ever (it has no session to lose). Only ephemeral
+/// nodes are candidates: the real candidate leads, and `leader_node` names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_made_persistent_candidate_does_not_block_the_election() {
+    use archivist_engine::leader;
+    use zookeeper_client as zk;
+    let (_config, session) = archivist_testkit::fresh_tree("leading-ghost").await;
+    let dir = paths::election("test-role");
+    let persistent = session.create_options(zk::CreateMode::Persistent);
+    session.client().mkdir(&dir, &persistent).await.unwrap();
+    let ghost = format!("{dir}/n_0_0000000000");
+    session
+        .client()
+        .create(&ghost, b"name: ghost", &persistent)
+        .await
+        .unwrap();
+    let shutdown = CancellationToken::new();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let task = {
+        let (session, shutdown, runs) = (session.clone(), shutdown.clone(), runs.clone());
+        tokio::spawn(async move {
+            run_while_leading(&session, "test-role", b"", &shutdown, |leading| {
+                let runs = runs.clone();
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    leading.cancelled().await;
+                    Ok(())
+                }
+            })
+            .await
+        })
+    };
+    assert!(
+        archivist_testkit::eventually(Duration::from_secs(5), || async {
+            runs.load(Ordering::SeqCst) == 1
+        })
+        .await,
+        "the real candidate leads despite the persistent node sorting first"
+    );
+    let leading = leader::leader_node(&session, "test-role").await.unwrap();
+    assert!(
+        leading.as_deref().is_some_and(|n| n != "n_0_0000000000"),
+        "the ghost is not named the leader: {leading:?}"
+    );
+    assert_eq!(
+        leader::candidates(&session, "test-role")
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "only the ephemeral node is a candidate"
+    );
+    shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+}

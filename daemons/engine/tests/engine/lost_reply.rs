@@ -3,83 +3,26 @@
 //! sending TLS close_notify", an I/O error rather than a connection loss, and the live
 //! session went on holding a lock it did not know about; the job sat in `pending`).
 //!
-//! A loopback proxy between the session and the real ZooKeeper forwards the create,
-//! swallows the server's reply and resets the client's connection, so the reply is lost
-//! deterministically; the session reconnects through the same proxy.
+//! A loopback proxy between the session and the real ZooKeeper
+//! ([`archivist_testkit::lost_reply`]) forwards the create, swallows the server's reply
+//! and resets the client's connection, so the reply is lost deterministically; the
+//! session reconnects through the same proxy.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use archivist_engine::lock::JobLock;
 use archivist_engine::schema::paths;
 use archivist_engine::{store, Session, ZkConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use archivist_testkit::lost_reply::LostReply;
 
 use crate::support::create;
-
-/// Forwards loopback connections to ZooKeeper. Once `cut` is set, the next request the
-/// client sends is forwarded, and the server's answer to it is dropped and the client's
-/// connection reset (RST, which the client reports as an I/O error).
-async fn proxy(upstream: String, cut: Arc<AtomicBool>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let server = TcpStream::connect(&upstream).await.unwrap();
-            let cut = cut.clone();
-            tokio::spawn(relay(client, server, cut));
-        }
-    });
-    addr
-}
-
-async fn relay(mut client: TcpStream, mut server: TcpStream, cut: Arc<AtomicBool>) {
-    client.set_nodelay(true).unwrap();
-    let mut armed = false;
-    {
-        // Borrowed halves: dropping them sends no FIN, so the reset below is the first
-        // thing the client sees.
-        let (mut client_read, mut client_write) = client.split();
-        let (mut server_read, mut server_write) = server.split();
-        let mut up = vec![0u8; 64 * 1024];
-        let mut down = vec![0u8; 64 * 1024];
-        loop {
-            tokio::select! {
-                read = client_read.read(&mut up) => {
-                    let n = match read { Ok(0) | Err(_) => break, Ok(n) => n };
-                    if cut.swap(false, Ordering::SeqCst) {
-                        armed = true;
-                    }
-                    if server_write.write_all(&up[..n]).await.is_err() {
-                        break;
-                    }
-                }
-                read = server_read.read(&mut down) => {
-                    let n = match read { Ok(0) | Err(_) => break, Ok(n) => n };
-                    if armed {
-                        // The request was applied; its reply is lost with the connection.
-                        break;
-                    }
-                    if client_write.write_all(&down[..n]).await.is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    }
-    if armed {
-        client.set_zero_linger().unwrap();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_created_but_unconfirmed_is_found_and_kept_by_its_session() {
     let (config, setup) = archivist_testkit::fresh_tree("lostreply").await;
     let job = create(&setup, 0, 1_700_000_000_000).await;
-    let cut = Arc::new(AtomicBool::new(false));
-    let through = proxy(archivist_testkit::zk_connect(), cut.clone()).await;
+    let cut = LostReply::start(archivist_testkit::zk_connect()).await;
+    let through = cut.addr().to_string();
     // A long session timeout: no ping is due while the cut is armed.
     let proxied = ZkConfig::new(through)
         .with_chroot(config.chroot.clone())
@@ -87,12 +30,12 @@ async fn a_lock_created_but_unconfirmed_is_found_and_kept_by_its_session() {
     let session = Session::connect(&proxied)
         .await
         .expect("connect through proxy");
-    cut.store(true, Ordering::SeqCst);
+    cut.cut_next();
     let lock = JobLock::try_acquire(&session, &job.id, "researcher")
         .await
         .expect("a lost reply is not an error once the lock is found")
         .expect("the lock this session created is its own");
-    assert!(!cut.load(Ordering::SeqCst), "the proxy never cut a reply");
+    assert!(!cut.armed(), "the proxy never cut a reply");
     assert!(session.reconnects() >= 1, "the connection was never reset");
     let stat = store::exists(&setup, &paths::job_lock(&job.id))
         .await
@@ -102,14 +45,11 @@ async fn a_lock_created_but_unconfirmed_is_found_and_kept_by_its_session() {
     assert_eq!(lock.version, stat.version);
 
     // The release's reply lost too: the lock is still gone afterwards.
-    cut.store(true, Ordering::SeqCst);
+    cut.cut_next();
     lock.release(&session)
         .await
         .expect("release after a lost reply");
-    assert!(
-        !cut.load(Ordering::SeqCst),
-        "the proxy never cut the release's reply"
-    );
+    assert!(!cut.armed(), "the proxy never cut the release's reply");
     assert!(!archivist_testkit::locked(&setup, &job.id).await);
     // And the job is claimable by anyone.
     let other = JobLock::try_acquire(&setup, &job.id, "other")
@@ -137,8 +77,8 @@ async fn persistent_watches_keep_firing_after_the_connection_is_reset() {
         )
         .await
         .unwrap();
-    let cut = Arc::new(AtomicBool::new(false));
-    let through = proxy(archivist_testkit::zk_connect(), cut.clone()).await;
+    let cut = LostReply::start(archivist_testkit::zk_connect()).await;
+    let through = cut.addr().to_string();
     let proxied = ZkConfig::new(through)
         .with_chroot(config.chroot.clone())
         .with_session_timeout(Duration::from_secs(30));
@@ -151,9 +91,9 @@ async fn persistent_watches_keep_firing_after_the_connection_is_reset() {
         .await
         .unwrap();
     // Reset the connection: the next request's reply is dropped with it.
-    cut.store(true, Ordering::SeqCst);
+    cut.cut_next();
     let _ = session.client().check_stat("/watched").await;
-    assert!(!cut.load(Ordering::SeqCst), "the proxy never cut");
+    assert!(!cut.armed(), "the proxy never cut");
     let back = archivist_testkit::eventually(Duration::from_secs(10), || async {
         session.client().check_stat("/watched").await.is_ok()
     })

@@ -44,6 +44,10 @@ pub struct SweepReport {
     /// Stray entries removed from the in-flight queues other than `pending` (the
     /// planner's): no such job, or its job in another state.
     pub strays_removed: usize,
+    /// Leases renewed because their job keeps its lease whatever its age
+    /// (`archivist_engine::lease::keeps_its_lease`: `reported`, or `pending` while
+    /// `pending` is paused).
+    pub leases_renewed: Vec<String>,
     /// `leased`/`researching` jobs whose lock vanished (their researcher died), moved to
     /// `expired` with their lease deleted at once instead of waiting for the lease to
     /// run out.
@@ -327,6 +331,7 @@ async fn expired_leases(
     now: i64,
     report: &mut SweepReport,
 ) -> Result<(), EngineError> {
+    let pending_paused = archivist_engine::consumer::is_paused(session, JobState::Pending).await?;
     for job in store::children(session, paths::LEASES).await? {
         let result = async {
             let Some((lease, stat)) = read_lease(session, &job).await? else {
@@ -344,6 +349,11 @@ async fn expired_leases(
             let Some(lease) = lease else {
                 return Ok(());
             };
+            if lease::renewal_due(stat.mtime, lease.duration_ms, now)
+                && renew_kept(session, &lease, &stat, pending_paused, report).await?
+            {
+                return Ok(());
+            }
             if !lease::is_expired(stat.mtime, lease.duration_ms, now) {
                 return Ok(());
             }
@@ -381,6 +391,34 @@ async fn expired_leases(
         tolerate(result, "expired lease", &job, "unknown")?;
     }
     Ok(())
+}
+
+/// Renews `lease` (read with `stat`) when its job keeps its lease whatever its age
+/// ([`lease::keeps_its_lease`]: `reported`, or `pending` while `pending` is paused), in
+/// one version-checked write that refreshes its `mtime`. Returns whether the lease is
+/// kept (renewed, or changed meanwhile: the next sweep looks again).
+async fn renew_kept(
+    session: &Session,
+    lease: &archivist_engine::schema::records::LeaseRecord,
+    stat: &archivist_engine::zk::Stat,
+    pending_paused: bool,
+    report: &mut SweepReport,
+) -> Result<bool, EngineError> {
+    let Some((job, _)) = jobs::read_optional(session, &lease.job).await? else {
+        return Ok(false);
+    };
+    if !lease::keeps_its_lease(job.status, pending_paused) {
+        return Ok(false);
+    }
+    match ops::commit(session, &[lease::extend_op(lease, stat.version, None)?]).await {
+        Ok(_) => {
+            tracing::info!(job = %job.id, episode = %job.episode, state = %job.status, duration_ms = lease.duration_ms, "lease renewed: the job keeps its pairs (reported, or waiting while pending is paused)");
+            report.leases_renewed.push(job.id.clone());
+            Ok(true)
+        }
+        Err(e) if e.is_conflict() => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 /// Stray entries of `leased`, `researching` and `reported` (the in-flight queues but

@@ -743,3 +743,83 @@ async fn strays_and_duplicates_in_the_operators_queues_are_removed() {
         vec![JobState::Cancelled]
     );
 }
+
+/// Outside 17i G2: a pause of `pending` longer than the lease made the reaper delete the
+/// waiting jobs' leases; after `resume` none could be claimed and all were expired and
+/// planned again (an operator's retry lost). A job waiting in a paused queue keeps its
+/// lease: the reaper renews it (`lease::keeps_its_lease`); once resumed, it expires as
+/// before.
+#[tokio::test]
+async fn a_waiting_job_keeps_its_lease_while_pending_is_paused() {
+    let (_config, session) = archivist_testkit::fresh_tree("paused-keeps-lease").await;
+    let j = job(&session, "e0000031", &[1, 2], JobState::Pending).await;
+    lease(&session, &j, 1_000).await;
+    archivist_testkit::write_node(&session, &paths::pause(JobState::Pending), b"").await;
+    let mut renewals = 0;
+    for _ in 0..4 {
+        // Two lease durations in all: without renewal it expires twice over.
+        tokio::time::sleep(Duration::from_millis(550)).await;
+        let swept = sweep_now(&session).await;
+        assert!(swept.leases_deleted.is_empty(), "{swept:?}");
+        renewals += swept.leases_renewed.len();
+        assert!(
+            read_lease(&session, &j.id).await.is_some(),
+            "the lease was deleted"
+        );
+    }
+    assert!(renewals >= 2, "renewed {renewals} times");
+    assert_eq!(
+        status(&session, &j).await.map(|s| s.0),
+        Some(JobState::Pending)
+    );
+    // Resumed: the lease is judged by its age again.
+    store::delete_if_present(&session, &paths::pause(JobState::Pending))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let swept = sweep_now(&session).await;
+    assert!(swept.leases_renewed.is_empty(), "{swept:?}");
+    assert_eq!(swept.leases_deleted, vec![j.id.clone()]);
+}
+
+/// Outside 17i G3: while no recorder could store, a `reported` job's lease expired, the
+/// reaper deleted it and the planner planned the same pairs again every lease period. A
+/// `reported` job holds its answers: the reaper renews its lease until it is recorded,
+/// and a recorder that comes back records it once.
+#[tokio::test]
+async fn a_reported_job_keeps_its_lease_until_it_is_recorded() {
+    let (_config, session) = archivist_testkit::fresh_tree("reported-keeps-lease").await;
+    let j = job(&session, "e0000032", &[1], JobState::Researching).await;
+    let name = report(&session, &j, 1, vec![], true).await;
+    support::mark_reported(&session, &j).await;
+    lease(&session, &j, 1_000).await;
+    let mut renewals = 0;
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(550)).await;
+        let swept = sweep_now(&session).await;
+        assert!(swept.leases_deleted.is_empty(), "{swept:?}");
+        renewals += swept.leases_renewed.len();
+        let (kept, stat) = read_lease(&session, &j.id)
+            .await
+            .expect("the lease was deleted");
+        let now = archivist_engine::clock::zk_now_ms(&session).await.unwrap();
+        assert!(
+            !archivist_engine::lease::is_expired(stat.mtime, kept.duration_ms, now),
+            "the planner would plan the pairs again"
+        );
+    }
+    assert!(renewals >= 2, "renewed {renewals} times");
+    // The recorder comes back: the job is recorded once, its lease goes with it.
+    let done = archivist_recorder::store::store_reports(
+        &session,
+        &support::db(&session).await,
+        &support::settings(),
+        &j.id,
+        &[name],
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.stored, vec!["c000001"]);
+    let (record, _) = research(&session, "e0000032").await.unwrap();
+    assert_eq!(support::run_clip_counts(&record).get(&1), Some(&1));
+}

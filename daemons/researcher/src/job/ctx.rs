@@ -390,7 +390,15 @@ impl JobCtx {
                         }
                         _ => true,
                     };
-                    if version > held.version && job.status == m.to && report_there {
+                    // Applied unseen, and the job moved on since (a recorder closed it
+                    // at once): the move was made, nothing was lost (outside 17i G4).
+                    let moved_on = version > held.version
+                        && job.status != m.to
+                        && jobs::applied(&held.job, &job, &self.me, m.step);
+                    if moved_on {
+                        tracing::info!(job = %self.job_id, episode = %self.episode, state = %job.status, "the transition applied unseen and the job moved on since");
+                    }
+                    if moved_on || (version > held.version && job.status == m.to && report_there) {
                         held.job = job;
                         held.version = version;
                         held.lease = store::read::<LeaseRecord>(&self.session, &lease_path)

@@ -32,7 +32,7 @@ use archivist_engine::schema::records::{
 };
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Role, Transition};
-use archivist_engine::{store, EngineError, Session};
+use archivist_engine::{jobs, store, EngineError, Session};
 use archivist_matcher::decode::decode_file;
 use archivist_matcher::{MatchConfig, Matcher};
 use tokio_util::sync::CancellationToken;
@@ -209,6 +209,41 @@ impl Worker {
             Err(e) if e.is_conflict() => {
                 let _ = lock.release().await;
                 return Ok(Outcome::Refused(e.to_string()));
+            }
+            // The reply was lost: the claim may have applied unseen. Look, and go on with
+            // a claim that applied (the lock is still ours while the session lives), or
+            // hand the job back (outside 17i G4: it was dropped, stranded in `leased`).
+            Err(e) if e.is_retryable() && !session.is_lost() => {
+                tracing::warn!(job = %job.id, episode = %job.episode, state = %job.status, error = %e, "connection lost during the claim; checking whether it applied");
+                let found = jobs::after_lost_reply(&session, &job, &self.me, "claim").await;
+                let ours = match &found {
+                    Ok(jobs::LostReply::Applied(after, _)) if after.status == JobState::Leased => {
+                        lock.lock().is_ours(&session).await.unwrap_or(false)
+                    }
+                    _ => false,
+                };
+                match found {
+                    Ok(jobs::LostReply::Applied(after, v)) if ours => {
+                        tracing::info!(job = %job.id, episode = %job.episode, state = %after.status, "the claim applied unseen; going on");
+                        (after, v)
+                    }
+                    Ok(found) => {
+                        let _ = lock.release().await;
+                        let now = match found {
+                            jobs::LostReply::Applied(j, _) | jobs::LostReply::NotApplied(j, _) => {
+                                j.status.to_string()
+                            }
+                            jobs::LostReply::Gone => "gone".to_string(),
+                        };
+                        return Ok(Outcome::Refused(format!(
+                            "the claim's reply was lost ({e}) and it is not ours to work on (the job is {now}); handed back"
+                        )));
+                    }
+                    Err(err) => {
+                        let _ = lock.release().await;
+                        return Err(err);
+                    }
+                }
             }
             Err(e) => {
                 let _ = lock.release().await;

@@ -7,6 +7,7 @@ mod failures;
 mod flow;
 mod hostile;
 mod http;
+mod lost_reply;
 mod media_store;
 mod shutdown;
 mod support;

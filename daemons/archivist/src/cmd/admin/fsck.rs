@@ -28,7 +28,7 @@ pub struct FsckArgs {
 
 /// Runs `fsck`: exit 0 when no error is left, 1 otherwise.
 pub async fn run(global: &GlobalOpts, args: FsckArgs) -> Result<ExitCode> {
-    let session = crate::context::connect_initialised(global).await?;
+    let session = crate::context::connect_for_fsck(global).await?;
     // Research is checked against the catalog, which is in the database (issue 22);
     // without --repair nothing is written, so the database is opened read-only.
     let db = if args.repair {

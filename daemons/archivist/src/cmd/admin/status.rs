@@ -231,6 +231,20 @@ fn render(r: &StatusReport) -> String {
                 .join(", ")
         );
     }
+    if !r.leaders.is_empty() {
+        let _ = writeln!(
+            out,
+            "Leaders: {}",
+            r.leaders
+                .iter()
+                .map(|(role, name)| match name {
+                    Some(name) => format!("{role} {name}"),
+                    None => format!("{role} none (no live candidate: no {role} works)"),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     out.push_str("\nJobs per state:\n");
     out.push_str(&table(
         &["state", "jobs", "paused"],
