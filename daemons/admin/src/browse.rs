@@ -28,7 +28,7 @@ pub struct JobQuery {
     pub after: Option<String>,
     /// Jobs per page (at least 1).
     pub limit: usize,
-    /// Job nodes read at most for one page (at least `limit`): a filter that matches
+    /// Job nodes read at most for one page (at least 1): a filter that matches
     /// few jobs returns a short page and a `next` to go on from, rather than reading
     /// the whole tree.
     pub scan_limit: usize,
@@ -73,7 +73,7 @@ pub async fn page(
     query: &JobQuery,
 ) -> Result<JobPage> {
     let limit = query.limit.max(1);
-    let scan_limit = query.scan_limit.max(limit);
+    let scan_limit = query.scan_limit.max(1);
     let mut ids: Vec<String> = match query.filter.state {
         Some(state) => queue::list(session, state)
             .await?
