@@ -62,7 +62,8 @@ pub fn svg(rows: &[ResultRow], duration_s: Option<f64>, url: &str) -> Markup {
             @for t in &ticks {
                 @let x = x_of(*t, span) + MARK / 2.0;
                 line x1=(x) x2=(x) y1="64" y2="70" stroke="#999" {}
-                text x=(x) y="84" font-size="11" text-anchor="middle" fill="#555" { (clock(*t)) }
+                @let anchor = if *t == 0.0 { "start" } else if x > WIDTH - 40.0 { "end" } else { "middle" };
+                text x=(x) y="84" font-size="11" text-anchor=(anchor) fill="#555" { (clock(*t)) }
             }
             @for (i, r) in found.iter().enumerate() {
                 @let at = r.at.unwrap_or(0.0);
