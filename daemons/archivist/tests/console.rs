@@ -159,17 +159,22 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
         .as_str()
         .expect("failure message")
         .to_string();
-    let all_jobs = json_of(&env, &["jobs", "list"])["jobs"]
+    let all_jobs: Vec<String> = json_of(&env, &["jobs", "list"])["jobs"]
         .as_array()
-        .map(|a| a.len())
-        .unwrap_or(0);
-    assert!(all_jobs > 1, "the run made several jobs");
+        .expect("jobs")
+        .iter()
+        .filter_map(|j| j["id"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        all_jobs.len() > 2,
+        "the run made several jobs: {all_jobs:?}"
+    );
 
     // The console, refreshing every second, each overview built afresh.
     let console_config = dir.join("console.yml");
     std::fs::write(
         &console_config,
-        "console:\n  refresh_s: 1\n  overview_cache_s: 0\n",
+        "console:\n  refresh_s: 1\n  overview_cache_s: 0\n  page_size: 2\n",
     )
     .expect("console config");
     let mut console = env.spawn(
@@ -221,8 +226,25 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
         client.goto(&format!("{url}/jobs")).await.expect("jobs");
         let rows_js = "return Array.from(document.querySelectorAll('#jobs tr.job'))\
                        .map(r => r.cells[0].innerText + ' ' + r.dataset.state)";
-        let all = client.execute(rows_js, vec![]).await.expect("rows");
-        assert_eq!(all.as_array().map(|a| a.len()), Some(all_jobs), "{all}");
+        // Two jobs a page (page_size: 2): "Next page" until the last, every job once.
+        let ids_js = "return Array.from(document.querySelectorAll('#jobs tr.job')).map(r => r.cells[0].innerText)";
+        let mut paged: Vec<String> = Vec::new();
+        let mut pages = 0;
+        loop {
+            pages += 1;
+            let ids = client.execute(ids_js, vec![]).await.expect("rows");
+            let ids = ids.as_array().expect("ids").clone();
+            assert!(ids.len() <= 2, "a page of at most 2: {ids:?}");
+            paged.extend(ids.iter().filter_map(|v| v.as_str().map(str::to_string)));
+            match client.find(Locator::Css("#next")).await {
+                Ok(next) => next.click().await.expect("next page"),
+                Err(_) => break,
+            }
+            assert!(pages < 20, "paging does not end");
+        }
+        assert_eq!(paged, all_jobs, "every job once, in id order, over {pages} pages");
+        assert!(pages >= 2);
+        client.goto(&format!("{url}/jobs")).await.expect("jobs");
         client
             .find(Locator::Css("select[name=state]"))
             .await
@@ -314,12 +336,8 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             .expect("marks");
         assert_eq!(marks.len(), found.len(), "one mark per occurrence");
         let last = marks.last().expect("a mark");
-        let t: f64 = last
-            .attr("data-t")
-            .await
-            .expect("data-t")
-            .and_then(|t| t.parse().ok())
-            .expect("a mark's offset");
+        let t_attr = last.attr("data-t").await.expect("data-t").expect("a mark's offset");
+        let t: f64 = t_attr.parse().expect("a number");
         let at = found
             .iter()
             .filter_map(|r| r["at"].as_f64())
@@ -336,7 +354,10 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
         .await;
         assert_eq!(state[3], 0, "the player failed: {state}");
         assert!(
-            state[4].as_str().unwrap_or("").ends_with(&format!("#t={}", last.attr("data-t").await.ok().flatten().unwrap_or_default())),
+            state[4]
+                .as_str()
+                .unwrap_or("")
+                .ends_with(&format!("#t={t_attr}")),
             "{state}"
         );
         let current = state[2].as_f64().expect("currentTime");

@@ -23,9 +23,10 @@ pre.message { white-space: pre-wrap; background: #fff4f4; padding: .5em; border:
 "#;
 
 /// Polls the page's own URL every `data-refresh` seconds and swaps in every element
-/// marked `data-live` (by id), so tables stay current without reloading the page (a
-/// playing episode or a half-typed filter is left alone). Skipped while the tab is
-/// hidden or a form field has the focus.
+/// marked `data-live` (by id) whose content changed, so tables stay current without
+/// reloading the page (a playing episode or a half-typed filter is left alone, and an
+/// unchanged block keeps its selection). Skipped while the tab is hidden or a form
+/// field has the focus.
 const REFRESH: &str = r#"
 (function () {
   var s = Number(document.body.dataset.refresh || 0);
@@ -40,7 +41,7 @@ const REFRESH: &str = r#"
       var fresh = new DOMParser().parseFromString(text, "text/html");
       document.querySelectorAll("[data-live]").forEach(function (old) {
         var next = fresh.getElementById(old.id);
-        if (next) old.replaceWith(next);
+        if (next && next.outerHTML !== old.outerHTML) old.replaceWith(next);
       });
     }).catch(function () {});
   }, s * 1000);
