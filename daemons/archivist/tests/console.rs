@@ -10,6 +10,7 @@
 mod support;
 
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,7 +28,10 @@ struct Driver {
 impl Driver {
     fn start(log: &Path) -> Driver {
         let port = free_port();
+        // Its own process group, which the browsers it starts join: a test that fails
+        // before closing its session leaves no Chromium behind (see Drop).
         let child = Command::new("chromedriver")
+            .process_group(0)
             .arg(format!("--port={port}"))
             .arg(format!("--log-path={}", log.display()))
             .stdout(Stdio::null())
@@ -45,6 +49,10 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // The whole group: chromedriver and the browsers it started.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
