@@ -3,7 +3,7 @@
 # Java) for every test and daemon; sox, lame and espeak-ng for the audio corpus; ffmpeg
 # (with libmp3lame, libvorbis, libopus: the media matrix and hostile-media tests encode
 # with it) and gzip (a gzip-encoded episode); postgresql (scripts/pg.sh: the tests run
-# against both database backends).
+# against both database backends); chromium and chromium-driver (the console's browser tests).
 set -euo pipefail
 need=()
 [[ -f /usr/share/java/zookeeper.jar ]] || need+=(zookeeper)
@@ -24,6 +24,10 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v opusenc >/dev/null || need+=(opus-tools)
 # The database's PostgreSQL backend: scripts/pg.sh runs a private cluster for the tests.
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
+# The web console's browser tests (daemons/archivist/tests/console.rs) drive headless
+# Chromium through chromedriver (WebDriver).
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 if [[ ${#need[@]} -gt 0 ]]; then
     echo "deps.sh: installing ${need[*]} from Debian's packages" >&2
     sudo=""

@@ -43,7 +43,7 @@ pub struct JobSummary {
 }
 
 impl JobSummary {
-    fn of(job: &JobRecord, stat: &NodeStat) -> JobSummary {
+    pub(crate) fn of(job: &JobRecord, stat: &NodeStat) -> JobSummary {
         JobSummary {
             id: job.id.clone(),
             status: job.status,
@@ -77,6 +77,15 @@ pub struct JobFilter {
     pub state: Option<JobState>,
     /// Only jobs of this episode.
     pub episode: Option<String>,
+}
+
+impl JobFilter {
+    /// Does `job` pass the filter? The one rule `jobs list` and the console's job pages
+    /// ([`page`]) share.
+    pub fn matches(&self, job: &JobRecord) -> bool {
+        self.state.is_none_or(|s| s == job.status)
+            && self.episode.as_deref().is_none_or(|e| e == job.episode)
+    }
 }
 
 /// `jobs list`.
@@ -123,10 +132,7 @@ pub async fn list(
     for node in loaded {
         match &node.record {
             Ok(job) => {
-                if filter.state.is_some_and(|s| s != job.status) {
-                    continue;
-                }
-                if filter.episode.as_deref().is_some_and(|e| e != job.episode) {
+                if !filter.matches(job) {
                     continue;
                 }
                 out.jobs.push(JobSummary::of(job, &node.stat));

@@ -7,6 +7,7 @@
 //! - [`status`]: researchers and their load, jobs per state, leases, catalog size,
 //!   research progress, the oldest waiting job.
 //! - [`jobs`]: `jobs list` and `jobs show`.
+//! - [`browse`]: bounded pages of jobs and failures by reason (the web console).
 //! - [`actions`]: compare-and-set actions on a job (`retry`, `hold`, `release`,
 //!   `cancel`, `delete`): a job that moved since it was read is refused, never changed
 //!   blindly (see `docs/protocol.md`, Admin).
@@ -20,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod actions;
+pub mod browse;
 pub mod control;
 pub mod error;
 pub mod export;

@@ -142,6 +142,9 @@ pub enum Command {
     /// Generate a sample catalog (episodes with known clips) and check the results.
     #[command(subcommand)]
     Sample(cmd::sample::SampleCommand),
+    /// Serve the web console (read-only): overview, jobs, and where clips occur
+    /// (docs/console.md).
+    Console(cmd::console::ConsoleArgs),
     /// Admin commands.
     #[command(flatten)]
     Admin(cmd::admin::AdminCommand),

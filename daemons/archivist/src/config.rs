@@ -93,6 +93,8 @@ pub struct FileConfig {
     pub curator: archivist_catalog::CuratorSettings,
     /// Batcher daemon settings.
     pub batcher: archivist_batches::BatcherSettings,
+    /// Web console settings (`archivist console`).
+    pub console: archivist_console::ConsoleSettings,
 }
 
 fn scalar(text: &str) -> serde_yaml::Value {

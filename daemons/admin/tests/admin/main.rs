@@ -5,6 +5,7 @@
 mod fixtures;
 
 mod actions;
+mod browse;
 mod fsck;
 mod reports;
 mod rules;

@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod batch;
 pub mod config;
+pub mod console;
 pub mod curate;
 pub mod matching;
 pub mod migrate;
@@ -50,6 +51,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sample(a) => sample::run(&global, a).await,
         Command::Batch(c) => batch::run(&global, c).await,
         Command::Batcher(a) => batch::run_daemon(&global, a).await,
+        Command::Console(a) => console::run(&global, a).await,
         Command::Admin(c) => admin::run(&global, c).await,
         Command::Migrate(a) => migrate::run(&global, a).await,
     }

@@ -1,0 +1,433 @@
+//! The web console driven in a real headless browser (Debian's `chromium` through
+//! `chromedriver`, WebDriver via `fantoccini`) against a real pipeline run: generated
+//! episodes served over HTTP on loopback, researched by every daemon, one episode whose
+//! media is missing so one job fails. The test loads each page, applies a jobs filter
+//! with the form, opens the failed job and reads its exact message, clicks a timeline
+//! mark and checks the player's current time is the mark's offset, follows a clip to
+//! the episodes it occurs in, sees a page refresh itself, and checks that actions are
+//! refused (the job stays failed).
+
+mod support;
+
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+use support::{fast_config, free_port, generate_sample, sample_check, scratch, serve_files, Env};
+
+/// `chromedriver` on a free loopback port, killed when dropped.
+struct Driver {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Driver {
+    fn start(log: &Path) -> Driver {
+        let port = free_port();
+        // Its own process group, which the browsers it starts join: a test that fails
+        // before closing its session leaves no Chromium behind (see Drop).
+        let child = Command::new("chromedriver")
+            .process_group(0)
+            .arg(format!("--port={port}"))
+            .arg(format!("--log-path={}", log.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (scripts/deps.sh installs chromium-driver)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not listen");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Driver { child, port }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // The whole group: chromedriver and the browsers it started.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A headless Chromium session. `--no-sandbox` because tests run as root here (never
+/// outside tests); muted, and allowed to play without a gesture.
+async fn browser(driver: &Driver) -> Client {
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--mute-audio", "--autoplay-policy=no-user-gesture-required"],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a WebDriver session with chromium")
+}
+
+/// Runs `script` in the page until `done` holds for its value (or panics after `wait`).
+async fn poll_js(
+    client: &Client,
+    script: &str,
+    wait: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + wait;
+    loop {
+        let value = client.execute(script, vec![]).await.expect("script");
+        if done(&value) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{script} never held: last {value}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn text(client: &Client, css: &str) -> String {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+        .text()
+        .await
+        .expect("text")
+}
+
+fn json_of(env: &Env, args: &[&str]) -> Value {
+    let mut all = vec!["-o", "json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&env.ok(&all)).expect("JSON output")
+}
+
+#[test]
+fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser() {
+    let mut env = Env::fresh("console");
+    let dir = scratch("console");
+    // Its own data directory: nothing of the machine's user is read or written.
+    env.extra.push((
+        "XDG_DATA_HOME".into(),
+        Some(dir.join("data").display().to_string()),
+    ));
+    let media = dir.join("media");
+    std::fs::create_dir_all(&media).expect("media dir");
+    let (_files, base) = serve_files(&env, &media, &[]);
+    generate_sample(&env, &media, &base, 2, "1.5", &[]);
+    env.ok(&["init"]);
+    env.ok(&[
+        "curate",
+        "manifest",
+        media.join("manifest.yml").to_str().unwrap(),
+    ]);
+    // An episode whose media is missing: its job fails with a message.
+    let bad = dir.join("bad.yml");
+    std::fs::write(
+        &bad,
+        format!("episodes:\n  - url: {base}/missing.mp3\n    title: Gone\n"),
+    )
+    .expect("bad manifest");
+    env.ok(&["curate", "manifest", bad.to_str().unwrap()]);
+    let config = fast_config(&dir);
+    let daemons = env.spawn(
+        &["--config", config.to_str().unwrap(), "run", "--all"],
+        &dir.join("daemons.log"),
+    );
+    let (rows, _) = sample_check(&env, &media, &dir.join("daemons.log"));
+    assert!(
+        rows.iter().all(|r| r["verdict"] == "ok"),
+        "sample not as expected: {rows:#?}"
+    );
+    let (failed, _) = archivist_testkit::poll_until(
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || json_of(&env, &["jobs", "list", "--state", "failed"])["jobs"].clone(),
+        |jobs| jobs.as_array().is_some_and(|a| !a.is_empty()),
+    );
+    // Nothing moves from here on: what the pages show is what the CLI shows.
+    assert!(
+        daemons.stop(Duration::from_secs(30)),
+        "daemons did not stop"
+    );
+    let failed_job = failed[0]["id"].as_str().expect("failed job id").to_string();
+    let message = failed[0]["message"]
+        .as_str()
+        .expect("failure message")
+        .to_string();
+    let all_jobs: Vec<String> = json_of(&env, &["jobs", "list"])["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter_map(|j| j["id"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        all_jobs.len() > 2,
+        "the run made several jobs: {all_jobs:?}"
+    );
+
+    // The console, refreshing every second, each overview built afresh.
+    let console_config = dir.join("console.yml");
+    std::fs::write(
+        &console_config,
+        "console:\n  refresh_s: 1\n  overview_cache_s: 0\n  page_size: 2\n",
+    )
+    .expect("console config");
+    let mut console = env.spawn(
+        &[
+            "--config",
+            console_config.to_str().unwrap(),
+            "console",
+            "--addr",
+            "127.0.0.1:0",
+        ],
+        &dir.join("console.log"),
+    );
+    let line = console.wait_for_line("console at ", Duration::from_secs(30));
+    let url = line
+        .split_whitespace()
+        .nth(2)
+        .expect("the console's URL")
+        .trim_end_matches('/')
+        .to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{line}");
+
+    let driver = Driver::start(&dir.join("chromedriver.log"));
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let client = browser(&driver).await;
+
+        // Overview: jobs per state, the failure grouped under its reason.
+        client.goto(&format!("{url}/")).await.expect("overview");
+        assert_eq!(text(&client, "h1").await, "Overview");
+        let states = text(&client, "#jobs-per-state").await;
+        assert!(states.contains("recorded") && states.contains("failed"), "{states}");
+        let failures = text(&client, "#failures").await;
+        assert!(failures.contains(&message), "{failures} lacks {message}");
+        assert!(text(&client, "#research").await.contains("pairs researched"));
+        // The overview refreshes itself: its live block is replaced within seconds.
+        client
+            .execute("document.getElementById('overview').dataset.stale = 'yes'; return 1", vec![])
+            .await
+            .expect("mark the block");
+        poll_js(
+            &client,
+            "return document.getElementById('overview').dataset.stale || 'fresh'",
+            Duration::from_secs(10),
+            |v| v == "fresh",
+        )
+        .await;
+
+        // Jobs: the filter form, by state and reason text.
+        client.goto(&format!("{url}/jobs")).await.expect("jobs");
+        let rows_js = "return Array.from(document.querySelectorAll('#jobs tr.job'))\
+                       .map(r => r.cells[0].innerText + ' ' + r.dataset.state)";
+        // Two jobs a page (page_size: 2): "Next page" until the last, every job once.
+        let ids_js = "return Array.from(document.querySelectorAll('#jobs tr.job')).map(r => r.cells[0].innerText)";
+        let mut paged: Vec<String> = Vec::new();
+        let mut pages = 0;
+        loop {
+            pages += 1;
+            let ids = client.execute(ids_js, vec![]).await.expect("rows");
+            let ids = ids.as_array().expect("ids").clone();
+            assert!(ids.len() <= 2, "a page of at most 2: {ids:?}");
+            paged.extend(ids.iter().filter_map(|v| v.as_str().map(str::to_string)));
+            match client.find(Locator::Css("#next")).await {
+                Ok(next) => next.click().await.expect("next page"),
+                Err(_) => break,
+            }
+            assert!(pages < 20, "paging does not end");
+        }
+        assert_eq!(paged, all_jobs, "every job once, in id order, over {pages} pages");
+        assert!(pages >= 2);
+        client.goto(&format!("{url}/jobs")).await.expect("jobs");
+        client
+            .find(Locator::Css("select[name=state]"))
+            .await
+            .expect("state select")
+            .select_by_value("failed")
+            .await
+            .expect("select failed");
+        let reason: String = message.chars().skip(2).take(12).collect();
+        client
+            .find(Locator::Css("input[name=reason]"))
+            .await
+            .expect("reason input")
+            .send_keys(&reason.to_uppercase())
+            .await
+            .expect("type a reason");
+        client
+            .find(Locator::Css("#filter button[type=submit]"))
+            .await
+            .expect("filter button")
+            .click()
+            .await
+            .expect("apply the filter");
+        let current = client.current_url().await.expect("url");
+        assert!(current.as_str().contains("state=failed"), "{current}");
+        let filtered = client.execute(rows_js, vec![]).await.expect("rows");
+        assert_eq!(filtered, json!([format!("{failed_job} failed")]));
+        // A reason no job has: nothing.
+        client
+            .goto(&format!("{url}/jobs?state=failed&reason=no-such-reason-anywhere"))
+            .await
+            .expect("jobs");
+        assert!(client.find(Locator::Css("#no-jobs")).await.is_ok());
+
+        // The failed job's page: state, the exact message, its history.
+        client.goto(&format!("{url}/jobs?state=failed")).await.expect("jobs");
+        client
+            .find(Locator::LinkText(&failed_job))
+            .await
+            .expect("the job's link")
+            .click()
+            .await
+            .expect("open the job");
+        assert_eq!(text(&client, "#state").await, "failed");
+        assert_eq!(text(&client, "#message").await, message.trim());
+        let events = client
+            .find_all(Locator::Css("#events tr.event"))
+            .await
+            .expect("events");
+        assert!(events.len() >= 2, "{} events", events.len());
+
+        // Read-only: an action is refused, and the job did not move.
+        let refused = client
+            .execute(
+                "return fetch(arguments[0], {method: 'POST'}).then(r => r.text().then(t => [r.status, t]))",
+                vec![json!(format!("/jobs/{failed_job}/retry"))],
+            )
+            .await
+            .expect("POST an action");
+        assert_eq!(refused[0], 403, "{refused}");
+        assert!(refused[1].as_str().unwrap_or("").contains("read-only"), "{refused}");
+        let shown = json_of(&env, &["jobs", "show", &failed_job]);
+        assert_eq!(shown["job"]["status"], "failed", "{shown}");
+        assert_eq!(shown["job"]["retry_count"], failed[0]["retry_count"]);
+
+        // An episode: one mark per occurrence; a click plays from its offset.
+        let mut episodes: Vec<String> = json_of(&env, &["jobs", "list", "--state", "recorded"])["jobs"]
+            .as_array()
+            .expect("jobs")
+            .iter()
+            .filter_map(|j| j["episode"].as_str().map(str::to_string))
+            .collect();
+        episodes.sort();
+        episodes.dedup();
+        let (episode, results) = episodes
+            .iter()
+            .map(|e| (e.clone(), json_of(&env, &["results", "--episode", e])))
+            .find(|(_, r)| r["found"].as_u64().unwrap_or(0) > 0)
+            .expect("an episode where clips were found");
+        let found: Vec<&Value> = results["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .filter(|r| r["found"] == true)
+            .collect();
+        client.goto(&format!("{url}/episodes/{episode}")).await.expect("episode");
+        let marks = client
+            .find_all(Locator::Css("#timeline a.mark"))
+            .await
+            .expect("marks");
+        assert_eq!(marks.len(), found.len(), "one mark per occurrence");
+        let last = marks.last().expect("a mark");
+        let t_attr = last.attr("data-t").await.expect("data-t").expect("a mark's offset");
+        let t: f64 = t_attr.parse().expect("a number");
+        let at = found
+            .iter()
+            .filter_map(|r| r["at"].as_f64())
+            .fold(f64::NAN, |a, b| if a.is_nan() || b > a { b } else { a });
+        assert!((t - at).abs() < 0.001, "the last mark is at {t}, the last occurrence at {at}");
+        last.click().await.expect("click the mark");
+        let state = poll_js(
+            &client,
+            "var a = document.getElementById('player'); \
+             return [a.readyState, a.seeking, a.currentTime, a.error ? a.error.code : 0, a.currentSrc]",
+            Duration::from_secs(20),
+            |v| v[0].as_u64().unwrap_or(0) >= 1 && v[1] == false || v[3] != 0,
+        )
+        .await;
+        assert_eq!(state[3], 0, "the player failed: {state}");
+        assert!(
+            state[4]
+                .as_str()
+                .unwrap_or("")
+                .ends_with(&format!("#t={t_attr}")),
+            "{state}"
+        );
+        let current = state[2].as_f64().expect("currentTime");
+        assert!(
+            current >= t - 0.01 && current - t < 0.5,
+            "the player is at {current} s, the mark at {t} s"
+        );
+
+        // The clip of that occurrence: every episode where it occurs.
+        let clip = found
+            .iter()
+            .find(|r| r["at"].as_f64() == Some(at))
+            .and_then(|r| r["clip"].as_str())
+            .expect("the clip")
+            .to_string();
+        client.goto(&format!("{url}/clips/{clip}")).await.expect("clip");
+        let clip_results = json_of(&env, &["results", "--clip", &clip]);
+        let mut expected: Vec<String> = clip_results["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .filter(|r| r["found"] == true)
+            .filter_map(|r| r["episode"].as_str().map(str::to_string))
+            .collect();
+        let shown = client
+            .execute(
+                "return Array.from(document.querySelectorAll('#occurrences tr.occurrence')).map(r => r.dataset.episode)",
+                vec![],
+            )
+            .await
+            .expect("clip rows");
+        let mut shown: Vec<String> = shown
+            .as_array()
+            .expect("array")
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        expected.sort();
+        shown.sort();
+        assert!(shown.contains(&episode), "{shown:?}");
+        assert_eq!(shown, expected);
+
+        // Unknown ids and bad filters are pages saying so, not errors of the server.
+        for (path, status) in [
+            ("/jobs/j9999999999".to_string(), 404),
+            ("/episodes/e999999".to_string(), 404),
+            ("/jobs?state=nonsense".to_string(), 400),
+        ] {
+            let got = client
+                .execute(
+                    "return fetch(arguments[0]).then(r => r.status)",
+                    vec![json!(path)],
+                )
+                .await
+                .expect("fetch");
+            assert_eq!(got, status, "{path}");
+        }
+        client.close().await.expect("close the browser");
+    });
+    assert!(console.is_running(), "the console exited");
+    assert!(
+        console.stop(Duration::from_secs(10)),
+        "the console did not stop on SIGTERM"
+    );
+}

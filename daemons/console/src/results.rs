@@ -1,0 +1,152 @@
+//! The results pages: an episode (`GET /episodes/{id}`: its timeline, a player that
+//! plays from a mark, and its rows) over [`archivist_admin::results::episode_results`],
+//! and a clip (`GET /clips/{id}`: every episode where it occurs) over
+//! [`archivist_admin::results::clip_results`], the functions behind `results`.
+
+use archivist_admin::results::{self, ResultRow};
+use archivist_admin::Silent;
+use axum::extract::{Path, State};
+use maud::{html, Markup, PreEscaped};
+
+use crate::error::PageError;
+use crate::layout::{self, clip_link, clock, episode_link, job_link};
+use crate::timeline;
+use crate::Console;
+
+/// Plays the episode from a mark: a click on anything with `data-t` (a timeline mark,
+/// a row's play link) loads the player's media with the fragment `#t=SECONDS` and plays
+/// it. One listener on the document, so marks swapped in by the refresh work too.
+const PLAYER: &str = r##"
+document.addEventListener("click", function (e) {
+  var mark = e.target.closest && e.target.closest("[data-t]");
+  var player = document.getElementById("player");
+  if (!mark || !player) return;
+  e.preventDefault();
+  player.src = player.dataset.src + "#t=" + mark.dataset.t;
+  var p = player.play();
+  if (p) p.catch(function () {});
+});
+"##;
+
+fn conf(r: &ResultRow) -> String {
+    r.conf.map(|c| format!("{c:.2}")).unwrap_or_default()
+}
+
+fn how(r: &ResultRow) -> Markup {
+    html! {
+        @if let Some(s) = r.speed { "speed ×" (format!("{s:.2}")) " " }
+        @if let (Some(a), Some(b)) = (r.part_start, r.part_end) { "part " (format!("{a:.1}–{b:.1} s")) }
+    }
+}
+
+/// `GET /episodes/{id}`.
+pub async fn episode_page(
+    State(console): State<Console>,
+    Path(id): Path<String>,
+) -> Result<Markup, PageError> {
+    let res = results::episode_results(console.db(), &id).await?;
+    let url = archivist_db::catalog::episode(console.db(), &id)
+        .await?
+        .map(|e| e.fields.media_url)
+        .unwrap_or_default();
+    let found: Vec<&ResultRow> = res.rows.iter().filter(|r| r.found).collect();
+    let missing: Vec<&ResultRow> = res
+        .rows
+        .iter()
+        .filter(|r| !r.found && r.error.is_none())
+        .collect();
+    let errors: Vec<&ResultRow> = res.rows.iter().filter(|r| r.error.is_some()).collect();
+    Ok(layout::page(
+        &res.title,
+        console.settings().refresh_s,
+        html! {
+            h1 { (res.title) }
+            p.muted { "Episode " (res.episode)
+                @if let Some(d) = res.duration_s { ", " (clock(d)) " long" } }
+            audio #player controls preload="metadata" src=(url) data-src=(url) {}
+            div #episode-results data-live {
+                p { (res.found) " of " (res.researched) " researched clips found"
+                    @if res.researched_not_in_catalog > 0 { " (" (res.researched_not_in_catalog) " researched clips are no longer in the catalog)" } "." }
+                (timeline::svg(&res.rows, res.duration_s, &url))
+                p.muted { "Shade: confidence. Orange with a triangle: speed changed. Hollow: part of the clip. Click a mark to play from it." }
+                @if !found.is_empty() {
+                    h2 { "Occurrences" }
+                    table #occurrences {
+                        tr { th { "At" } th { "Clip" } th { "Title" } th.num { "Confidence" } th { "Match" } th { "Job" } th {} }
+                        @for r in &found {
+                            @let at = r.at.unwrap_or(0.0);
+                            tr {
+                                td.num { (clock(at)) } td { (clip_link(&r.clip)) } td { (r.clip_title) }
+                                td.num { (conf(r)) } td { (how(r)) }
+                                td { @if let Some(j) = &r.job { (job_link(j)) } }
+                                td { a.play href=(timeline::media_at(&url, at)) data-t=(timeline::fragment_seconds(at)) { "▶ play" } }
+                            }
+                        }
+                    }
+                }
+                @if !missing.is_empty() {
+                    h2 { "Researched, not found" }
+                    p #not-found { @for r in &missing { (clip_link(&r.clip)) " " } }
+                }
+                @if !errors.is_empty() {
+                    h2 { "Errors" }
+                    table #errors {
+                        tr { th { "Clip" } th { "Error" } }
+                        @for r in &errors { tr { td { (clip_link(&r.clip)) } td.error { (r.error.as_deref().unwrap_or("")) } } }
+                    }
+                }
+                @if !res.renditions.is_empty() {
+                    h2 { "Renditions" }
+                    table #renditions {
+                        tr { th { "sha256" } th.num { "Bytes" } th { "URL" } th { "Pinned" } th { "Jobs" } }
+                        @for r in &res.renditions {
+                            tr { td { code { (r.sha256.get(..12).unwrap_or(&r.sha256)) } } td.num { (r.bytes) } td { (r.url) }
+                                 td { @if r.pinned { "pinned" } } td { @for j in &r.jobs { (job_link(j)) " " } } }
+                        }
+                    }
+                }
+            }
+            script { (PreEscaped(PLAYER)) }
+        },
+    ))
+}
+
+/// `GET /clips/{id}`.
+pub async fn clip_page(
+    State(console): State<Console>,
+    Path(id): Path<String>,
+) -> Result<Markup, PageError> {
+    let res = results::clip_results(console.db(), console.admin(), &id, &Silent).await?;
+    Ok(layout::page(
+        &res.title,
+        console.settings().refresh_s,
+        html! {
+            h1 { (res.title) }
+            p.muted { "Clip " (res.clip) }
+            div #clip-results data-live {
+                p { "Found in " (res.episodes_found) " of " (res.episodes_researched) " episodes researched"
+                    @if res.episodes_errored > 0 { "; research failed in " (res.episodes_errored) } "." }
+                @let found: Vec<&ResultRow> = res.rows.iter().filter(|r| r.found).collect();
+                @if !found.is_empty() {
+                    table #occurrences {
+                        tr { th { "Episode" } th { "Title" } th.num { "At" } th.num { "Confidence" } th { "Match" } }
+                        @for r in &found {
+                            tr.occurrence data-episode=(r.episode) {
+                                td { (episode_link(&r.episode)) } td { (r.episode_title) }
+                                td.num { (clock(r.at.unwrap_or(0.0))) } td.num { (conf(r)) } td { (how(r)) }
+                            }
+                        }
+                    }
+                }
+                @let errors: Vec<&ResultRow> = res.rows.iter().filter(|r| r.error.is_some()).collect();
+                @if !errors.is_empty() {
+                    h2 { "Errors" }
+                    table #errors {
+                        tr { th { "Episode" } th { "Error" } }
+                        @for r in &errors { tr { td { (episode_link(&r.episode)) } td.error { (r.error.as_deref().unwrap_or("")) } } }
+                    }
+                }
+            }
+        },
+    ))
+}
