@@ -922,6 +922,69 @@ fn edit_lists_with_a_pause_or_a_cut_are_played_as_players_do() {
     }
 }
 
+/// MP3 in MP4/MOV (`ffmpeg -c:a libmp3lame x.mp4`, or an MP3 remuxed with `-c copy`)
+/// declares LAME's delay only in its edit list; Opus in MP4 states its pre-skip there
+/// (and big-endian in `dOps`); an edit cutting FLAC in MP4 or PCM in MOV is as real as
+/// one cutting AAC. Each is played as players do: every occurrence within 5 ms. (Before,
+/// only AAC and ALAC had their edit list applied: MP3 in MP4 came out 25 ms late, 50 ms
+/// at 22.05 kHz, and a FLAC or PCM edit skipping 0.5 s 500 ms late; outside 18i F2.)
+#[test]
+fn edit_lists_are_played_for_every_codec_in_mp4() {
+    let f = fixture();
+    let mp3 = ["-c:a", "libmp3lame", "-b:a", "128k"];
+    for (name, rate, channels, args) in [
+        ("mp3in-44100.mp4", 44_100u32, 2u16, &mp3[..]),
+        (
+            "mp3in-22050.mp4",
+            22_050,
+            1,
+            &["-c:a", "libmp3lame", "-b:a", "64k"][..],
+        ),
+        ("mp3in-44100.mov", 44_100, 2, &mp3[..]),
+        ("opusin-48000.mp4", 48_000, 2, &["-c:a", "libopus"][..]),
+    ] {
+        let path = encoded(name, rate, channels, args);
+        let (_, _, count) = elst(&std::fs::read(&path).unwrap());
+        assert_eq!(count, 1, "{name}: ffmpeg's edit list changed");
+        check_shifted(name, &path, 0.0);
+    }
+    // A LAME MP3 remuxed into MP4: its LAME tag is gone, the edit list holds the delay.
+    let src = encoded("remux-src.mp3", 44_100, 2, &mp3);
+    let remux = f.dir.join("remux-mp3.mp4");
+    run(Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-y", "-i"])
+        .arg(&src)
+        .args(["-c", "copy"])
+        .arg(&remux));
+    check_shifted("LAME MP3 remuxed into MP4", &remux, 0.0);
+    // An edit skipping half a second (a cut file): played from there.
+    for (name, args) in [
+        ("flacin.mp4", &["-c:a", "flac", "-strict", "-2"][..]),
+        ("pcmin.mov", &["-c:a", "pcm_s16le"][..]),
+    ] {
+        let plain = encoded(name, 44_100, 1, args);
+        let mut bytes = std::fs::read(&plain).unwrap();
+        let (at, version, count) = elst(&bytes);
+        assert_eq!(
+            (version, count),
+            (0, 1),
+            "{name}: ffmpeg's edit list changed"
+        );
+        let field = |b: &[u8], i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap());
+        let (dur, media_time) = (field(&bytes, at + 8), field(&bytes, at + 12));
+        bytes[at + 8..at + 12].copy_from_slice(&(dur - 500).to_be_bytes());
+        bytes[at + 12..at + 16].copy_from_slice(&(media_time + 22_050).to_be_bytes());
+        let cut = written(&format!("cut-{name}"), &bytes);
+        let d = decode_file(&cut).unwrap();
+        assert!(
+            (d.duration_s - (f.duration_s - 0.5)).abs() < 0.01,
+            "{name}: {} s",
+            d.duration_s
+        );
+        check_shifted(&format!("{name} with an edit skipping 0.5 s"), &cut, -0.5);
+    }
+}
+
 /// Whole media that was refused: a VBR MP3 without a Xing/LAME header (`lame -t`
 /// style, `ffmpeg -write_xing 0`), and an M4A with bytes appended after its last box (a
 /// tag or junk a server added). Each decodes whole, every occurrence within 5 ms.

@@ -12,8 +12,9 @@
 //! - MP3: the LAME/Xing tag (symphonia's gapless mode; without it a LAME MP3 comes out
 //!   ~25 ms late);
 //! - Ogg Vorbis: the granule positions (symphonia's gapless mode);
-//! - AAC/ALAC in MP4: the `iTunSMPB` tag or the edit list ([`mp4`]), which symphonia
-//!   0.5 ignores (AAC came out 1024 frames late: 128 ms at 8 kHz);
+//! - every codec in MP4 (AAC, ALAC, MP3, Opus, FLAC, PCM): the `iTunSMPB` tag or the
+//!   edit list ([`mp4`]), which symphonia 0.5 ignores (AAC came out 1024 frames late:
+//!   128 ms at 8 kHz; MP3 in MP4, whose delay only the edit list declares, 25 ms);
 //! - raw ADTS AAC, and AAC in an MP4 stating neither (fragmented MP4): AAC-LC's
 //!   conventional 1024 priming samples;
 //! - joined MP3 files: each part's own LAME tag ([`mp3::segments`]);
@@ -690,6 +691,29 @@ pub fn decode_source(
     if let Some(rate) = configured.filter(|r| *r > 0) {
         params.sample_rate = Some(rate);
     }
+    // Opus in MP4: its `dOps` box holds the pre-skip big-endian where OpusHead holds it
+    // little-endian (the decoder read 312 as 14337 and dropped 0.3 s), and the edit list
+    // states the pre-skip as its media time. The decoder skips nothing; the edit list
+    // (or, without one, the pre-skip) trims, as for every codec in MP4.
+    // symphonia leaves its channels unset (the channel count is byte 9, as in OpusHead).
+    let mp4_opus_pre_skip = if opus::is_opus(&params) && mp4_statement != mp4::Statement::NotMp4 {
+        if params.channels.is_none() {
+            use symphonia::core::audio::Channels;
+            params.channels = match params.extra_data.as_deref().and_then(|d| d.get(9)) {
+                Some(1) => Some(Channels::FRONT_LEFT),
+                Some(2) => Some(Channels::FRONT_LEFT | Channels::FRONT_RIGHT),
+                _ => None,
+            };
+        }
+        params.extra_data.as_mut().and_then(|d| {
+            let b = d.get_mut(10..12)?;
+            let pre_skip = u16::from_be_bytes([b[0], b[1]]);
+            b.fill(0);
+            Some(u64::from(pre_skip))
+        })
+    } else {
+        None
+    };
     let params = params;
     let source_rate = check_rate(params.sample_rate, &input)?;
     if let (Some((scale, delta)), Some(g)) = (mp4_timing, mp4_gapless) {
@@ -721,8 +745,12 @@ pub fn decode_source(
     // lost its end (or was refused as data inserted midway). Nothing declares such a
     // stream's length: the whole of it is decoded, and its end checked by [`tail`].
     let mp3_length_estimated = is_mp3 && mp3_start == Some(mp3::Start::NoTag);
-    let is_mp4_track =
-        mp4_gapless.is_some() && matches!(params.codec, sc::CODEC_TYPE_AAC | sc::CODEC_TYPE_ALAC);
+    // An MP4's edit list (or iTunSMPB) is what players play, whatever the codec: MP3 in
+    // MP4 declares LAME's delay only there (ffmpeg moves it from the LAME tag into the
+    // edit list), and an edit cutting FLAC or PCM is as real as one cutting AAC. (Only
+    // AAC and ALAC had it applied: MP3 in MP4 came out 25 ms late, a FLAC edit skipping
+    // 0.5 s 500 ms late.) One rule for every codec, never an edit list ignored.
+    let is_mp4_track = mp4_gapless.is_some();
     let mut trim = mp4_gapless.filter(|_| is_mp4_track).map(|g| {
         let (skip, keep) = g.frames(source_rate);
         Trim { skip, keep, pos: 0 }
@@ -740,7 +768,10 @@ pub fn decode_source(
             mp3_start,
             Some(mp3::Start::TagWithoutDelay { stated: false, .. })
         );
-    if is_mp3 && (params.delay.is_none() || blank_extension) {
+    if is_mp3
+        && mp4_statement == mp4::Statement::NotMp4
+        && (params.delay.is_none() || blank_extension)
+    {
         if let Some(mp3::Start::TagWithoutDelay { delay, stated }) = mp3_start {
             notes.push(if stated {
                 format!("the MP3's LAME tag fails its CRC-16: its encoder delay ({delay} samples) used, as ffmpeg does")
@@ -785,6 +816,13 @@ pub fn decode_source(
         notes.push(format!(
             "the MP4 states no encoder delay (no edit list, no iTunSMPB): AAC-LC's conventional {AAC_PRIMING} priming samples removed"
         ));
+    }
+    if let (Some(pre_skip), mp4::Statement::Unstated) = (mp4_opus_pre_skip, mp4_statement) {
+        trim = Some(Trim {
+            skip: pre_skip,
+            keep: None,
+            pos: 0,
+        });
     }
     // The duration the container declares: MP3 only with a LAME tag (without one the
     // reader estimates it from the first frame's bitrate, wrong for VBR).
