@@ -48,7 +48,9 @@
 //! - a FLAC whose STREAMINFO contradicts its frame headers is named as corrupt
 //!   ([`flac_head`]), not "not an audio file";
 //! - an MP4 sample table counting more entries than its box holds is refused before
-//!   the reader allocates for them ([`tables`]);
+//!   the reader allocates for them ([`tables`]), and so is any other header length
+//!   that sizes an allocation (an ALAC cookie's frame length, a FLAC comment or picture
+//!   length: [`lengths`]); an ID3v2 frame overrunning its tag has the tag skipped;
 //! - an MP3 frame reaching back for more main data than the frames before it left free
 //!   (a bit reservoir underflow after a stream's first frame: frames cut out or
 //!   repeated midway) is incomplete ([`reservoir`]);
@@ -63,6 +65,7 @@ mod fragments;
 pub mod guard;
 mod id3;
 mod lame_crc;
+mod lengths;
 mod mp3;
 mod mp4;
 mod opus;
@@ -107,6 +110,29 @@ pub const MAX_SOURCE_RATE: u32 = 768_000;
 /// did not decode before the whole decode is refused. A few damaged frames in a long
 /// episode cannot hide a clip; more means the file is broken.
 pub const MAX_LOST_S: f64 = 0.5;
+
+/// Longest audio decoded by default ([`DecodeLimits::max_duration_s`]): 12 hours, far
+/// past any podcast episode, and about 1.4 GB of analysis samples at its end.
+pub const MAX_DURATION_S: f64 = 12.0 * 3600.0;
+
+/// Bounds on what one decode may produce. `max_bytes` bounds a download, not what it
+/// decodes to: a 64 kB FLAC of constant frames decoded to 10 hours (1.5 GB), a 261 kB
+/// one to 40 hours (an 8.6 GB allocation that aborted the process, every job in it),
+/// so the decoded duration is capped too, for every codec: checked against what the
+/// container declares before decoding, and against what has decoded as it goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DecodeLimits {
+    /// Longest audio accepted, in seconds; longer is [`DecodeError::TooLong`].
+    pub max_duration_s: f64,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_duration_s: MAX_DURATION_S,
+        }
+    }
+}
 
 /// How far the decoded duration may fall short of the container's before the decode is
 /// [`DecodeError::Incomplete`]: 100 ms plus 0.1 % (a frame of rounding, never a clip).
@@ -193,6 +219,19 @@ pub enum DecodeError {
         /// What is laid out, and why it cannot be played truly.
         reason: String,
     },
+    /// The audio is longer than [`DecodeLimits::max_duration_s`] (declared by its
+    /// container, or decoded so far): refused before it exhausts memory.
+    #[error("{input}: too long: {what} {duration_s:.3} s, over the {max_s:.0} s ({hours:.1} h) this decoder accepts (a decompression bomb, or an episode longer than any podcast: the limit bounds the memory a decode takes)", hours = .max_s / 3600.0)]
+    TooLong {
+        /// Offending input.
+        input: String,
+        /// "its container declares" or "it decoded to more than".
+        what: String,
+        /// The declared or decoded duration.
+        duration_s: f64,
+        /// The limit.
+        max_s: f64,
+    },
     /// The stream decoded to zero samples.
     #[error("{input}: stream contains no audio samples")]
     Empty {
@@ -241,6 +280,17 @@ impl DecodeError {
             },
             DecodeError::Unsupported { reason, .. } => DecodeError::Unsupported { input, reason },
             DecodeError::Empty { .. } => DecodeError::Empty { input },
+            DecodeError::TooLong {
+                what,
+                duration_s,
+                max_s,
+                ..
+            } => DecodeError::TooLong {
+                input,
+                what,
+                duration_s,
+                max_s,
+            },
             DecodeError::AbsurdSampleRate { rate, .. } => {
                 DecodeError::AbsurdSampleRate { input, rate }
             }
@@ -334,13 +384,18 @@ pub fn unsupported_reason(params: &sc::CodecParameters, detail: &str) -> String 
 
 /// Decodes a file (the extension is used as a format hint).
 pub fn decode_file(path: &Path) -> Result<DecodedAudio, DecodeError> {
+    decode_file_with(path, &DecodeLimits::default())
+}
+
+/// [`decode_file`] under `limits`.
+pub fn decode_file_with(path: &Path, limits: &DecodeLimits) -> Result<DecodedAudio, DecodeError> {
     let input = path.display().to_string();
     let file = File::open(path).map_err(|e| DecodeError::Io {
         input: input.clone(),
         reason: e.to_string(),
     })?;
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_owned);
-    decode_source(Box::new(file), ext.as_deref(), &input)
+    decode_source_with(Box::new(file), ext.as_deref(), &input, limits)
 }
 
 /// Decodes any symphonia media source (e.g. a file or an in-memory
@@ -480,13 +535,53 @@ impl Trim {
     }
 }
 
+/// The checks of a body's leading metadata that must run before symphonia's probe
+/// reads it, shared by the decoder and the researcher's probe (one rule): an ID3v2 tag
+/// whose size lies about where the audio starts ([`id3`]), and header lengths the reader
+/// would trust to allocate ([`lengths`]). `Ok` with the source to read (past an ID3v2
+/// tag one of whose frames overruns it: only metadata, bounded by its own size; it failed
+/// the episode as "not an audio file") and notes for the decode's warnings; `Err` with
+/// the reason the file is corrupt. A source that cannot seek is returned as it is.
+pub fn checked_source(
+    mut source: Box<dyn MediaSource>,
+) -> Result<(Box<dyn MediaSource>, Vec<String>), String> {
+    let mut notes = Vec::new();
+    if !source.is_seekable() {
+        return Ok((source, notes));
+    }
+    id3::check_tag_size(&mut source)?;
+    if let Some((end, reason)) = id3::frame_overrun(&mut source) {
+        let len = source.byte_len().unwrap_or(u64::MAX);
+        notes.push(reason);
+        source = Box::new(Bounded::window(source, end, len));
+    }
+    lengths::check_flac_metadata(&mut source)?;
+    Ok((source, notes))
+}
+
 /// Like [`decode_reader`] but names the input (path or URL) in errors.
 pub fn decode_source(
-    mut source: Box<dyn MediaSource>,
+    source: Box<dyn MediaSource>,
     hint_ext: Option<&str>,
     input: &str,
 ) -> Result<DecodedAudio, DecodeError> {
+    decode_source_with(source, hint_ext, input, &DecodeLimits::default())
+}
+
+/// [`decode_source`] under `limits`.
+pub fn decode_source_with(
+    mut source: Box<dyn MediaSource>,
+    hint_ext: Option<&str>,
+    input: &str,
+    limits: &DecodeLimits,
+) -> Result<DecodedAudio, DecodeError> {
+    let max_s = limits.max_duration_s;
     let input = input.to_owned();
+    let (checked, mut notes) = checked_source(source).map_err(|reason| DecodeError::Corrupt {
+        input: input.clone(),
+        reason,
+    })?;
+    source = checked;
     let tail = if source.is_seekable() {
         tail::read_tail(&mut source)
     } else {
@@ -500,12 +595,6 @@ pub fn decode_source(
                 container::READ_CONTAINERS
             ),
         });
-    }
-    if source.is_seekable() {
-        id3::check_tag_size(&mut source).map_err(|reason| DecodeError::Corrupt {
-            input: input.clone(),
-            reason,
-        })?;
     }
     let wav_streamed = source.is_seekable() && wav::streamed(&mut source);
     if source.is_seekable() {
@@ -560,7 +649,6 @@ pub fn decode_source(
         _ => None,
     };
     // Bytes appended after an MP4's last box: the reader sees only the boxes.
-    let mut notes = Vec::new();
     if wav_streamed {
         notes.push(
             "a streamed WAV (size 0xFFFFFFFF: length unknown): decoded to the end of the body"
@@ -727,6 +815,11 @@ pub fn decode_source(
             if let Some(reason) = timescale_contradiction(scale, delta, source_rate, sbr) {
                 return Err(DecodeError::Corrupt { input, reason });
             }
+        }
+    }
+    if params.codec == sc::CODEC_TYPE_ALAC {
+        if let Some(cookie) = params.extra_data.as_deref() {
+            lengths::check_alac_cookie(cookie).map_err(corrupt)?;
         }
     }
     let mut decoder = guard::guarded(
@@ -904,6 +997,18 @@ pub fn decode_source(
         } else {
             None
         };
+    // Before anything is sized from it (the resampler's output is).
+    // (A declaration only: an MP3 or ADTS length estimated from one frame's bitrate
+    // can be far off.)
+    let declared_s = expected_frames.map(|n| n as f64 / source_rate as f64);
+    if let Some(d) = declared_s.filter(|d| *d > max_s) {
+        return Err(DecodeError::TooLong {
+            input,
+            what: "its container declares".into(),
+            duration_s: d,
+            max_s,
+        });
+    }
     let mono = MonoResampler::new(source_rate, expected_frames.unwrap_or(0), &input)?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(64);
     std::thread::scope(|scope| {
@@ -1224,6 +1329,14 @@ pub fn decode_source(
             };
             state.frames_in += frames as u64;
             state.decoded_s += frames as f64 / state.rate as f64;
+            if state.decoded_s > max_s {
+                return Err(DecodeError::TooLong {
+                    input,
+                    what: "it decoded to more than".into(),
+                    duration_s: state.decoded_s,
+                    max_s,
+                });
+            }
             if chunk.len() >= SEND_CHUNK {
                 flush(&tx, &mut chunk);
             }
@@ -1360,24 +1473,46 @@ pub fn decode_source(
     })
 }
 
-/// A media source cut to its first `len` bytes (the rest is not audio), so the reader
-/// sees only what it can read.
+/// A media source seen through a window of its bytes, `start..end` (what lies outside
+/// is not audio: bytes after an MP4's last box, an ID3v2 tag whose frames overrun it),
+/// so the reader sees only what it can read. Positions are relative to `start`.
 struct Bounded {
     inner: Box<dyn MediaSource>,
-    len: u64,
+    start: u64,
+    end: u64,
+    /// Position relative to `start`.
     pos: u64,
 }
 
 impl Bounded {
-    fn new(mut inner: Box<dyn MediaSource>, len: u64) -> Bounded {
-        let pos = inner.stream_position().unwrap_or(0).min(len);
-        Bounded { inner, len, pos }
+    /// The source cut to its first `len` bytes.
+    fn new(inner: Box<dyn MediaSource>, len: u64) -> Bounded {
+        Bounded::window(inner, 0, len)
+    }
+
+    /// The source from byte `start` to byte `end`, positioned at its start.
+    fn window(mut inner: Box<dyn MediaSource>, start: u64, end: u64) -> Bounded {
+        let end = end.max(start);
+        let pos = match inner.seek(std::io::SeekFrom::Start(start)) {
+            Ok(_) => 0,
+            Err(_) => end - start,
+        };
+        Bounded {
+            inner,
+            start,
+            end,
+            pos,
+        }
+    }
+
+    fn len(&self) -> u64 {
+        self.end - self.start
     }
 }
 
 impl std::io::Read for Bounded {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = usize::try_from(self.len.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let left = usize::try_from(self.len().saturating_sub(self.pos)).unwrap_or(usize::MAX);
         let want = buf.len().min(left);
         if want == 0 {
             return Ok(0);
@@ -1392,13 +1527,14 @@ impl std::io::Seek for Bounded {
     fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
         let target = match to {
             std::io::SeekFrom::Start(p) => Some(p),
-            std::io::SeekFrom::End(d) => self.len.checked_add_signed(d),
+            std::io::SeekFrom::End(d) => self.len().checked_add_signed(d),
             std::io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
         }
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before 0"))?;
-        self.pos = self
-            .inner
-            .seek(std::io::SeekFrom::Start(target.min(self.len)))?;
+        let at = self.inner.seek(std::io::SeekFrom::Start(
+            self.start + target.min(self.len()),
+        ))?;
+        self.pos = at.saturating_sub(self.start);
         Ok(self.pos)
     }
 }
@@ -1409,7 +1545,7 @@ impl MediaSource for Bounded {
     }
 
     fn byte_len(&self) -> Option<u64> {
-        Some(self.len)
+        Some(self.len())
     }
 }
 
@@ -1564,6 +1700,11 @@ fn make_decoder(
 /// [`opus`]); `Err` with [`unsupported_reason`]'s text. One rule for the decoder and the
 /// researcher's probe, so what the probe accepts is what decodes.
 pub fn make_codec_decoder(params: &sc::CodecParameters) -> Result<Box<dyn Decoder>, String> {
+    if params.codec == sc::CODEC_TYPE_ALAC {
+        if let Some(cookie) = params.extra_data.as_deref() {
+            lengths::check_alac_cookie(cookie)?;
+        }
+    }
     if opus::is_opus(params) {
         return opus::OpusDecoder::new(params)
             .map(|d| Box::new(d) as Box<dyn Decoder>)
