@@ -2469,6 +2469,37 @@ fn audio_longer_than_the_limit_is_refused_not_decoded_into_memory() {
     }
 }
 
+/// An Ogg video podcast (`.ogv`: Theora and Vorbis, or Theora and Opus) whose video runs
+/// on after the audio: the audio's last page is not the file's, and its end trimming
+/// was read as a step back. It decodes, every occurrence within 5 ms. (Before, it was
+/// refused as "the Ogg granule positions go back ...: 480 samples repeated midway":
+/// outside 18i F5.) A page repeated midway is still refused
+/// ([`vorbis_with_pages_cut_out_midway_is_incomplete`]).
+#[test]
+fn an_ogg_with_a_video_stream_longer_than_its_audio_decodes() {
+    let f = fixture();
+    for (name, audio) in [
+        ("theora-vorbis.ogv", &["-c:a", "libvorbis"][..]),
+        ("theora-opus.ogv", &["-c:a", "libopus"][..]),
+    ] {
+        let path = f.dir.join(name);
+        run(Command::new("ffmpeg")
+            .args(["-hide_banner", "-loglevel", "error", "-y"])
+            .args([
+                "-f",
+                "lavfi",
+                "-i",
+                "testsrc=size=64x48:rate=5:duration=12",
+                "-i",
+            ])
+            .arg(&f.master)
+            .args(["-c:v", "libtheora", "-ar", "48000", "-ac", "2"])
+            .args(audio)
+            .arg(&path));
+        check_shifted(name, &path, 0.0);
+    }
+}
+
 /// The child of [`an_mp4_sample_count_its_box_cannot_hold_is_refused_under_a_memory_limit`]:
 /// decodes the file it is given and prints the outcome (nothing without one).
 #[test]

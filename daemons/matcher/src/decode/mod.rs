@@ -989,7 +989,7 @@ pub fn decode_source_with(
     let unsniffed = head.is_empty();
     let mut continuity =
         if head.starts_with(b"OggS") || (unsniffed && params.codec == sc::CODEC_TYPE_VORBIS) {
-            Some(continuity::Continuity::new("Ogg granule positions"))
+            Some(continuity::Continuity::ogg())
         } else if native_flac || (unsniffed && params.codec == sc::CODEC_TYPE_FLAC) {
             Some(continuity::Continuity::new(
                 "FLAC frame headers' sample numbers",
