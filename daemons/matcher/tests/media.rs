@@ -1606,6 +1606,10 @@ fn containers_this_build_does_not_read_are_named() {
             vec!["-c:a", "libmp3lame", "-f", "mpegts"],
             "MPEG transport stream",
         ),
+        // Outside 18i F8: "not an audio file ...: end of stream" before.
+        ("wma.wma", vec!["-c:a", "wmav2"], "ASF (WMA)"),
+        ("ac3.ac3", vec!["-c:a", "ac3"], "raw AC-3"),
+        ("eac3.eac3", vec!["-c:a", "eac3"], "raw E-AC-3"),
     ] {
         let p = encoded(&format!("container-{name}"), 44_100, 2, &args);
         match decode_file(&p) {
