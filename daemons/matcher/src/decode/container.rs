@@ -1,6 +1,7 @@
 //! Containers this build does not read, named by their first bytes.
 //!
-//! symphonia 0.5 has no reader for Matroska/WebM, AIFF, RF64, Wave64, CAF or MPEG-TS.
+//! symphonia 0.5 has no reader for Matroska/WebM, AIFF, RF64, Wave64, CAF, MPEG-TS, ASF
+//! (WMA) or raw AC-3/E-AC-3.
 //! Without a name for them the probe fell through to its MP3/ADTS scan, found false
 //! sync words in the audio data and refused the file with an invented reason ("AAC with
 //! 4 channels", "MPEG-1 Layer I", "no audio samples"), sending an operator after a
@@ -29,6 +30,22 @@ pub fn unsupported_container(head: &[u8]) -> Option<&'static str> {
         Some("CAF")
     } else if [0, 188, 376].iter().all(|i| head.get(*i) == Some(&0x47)) {
         Some("MPEG transport stream")
+    } else if at(
+        0,
+        &[
+            0x30, 0x26, 0xb2, 0x75, 0x8e, 0x66, 0xcf, 0x11, 0xa6, 0xd9, 0x00, 0xaa, 0x00, 0x62,
+            0xce, 0x6c,
+        ],
+    ) {
+        // The ASF header object's GUID.
+        Some("ASF (WMA)")
+    } else if at(0, &[0x0b, 0x77]) {
+        // A Dolby sync word; bsid (byte 5, top 5 bits) 16 is E-AC-3, up to 10 AC-3.
+        match head.get(5).map(|b| b >> 3) {
+            Some(0..=10) => Some("raw AC-3"),
+            Some(11..=16) => Some("raw E-AC-3"),
+            _ => None,
+        }
     } else {
         None
     }

@@ -11,6 +11,10 @@
 
 use symphonia::core::formats::Packet;
 
+/// Longest audio (seconds) that may follow an Ogg stream's end trimming read as a step
+/// back: the last page of a stream (ffmpeg's muxer fills a page with about a second).
+const END_PAGE_S: f64 = 2.0;
+
 /// Where the next packet must start; one per decode of a positioned stream.
 #[derive(Debug)]
 pub(super) struct Continuity {
@@ -18,12 +22,36 @@ pub(super) struct Continuity {
     what: &'static str,
     /// One past the last frame of the previous packet, once one was seen.
     next: Option<u64>,
+    /// Whether a step back smaller than its packet may be an Ogg stream's end trimming.
+    ogg: bool,
+    /// Such a step back, taken for end trimming until more than [`END_PAGE_S`] of audio
+    /// follows it: (the reason if it was not, frames since).
+    pending: Option<(String, u64)>,
 }
 
 impl Continuity {
     /// A check of the positions `what` names.
     pub(super) fn new(what: &'static str) -> Continuity {
-        Continuity { what, next: None }
+        Continuity {
+            what,
+            next: None,
+            ogg: false,
+            pending: None,
+        }
+    }
+
+    /// A check of an Ogg stream's granule positions. Its last page's granule is where
+    /// the audio ends, before the packets' full length: the reader gives the page's first
+    /// packet an earlier start by the end trimming when it did not find the stream's end
+    /// at the end of the file (an Ogg with a video stream that runs on after the audio
+    /// was refused as "repeated midway"). A step back smaller than the packet it occurs
+    /// at (a repeated page steps back by at least a whole packet), with the stream ending
+    /// within [`END_PAGE_S`] after it, is that trimming.
+    pub(super) fn ogg() -> Continuity {
+        Continuity {
+            ogg: true,
+            ..Continuity::new("Ogg granule positions")
+        }
     }
 
     /// Why `packet` cannot follow the previous one (it starts later than that one
@@ -33,16 +61,27 @@ impl Continuity {
         let expected = self.next.replace(start.saturating_add(packet.dur()));
         let expected = expected?;
         let seconds = |n: u64| n as f64 / f64::from(rate.max(1));
+        if let Some((_, after)) = self.pending.as_mut() {
+            *after += packet.dur();
+            if seconds(*after) > END_PAGE_S {
+                return self.pending.take().map(|(reason, _)| reason);
+            }
+        }
         if start < expected {
             // A page or frame repeated (a resumed download re-appending bytes, a muxer
             // fault): its audio is decoded twice and every later offset would be late.
             let repeated = expected - start;
-            return Some(format!(
+            let reason = format!(
                 "the {} go back from sample {expected} ({:.3} s) to {start}: {repeated} samples ({:.1} ms) repeated midway (pages or frames repeated), so every later offset would be late",
                 self.what,
                 seconds(expected),
                 seconds(repeated) * 1000.0,
-            ));
+            );
+            if self.ogg && self.pending.is_none() && repeated < packet.dur() {
+                self.pending = Some((reason, 0));
+                return None;
+            }
+            return Some(reason);
         }
         (start > expected).then(|| {
             let missing = start - expected;

@@ -12,8 +12,9 @@
 //! - MP3: the LAME/Xing tag (symphonia's gapless mode; without it a LAME MP3 comes out
 //!   ~25 ms late);
 //! - Ogg Vorbis: the granule positions (symphonia's gapless mode);
-//! - AAC/ALAC in MP4: the `iTunSMPB` tag or the edit list ([`mp4`]), which symphonia
-//!   0.5 ignores (AAC came out 1024 frames late: 128 ms at 8 kHz);
+//! - every codec in MP4 (AAC, ALAC, MP3, Opus, FLAC, PCM): the `iTunSMPB` tag or the
+//!   edit list ([`mp4`]), which symphonia 0.5 ignores (AAC came out 1024 frames late:
+//!   128 ms at 8 kHz; MP3 in MP4, whose delay only the edit list declares, 25 ms);
 //! - raw ADTS AAC, and AAC in an MP4 stating neither (fragmented MP4): AAC-LC's
 //!   conventional 1024 priming samples;
 //! - joined MP3 files: each part's own LAME tag ([`mp3::segments`]);
@@ -47,7 +48,9 @@
 //! - a FLAC whose STREAMINFO contradicts its frame headers is named as corrupt
 //!   ([`flac_head`]), not "not an audio file";
 //! - an MP4 sample table counting more entries than its box holds is refused before
-//!   the reader allocates for them ([`tables`]);
+//!   the reader allocates for them ([`tables`]), and so is any other header length
+//!   that sizes an allocation (an ALAC cookie's frame length, a FLAC comment or picture
+//!   length: [`lengths`]); an ID3v2 frame overrunning its tag has the tag skipped;
 //! - an MP3 frame reaching back for more main data than the frames before it left free
 //!   (a bit reservoir underflow after a stream's first frame: frames cut out or
 //!   repeated midway) is incomplete ([`reservoir`]);
@@ -62,6 +65,7 @@ mod fragments;
 pub mod guard;
 mod id3;
 mod lame_crc;
+mod lengths;
 mod mp3;
 mod mp4;
 mod opus;
@@ -106,6 +110,29 @@ pub const MAX_SOURCE_RATE: u32 = 768_000;
 /// did not decode before the whole decode is refused. A few damaged frames in a long
 /// episode cannot hide a clip; more means the file is broken.
 pub const MAX_LOST_S: f64 = 0.5;
+
+/// Longest audio decoded by default ([`DecodeLimits::max_duration_s`]): 12 hours, far
+/// past any podcast episode, and about 1.4 GB of analysis samples at its end.
+pub const MAX_DURATION_S: f64 = 12.0 * 3600.0;
+
+/// Bounds on what one decode may produce. `max_bytes` bounds a download, not what it
+/// decodes to: a 64 kB FLAC of constant frames decoded to 10 hours (1.5 GB), a 261 kB
+/// one to 40 hours (an 8.6 GB allocation that aborted the process, every job in it),
+/// so the decoded duration is capped too, for every codec: checked against what the
+/// container declares before decoding, and against what has decoded as it goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DecodeLimits {
+    /// Longest audio accepted, in seconds; longer is [`DecodeError::TooLong`].
+    pub max_duration_s: f64,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_duration_s: MAX_DURATION_S,
+        }
+    }
+}
 
 /// How far the decoded duration may fall short of the container's before the decode is
 /// [`DecodeError::Incomplete`]: 100 ms plus 0.1 % (a frame of rounding, never a clip).
@@ -192,6 +219,19 @@ pub enum DecodeError {
         /// What is laid out, and why it cannot be played truly.
         reason: String,
     },
+    /// The audio is longer than [`DecodeLimits::max_duration_s`] (declared by its
+    /// container, or decoded so far): refused before it exhausts memory.
+    #[error("{input}: too long: {what} {duration_s:.3} s, over the {max_s:.0} s ({hours:.1} h) this decoder accepts (a decompression bomb, or an episode longer than any podcast: the limit bounds the memory a decode takes)", hours = .max_s / 3600.0)]
+    TooLong {
+        /// Offending input.
+        input: String,
+        /// "its container declares" or "it decoded to more than".
+        what: String,
+        /// The declared or decoded duration.
+        duration_s: f64,
+        /// The limit.
+        max_s: f64,
+    },
     /// The stream decoded to zero samples.
     #[error("{input}: stream contains no audio samples")]
     Empty {
@@ -240,6 +280,17 @@ impl DecodeError {
             },
             DecodeError::Unsupported { reason, .. } => DecodeError::Unsupported { input, reason },
             DecodeError::Empty { .. } => DecodeError::Empty { input },
+            DecodeError::TooLong {
+                what,
+                duration_s,
+                max_s,
+                ..
+            } => DecodeError::TooLong {
+                input,
+                what,
+                duration_s,
+                max_s,
+            },
             DecodeError::AbsurdSampleRate { rate, .. } => {
                 DecodeError::AbsurdSampleRate { input, rate }
             }
@@ -333,13 +384,18 @@ pub fn unsupported_reason(params: &sc::CodecParameters, detail: &str) -> String 
 
 /// Decodes a file (the extension is used as a format hint).
 pub fn decode_file(path: &Path) -> Result<DecodedAudio, DecodeError> {
+    decode_file_with(path, &DecodeLimits::default())
+}
+
+/// [`decode_file`] under `limits`.
+pub fn decode_file_with(path: &Path, limits: &DecodeLimits) -> Result<DecodedAudio, DecodeError> {
     let input = path.display().to_string();
     let file = File::open(path).map_err(|e| DecodeError::Io {
         input: input.clone(),
         reason: e.to_string(),
     })?;
     let ext = path.extension().and_then(|e| e.to_str()).map(str::to_owned);
-    decode_source(Box::new(file), ext.as_deref(), &input)
+    decode_source_with(Box::new(file), ext.as_deref(), &input, limits)
 }
 
 /// Decodes any symphonia media source (e.g. a file or an in-memory
@@ -479,13 +535,53 @@ impl Trim {
     }
 }
 
+/// The checks of a body's leading metadata that must run before symphonia's probe
+/// reads it, shared by the decoder and the researcher's probe (one rule): an ID3v2 tag
+/// whose size lies about where the audio starts ([`id3`]), and header lengths the reader
+/// would trust to allocate ([`lengths`]). `Ok` with the source to read (past an ID3v2
+/// tag one of whose frames overruns it: only metadata, bounded by its own size; it failed
+/// the episode as "not an audio file") and notes for the decode's warnings; `Err` with
+/// the reason the file is corrupt. A source that cannot seek is returned as it is.
+pub fn checked_source(
+    mut source: Box<dyn MediaSource>,
+) -> Result<(Box<dyn MediaSource>, Vec<String>), String> {
+    let mut notes = Vec::new();
+    if !source.is_seekable() {
+        return Ok((source, notes));
+    }
+    id3::check_tag_size(&mut source)?;
+    if let Some((end, reason)) = id3::frame_overrun(&mut source) {
+        let len = source.byte_len().unwrap_or(u64::MAX);
+        notes.push(reason);
+        source = Box::new(Bounded::window(source, end, len));
+    }
+    lengths::check_flac_metadata(&mut source)?;
+    Ok((source, notes))
+}
+
 /// Like [`decode_reader`] but names the input (path or URL) in errors.
 pub fn decode_source(
-    mut source: Box<dyn MediaSource>,
+    source: Box<dyn MediaSource>,
     hint_ext: Option<&str>,
     input: &str,
 ) -> Result<DecodedAudio, DecodeError> {
+    decode_source_with(source, hint_ext, input, &DecodeLimits::default())
+}
+
+/// [`decode_source`] under `limits`.
+pub fn decode_source_with(
+    mut source: Box<dyn MediaSource>,
+    hint_ext: Option<&str>,
+    input: &str,
+    limits: &DecodeLimits,
+) -> Result<DecodedAudio, DecodeError> {
+    let max_s = limits.max_duration_s;
     let input = input.to_owned();
+    let (checked, mut notes) = checked_source(source).map_err(|reason| DecodeError::Corrupt {
+        input: input.clone(),
+        reason,
+    })?;
+    source = checked;
     let tail = if source.is_seekable() {
         tail::read_tail(&mut source)
     } else {
@@ -499,12 +595,6 @@ pub fn decode_source(
                 container::READ_CONTAINERS
             ),
         });
-    }
-    if source.is_seekable() {
-        id3::check_tag_size(&mut source).map_err(|reason| DecodeError::Corrupt {
-            input: input.clone(),
-            reason,
-        })?;
     }
     let wav_streamed = source.is_seekable() && wav::streamed(&mut source);
     if source.is_seekable() {
@@ -559,7 +649,6 @@ pub fn decode_source(
         _ => None,
     };
     // Bytes appended after an MP4's last box: the reader sees only the boxes.
-    let mut notes = Vec::new();
     if wav_streamed {
         notes.push(
             "a streamed WAV (size 0xFFFFFFFF: length unknown): decoded to the end of the body"
@@ -690,6 +779,29 @@ pub fn decode_source(
     if let Some(rate) = configured.filter(|r| *r > 0) {
         params.sample_rate = Some(rate);
     }
+    // Opus in MP4: its `dOps` box holds the pre-skip big-endian where OpusHead holds it
+    // little-endian (the decoder read 312 as 14337 and dropped 0.3 s), and the edit list
+    // states the pre-skip as its media time. The decoder skips nothing; the edit list
+    // (or, without one, the pre-skip) trims, as for every codec in MP4.
+    // symphonia leaves its channels unset (the channel count is byte 9, as in OpusHead).
+    let mp4_opus_pre_skip = if opus::is_opus(&params) && mp4_statement != mp4::Statement::NotMp4 {
+        if params.channels.is_none() {
+            use symphonia::core::audio::Channels;
+            params.channels = match params.extra_data.as_deref().and_then(|d| d.get(9)) {
+                Some(1) => Some(Channels::FRONT_LEFT),
+                Some(2) => Some(Channels::FRONT_LEFT | Channels::FRONT_RIGHT),
+                _ => None,
+            };
+        }
+        params.extra_data.as_mut().and_then(|d| {
+            let b = d.get_mut(10..12)?;
+            let pre_skip = u16::from_be_bytes([b[0], b[1]]);
+            b.fill(0);
+            Some(u64::from(pre_skip))
+        })
+    } else {
+        None
+    };
     let params = params;
     let source_rate = check_rate(params.sample_rate, &input)?;
     if let (Some((scale, delta)), Some(g)) = (mp4_timing, mp4_gapless) {
@@ -703,6 +815,11 @@ pub fn decode_source(
             if let Some(reason) = timescale_contradiction(scale, delta, source_rate, sbr) {
                 return Err(DecodeError::Corrupt { input, reason });
             }
+        }
+    }
+    if params.codec == sc::CODEC_TYPE_ALAC {
+        if let Some(cookie) = params.extra_data.as_deref() {
+            lengths::check_alac_cookie(cookie).map_err(corrupt)?;
         }
     }
     let mut decoder = guard::guarded(
@@ -721,8 +838,12 @@ pub fn decode_source(
     // lost its end (or was refused as data inserted midway). Nothing declares such a
     // stream's length: the whole of it is decoded, and its end checked by [`tail`].
     let mp3_length_estimated = is_mp3 && mp3_start == Some(mp3::Start::NoTag);
-    let is_mp4_track =
-        mp4_gapless.is_some() && matches!(params.codec, sc::CODEC_TYPE_AAC | sc::CODEC_TYPE_ALAC);
+    // An MP4's edit list (or iTunSMPB) is what players play, whatever the codec: MP3 in
+    // MP4 declares LAME's delay only there (ffmpeg moves it from the LAME tag into the
+    // edit list), and an edit cutting FLAC or PCM is as real as one cutting AAC. (Only
+    // AAC and ALAC had it applied: MP3 in MP4 came out 25 ms late, a FLAC edit skipping
+    // 0.5 s 500 ms late.) One rule for every codec, never an edit list ignored.
+    let is_mp4_track = mp4_gapless.is_some();
     let mut trim = mp4_gapless.filter(|_| is_mp4_track).map(|g| {
         let (skip, keep) = g.frames(source_rate);
         Trim { skip, keep, pos: 0 }
@@ -740,7 +861,10 @@ pub fn decode_source(
             mp3_start,
             Some(mp3::Start::TagWithoutDelay { stated: false, .. })
         );
-    if is_mp3 && (params.delay.is_none() || blank_extension) {
+    if is_mp3
+        && mp4_statement == mp4::Statement::NotMp4
+        && (params.delay.is_none() || blank_extension)
+    {
         if let Some(mp3::Start::TagWithoutDelay { delay, stated }) = mp3_start {
             notes.push(if stated {
                 format!("the MP3's LAME tag fails its CRC-16: its encoder delay ({delay} samples) used, as ffmpeg does")
@@ -785,6 +909,13 @@ pub fn decode_source(
         notes.push(format!(
             "the MP4 states no encoder delay (no edit list, no iTunSMPB): AAC-LC's conventional {AAC_PRIMING} priming samples removed"
         ));
+    }
+    if let (Some(pre_skip), mp4::Statement::Unstated) = (mp4_opus_pre_skip, mp4_statement) {
+        trim = Some(Trim {
+            skip: pre_skip,
+            keep: None,
+            pos: 0,
+        });
     }
     // The duration the container declares: MP3 only with a LAME tag (without one the
     // reader estimates it from the first frame's bitrate, wrong for VBR).
@@ -858,7 +989,7 @@ pub fn decode_source(
     let unsniffed = head.is_empty();
     let mut continuity =
         if head.starts_with(b"OggS") || (unsniffed && params.codec == sc::CODEC_TYPE_VORBIS) {
-            Some(continuity::Continuity::new("Ogg granule positions"))
+            Some(continuity::Continuity::ogg())
         } else if native_flac || (unsniffed && params.codec == sc::CODEC_TYPE_FLAC) {
             Some(continuity::Continuity::new(
                 "FLAC frame headers' sample numbers",
@@ -866,6 +997,18 @@ pub fn decode_source(
         } else {
             None
         };
+    // Before anything is sized from it (the resampler's output is).
+    // (A declaration only: an MP3 or ADTS length estimated from one frame's bitrate
+    // can be far off.)
+    let declared_s = expected_frames.map(|n| n as f64 / source_rate as f64);
+    if let Some(d) = declared_s.filter(|d| *d > max_s) {
+        return Err(DecodeError::TooLong {
+            input,
+            what: "its container declares".into(),
+            duration_s: d,
+            max_s,
+        });
+    }
     let mono = MonoResampler::new(source_rate, expected_frames.unwrap_or(0), &input)?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(64);
     std::thread::scope(|scope| {
@@ -1186,6 +1329,14 @@ pub fn decode_source(
             };
             state.frames_in += frames as u64;
             state.decoded_s += frames as f64 / state.rate as f64;
+            if state.decoded_s > max_s {
+                return Err(DecodeError::TooLong {
+                    input,
+                    what: "it decoded to more than".into(),
+                    duration_s: state.decoded_s,
+                    max_s,
+                });
+            }
             if chunk.len() >= SEND_CHUNK {
                 flush(&tx, &mut chunk);
             }
@@ -1322,24 +1473,46 @@ pub fn decode_source(
     })
 }
 
-/// A media source cut to its first `len` bytes (the rest is not audio), so the reader
-/// sees only what it can read.
+/// A media source seen through a window of its bytes, `start..end` (what lies outside
+/// is not audio: bytes after an MP4's last box, an ID3v2 tag whose frames overrun it),
+/// so the reader sees only what it can read. Positions are relative to `start`.
 struct Bounded {
     inner: Box<dyn MediaSource>,
-    len: u64,
+    start: u64,
+    end: u64,
+    /// Position relative to `start`.
     pos: u64,
 }
 
 impl Bounded {
-    fn new(mut inner: Box<dyn MediaSource>, len: u64) -> Bounded {
-        let pos = inner.stream_position().unwrap_or(0).min(len);
-        Bounded { inner, len, pos }
+    /// The source cut to its first `len` bytes.
+    fn new(inner: Box<dyn MediaSource>, len: u64) -> Bounded {
+        Bounded::window(inner, 0, len)
+    }
+
+    /// The source from byte `start` to byte `end`, positioned at its start.
+    fn window(mut inner: Box<dyn MediaSource>, start: u64, end: u64) -> Bounded {
+        let end = end.max(start);
+        let pos = match inner.seek(std::io::SeekFrom::Start(start)) {
+            Ok(_) => 0,
+            Err(_) => end - start,
+        };
+        Bounded {
+            inner,
+            start,
+            end,
+            pos,
+        }
+    }
+
+    fn len(&self) -> u64 {
+        self.end - self.start
     }
 }
 
 impl std::io::Read for Bounded {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = usize::try_from(self.len.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let left = usize::try_from(self.len().saturating_sub(self.pos)).unwrap_or(usize::MAX);
         let want = buf.len().min(left);
         if want == 0 {
             return Ok(0);
@@ -1354,13 +1527,14 @@ impl std::io::Seek for Bounded {
     fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
         let target = match to {
             std::io::SeekFrom::Start(p) => Some(p),
-            std::io::SeekFrom::End(d) => self.len.checked_add_signed(d),
+            std::io::SeekFrom::End(d) => self.len().checked_add_signed(d),
             std::io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
         }
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before 0"))?;
-        self.pos = self
-            .inner
-            .seek(std::io::SeekFrom::Start(target.min(self.len)))?;
+        let at = self.inner.seek(std::io::SeekFrom::Start(
+            self.start + target.min(self.len()),
+        ))?;
+        self.pos = at.saturating_sub(self.start);
         Ok(self.pos)
     }
 }
@@ -1371,7 +1545,7 @@ impl MediaSource for Bounded {
     }
 
     fn byte_len(&self) -> Option<u64> {
-        Some(self.len)
+        Some(self.len())
     }
 }
 
@@ -1526,6 +1700,11 @@ fn make_decoder(
 /// [`opus`]); `Err` with [`unsupported_reason`]'s text. One rule for the decoder and the
 /// researcher's probe, so what the probe accepts is what decodes.
 pub fn make_codec_decoder(params: &sc::CodecParameters) -> Result<Box<dyn Decoder>, String> {
+    if params.codec == sc::CODEC_TYPE_ALAC {
+        if let Some(cookie) = params.extra_data.as_deref() {
+            lengths::check_alac_cookie(cookie)?;
+        }
+    }
     if opus::is_opus(params) {
         return opus::OpusDecoder::new(params)
             .map(|d| Box::new(d) as Box<dyn Decoder>)

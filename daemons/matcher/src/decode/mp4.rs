@@ -1,5 +1,6 @@
-//! Encoder delay and padding of AAC (and ALAC) in MP4/M4A, which symphonia 0.5's MP4
-//! reader ignores: every AAC encoder primes its output with silence (1024 frames from
+//! Encoder delay and padding of every codec in MP4/M4A/MOV (AAC, ALAC, MP3, Opus,
+//! FLAC, PCM: the caller applies one rule to all), which symphonia 0.5's MP4 reader
+//! ignores: every AAC encoder primes its output with silence (1024 frames from
 //! ffmpeg, 2112 from Apple's), so without this every offset in an `.m4a` episode is late
 //! by 128 ms at 8 kHz, 23 ms at 44.1 kHz.
 //!

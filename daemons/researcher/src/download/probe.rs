@@ -12,7 +12,7 @@ use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
-use archivist_matcher::decode::{container, guard, make_codec_decoder, SUPPORTED_CODECS};
+use archivist_matcher::decode::{self, container, guard, make_codec_decoder, SUPPORTED_CODECS};
 
 use super::DownloadError;
 
@@ -60,7 +60,14 @@ fn probe_container(path: &Path) -> Result<(), Refusal> {
     let refuse = Refusal::NotAudio;
     let file =
         File::open(path).map_err(|e| refuse(format!("cannot open {}: {e}", path.display())))?;
-    let mss = MediaSourceStream::new(Box::new(file), Default::default());
+    // The decoder's checks of the leading metadata first: a hostile length would make
+    // the reader below allocate gigabytes (aborting the process), and an ID3v2 frame
+    // overrunning its tag is skipped. A file they refuse is audio the decode names as
+    // corrupt (with the field), not "not audio".
+    let Ok((source, _)) = decode::checked_source(Box::new(file)) else {
+        return Ok(());
+    };
+    let mss = MediaSourceStream::new(source, Default::default());
     let probed = symphonia::default::get_probe()
         .format(
             &Hint::new(),
