@@ -161,13 +161,17 @@ fn read_only_commands_write_nothing_to_the_database() {
         }
     }
 
-    // A schema one migration behind (a backup from an older archivist).
+    // A schema from before deployment ids (a backup from an older archivist): the
+    // deployment migration (5) and every later one (6, renditions) undone.
     let known = archivist_db::Database::known_schema_version();
     execute(
         &env.database,
         &[
+            "DROP TABLE run_renditions",
+            "DROP TABLE rendition_pins",
+            "DROP TABLE renditions",
             "DROP TABLE deployment",
-            "DELETE FROM _sqlx_migrations WHERE version = 5",
+            "DELETE FROM _sqlx_migrations WHERE version >= 5",
         ],
     );
     let out = env.run(&["status"]);
