@@ -107,12 +107,18 @@ async fn errors_name_the_database_without_its_password() {
 /// "pool timed out while waiting for an open connection", the cause only in a log line.
 #[tokio::test]
 async fn an_unreachable_server_is_named_as_such_not_as_a_pool_timeout() {
+    // A port nothing listens on: one the kernel gave us, closed again (a fixed port such
+    // as 1 may be served by something else on a shared machine).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port();
     let err = Database::connect_within(
-        "postgres://archivist:secret@127.0.0.1:1/archivist",
+        &format!("postgres://archivist:secret@127.0.0.1:{port}/archivist"),
         std::time::Duration::from_secs(2),
     )
     .await
-    .expect_err("nothing listens on port 1");
+    .expect_err("nothing listens on that port");
     let message = err.to_string();
     assert!(message.to_lowercase().contains("refused"), "{message}");
     assert!(!message.contains("secret"), "{message}");
