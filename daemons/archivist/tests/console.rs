@@ -245,7 +245,7 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             assert!(ids.len() <= 2, "a page of at most 2: {ids:?}");
             paged.extend(ids.iter().filter_map(|v| v.as_str().map(str::to_string)));
             match client.find(Locator::Css("#next")).await {
-                Ok(next) => next.click().await.expect("next page"),
+                Ok(next) => click_and_wait(&client, next).await,
                 Err(_) => break,
             }
             assert!(pages < 20, "paging does not end");
@@ -268,13 +268,11 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             .send_keys(&reason.to_uppercase())
             .await
             .expect("type a reason");
-        client
+        let submit = client
             .find(Locator::Css("#filter button[type=submit]"))
             .await
-            .expect("filter button")
-            .click()
-            .await
-            .expect("apply the filter");
+            .expect("filter button");
+        click_and_wait(&client, submit).await;
         let current = client.current_url().await.expect("url");
         assert!(current.as_str().contains("state=failed"), "{current}");
         let filtered = client.execute(rows_js, vec![]).await.expect("rows");
@@ -430,4 +428,28 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
         console.stop(Duration::from_secs(10)),
         "the console did not stop on SIGTERM"
     );
+}
+
+/// Clicks `element`, which navigates, and waits until the new page has loaded: reading
+/// the page right after the click read the old one on a busy machine (the click only
+/// starts the navigation).
+async fn click_and_wait(client: &Client, element: fantoccini::elements::Element) {
+    let before = client.current_url().await.expect("url");
+    element.click().await.expect("click");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = client.current_url().await.expect("url");
+        let ready = client
+            .execute("return document.readyState", vec![])
+            .await
+            .expect("readyState");
+        if now != before && ready == json!("complete") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no navigation from {before} after the click"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
