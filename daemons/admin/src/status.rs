@@ -387,7 +387,7 @@ pub async fn status_each(
     let (now_ms, clock_note) = match clock::observed_ms(session).await {
         Ok(ms) => (ms, None),
         Err(archivist_engine::EngineError::NotInitialised { missing, .. }) => (
-            clock::to_unix_ms(clock::local_now()),
+            clock::to_unix_ms(clock::stamp_now()),
             Some(format!(
                 "{missing} is missing (deleted by hand?): run `archivist init`; times below are by this host's clock, and the planner and reaper fail until it is back"
             )),

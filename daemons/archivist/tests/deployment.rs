@@ -13,7 +13,7 @@ fn stderr_of(out: &std::process::Output) -> String {
 /// leaves behind).
 fn execute(url: &str, sql: &'static [&'static str]) {
     let url = url.to_string();
-    on_own_runtime(async move {
+    archivist_testkit::block_on_thread(async move {
         use sqlx::Connection;
         sqlx::any::install_default_drivers();
         let mut conn = sqlx::AnyConnection::connect(&url).await.expect("connect");
@@ -25,19 +25,6 @@ fn execute(url: &str, sql: &'static [&'static str]) {
         }
         conn.close().await.expect("close");
     });
-}
-
-/// Runs `work` to the end on a runtime of its own thread (the tests are synchronous).
-fn on_own_runtime(work: impl std::future::Future<Output = ()> + Send + 'static) {
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(work)
-    })
-    .join()
-    .expect("worker thread");
 }
 
 /// The deployment id `init` printed.
@@ -203,7 +190,7 @@ fn read_only_commands_write_nothing_to_the_database() {
 /// Writes `data` into the tree's `/meta` (what a slip in zkCli leaves behind).
 fn overwrite_meta(env: &Env, data: &'static [u8]) {
     let config = archivist_engine::ZkConfig::new(env.zk.clone()).with_chroot(env.chroot.clone());
-    on_own_runtime(async move {
+    archivist_testkit::block_on_thread(async move {
         let session = archivist_engine::Session::connect(&config)
             .await
             .expect("connect");

@@ -71,7 +71,7 @@ pub async fn init_past(
     }
     let meta = TreeMeta {
         schema: SCHEMA_VERSION,
-        created: crate::clock::local_now(),
+        created: crate::clock::stamp_now(),
         created_by: created_by.to_string(),
         deployment: Some(new_deployment_id()),
         database_bound: false,

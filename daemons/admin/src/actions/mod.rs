@@ -410,7 +410,7 @@ async fn write_request(
     let mut next = seen.job.clone();
     next.request = Some(request);
     next.request_reason = reason.map(str::to_string);
-    next.updated = archivist_engine::clock::local_now();
+    next.updated = archivist_engine::clock::stamp_now();
     next.push_event(archivist_engine::schema::records::JobEvent {
         at: next.updated,
         by: settings.actor.clone(),
