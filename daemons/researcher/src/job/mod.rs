@@ -336,6 +336,10 @@ impl Worker {
     }
 
     async fn obey(&self, ctx: &JobCtx) -> Result<Outcome, EngineError> {
+        if ctx.lost() {
+            // Not a request: the job is no longer ours; whoever holds it now decides.
+            return Ok(Outcome::LockLost);
+        }
         let request = ctx.request().unwrap_or(JobRequest::Cancel);
         let (to, word) = match request {
             JobRequest::Cancel => (JobState::Cancelled, "cancel requested"),
