@@ -4,8 +4,8 @@
 //! media is missing so one job fails. The test loads each page, applies a jobs filter
 //! with the form, opens the failed job and reads its exact message, clicks a timeline
 //! mark and checks the player's current time is the mark's offset, follows a clip to
-//! the episodes it occurs in, sees a page refresh itself, and checks that actions are
-//! refused (the job stays failed).
+//! the episodes it occurs in, sees a page refresh itself, checks that actions are
+//! refused (the job stays failed), and that a page whose refresh fails says it is stale.
 
 mod support;
 
@@ -215,7 +215,7 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
         let states = text(&client, "#jobs-per-state").await;
         assert!(states.contains("recorded") && states.contains("failed"), "{states}");
         let failures = text(&client, "#failures").await;
-        assert!(failures.contains(&message), "{failures} lacks {message}");
+        assert!(failures.contains(message.trim()), "{failures} lacks {message}");
         assert!(text(&client, "#research").await.contains("pairs researched"));
         // The overview refreshes itself: its live block is replaced within seconds.
         client
@@ -275,8 +275,17 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             .click()
             .await
             .expect("apply the filter");
-        let current = client.current_url().await.expect("url");
-        assert!(current.as_str().contains("state=failed"), "{current}");
+        // The click starts a navigation: wait for its URL, not the old page's.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let current = client.current_url().await.expect("url");
+            if current.as_str().contains("state=failed") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the filter did not navigate: {current}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        client.wait().for_element(Locator::Css("#filter")).await.expect("the filtered page");
         let filtered = client.execute(rows_js, vec![]).await.expect("rows");
         assert_eq!(filtered, json!([format!("{failed_job} failed")]));
         // A reason no job has: nothing.
@@ -423,11 +432,26 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
                 .expect("fetch");
             assert_eq!(got, status, "{path}");
         }
+        // A refresh that fails says so (outside try of #24, F6: failures were dropped
+        // and the page looked current): stop the console under an open page.
+        client.goto(&format!("{url}/jobs?state=failed")).await.expect("jobs");
+        assert!(client.find(Locator::Css("#stale")).await.is_err(), "no banner while it answers");
+        assert!(console.is_running(), "the console exited");
+        assert!(
+            console.stop(Duration::from_secs(10)),
+            "the console did not stop on SIGTERM"
+        );
+        let banner = poll_js(
+            &client,
+            "var b = document.getElementById('stale'); return b ? b.innerText : ''",
+            Duration::from_secs(15),
+            |v| v.as_str().is_some_and(|t| !t.is_empty()),
+        )
+        .await;
+        let banner = banner.as_str().unwrap_or("");
+        assert!(banner.contains("Not current") && banner.contains("read at 20"), "{banner}");
+        // The rows are still there, under the banner.
+        assert!(client.find(Locator::Css("#jobs tr.job")).await.is_ok());
         client.close().await.expect("close the browser");
     });
-    assert!(console.is_running(), "the console exited");
-    assert!(
-        console.stop(Duration::from_secs(10)),
-        "the console did not stop on SIGTERM"
-    );
 }
