@@ -5,7 +5,9 @@
 //! with the form, opens the failed job and reads its exact message, clicks a timeline
 //! mark and checks the player's current time is the mark's offset, follows a clip to
 //! the episodes it occurs in, sees a page refresh itself, checks that actions are
-//! refused (the job stays failed), and that a page whose refresh fails says it is stale.
+//! refused (the job stays failed), that a page whose refresh fails says it is stale,
+//! and, on a console with an actions token, signs in and retries every failed job on a
+//! filter (the count shown before confirming) and sees them go to pending.
 
 mod support;
 
@@ -452,6 +454,91 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
         assert!(banner.contains("Not current") && banner.contains("read at 20"), "{banner}");
         // The rows are still there, under the banner.
         assert!(client.find(Locator::Css("#jobs tr.job")).await.is_ok());
+
+        // A console with an actions token: sign in, then retry every failed job on a
+        // filter, the count shown before confirming; they go to pending.
+        let token = "browser-test-token-0123456789abcdef";
+        let actions_config = dir.join("actions.yml");
+        std::fs::write(
+            &actions_config,
+            format!("console:\n  refresh_s: 0\n  actions_token: {token}\n"),
+        )
+        .expect("actions config");
+        let mut acting = env.spawn(
+            &["--config", actions_config.to_str().unwrap(), "console", "--addr", "127.0.0.1:0"],
+            &dir.join("console-actions.log"),
+        );
+        let line = acting.wait_for_line("console at ", Duration::from_secs(30));
+        assert!(line.contains("actions enabled"), "{line}");
+        let url = line
+            .split_whitespace()
+            .nth(2)
+            .expect("the console's URL")
+            .trim_end_matches('/')
+            .to_string();
+        let failed_now: Vec<String> = json_of(&env, &["jobs", "list", "--state", "failed"])["jobs"]
+            .as_array()
+            .expect("jobs")
+            .iter()
+            .filter_map(|j| j["id"].as_str().map(str::to_string))
+            .collect();
+        assert!(!failed_now.is_empty());
+        client.goto(&format!("{url}/login")).await.expect("login");
+        client
+            .find(Locator::Css("input[name=name]"))
+            .await
+            .expect("name")
+            .send_keys("browser")
+            .await
+            .expect("type a name");
+        client
+            .find(Locator::Css("input[name=token]"))
+            .await
+            .expect("token")
+            .send_keys(token)
+            .await
+            .expect("type the token");
+        client
+            .find(Locator::Css("#login button[type=submit]"))
+            .await
+            .expect("sign in")
+            .click()
+            .await
+            .expect("sign in");
+        client.wait().for_element(Locator::Css("#overview")).await.expect("signed in");
+        client.goto(&format!("{url}/jobs?state=failed")).await.expect("jobs");
+        client
+            .find(Locator::Css("#bulk a.bulk[href*='action=retry']"))
+            .await
+            .expect("the bulk retry link")
+            .click()
+            .await
+            .expect("bulk retry");
+        let count = client
+            .wait()
+            .for_element(Locator::Css("#count"))
+            .await
+            .expect("the count")
+            .text()
+            .await
+            .expect("count");
+        assert_eq!(count, failed_now.len().to_string(), "the count before confirming");
+        client
+            .find(Locator::Css("#confirm button[type=submit]"))
+            .await
+            .expect("confirm")
+            .click()
+            .await
+            .expect("confirm");
+        client.wait().for_element(Locator::Css("#results")).await.expect("results");
+        for job in &failed_now {
+            let shown = json_of(&env, &["jobs", "show", job]);
+            assert_eq!(shown["job"]["status"], "pending", "{shown}");
+            let events = shown["job"]["events"].as_array().expect("events");
+            let last = events.last().expect("an event");
+            assert_eq!(last["by"], "console:browser", "{last}");
+        }
         client.close().await.expect("close the browser");
+        assert!(acting.stop(Duration::from_secs(10)), "the actions console did not stop");
     });
 }

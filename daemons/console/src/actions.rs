@@ -313,12 +313,34 @@ pub async fn act(
     headers: HeaderMap,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Response {
-    let csrf = form.as_ref().map(|f| f.csrf.clone()).unwrap_or_default();
-    let op = match authorise(&console, &headers, &csrf) {
+    run(&console, &headers, form, &action, |_| vec![id]).await
+}
+
+/// Checks the write ([`authorise`]), the action and every id, then runs the action on
+/// each job of `ids(form)` in turn, each with its own compare-and-set, and shows what
+/// happened to each.
+async fn run(
+    console: &Console,
+    headers: &HeaderMap,
+    form: Result<Form<ActionForm>, FormRejection>,
+    action: &str,
+    ids: impl FnOnce(&ActionForm) -> Vec<String>,
+) -> Response {
+    let Ok(Form(form)) = form else {
+        return refused("the form is incomplete (no CSRF token)");
+    };
+    let op = match authorise(console, headers, &form.csrf) {
         Ok(op) => op,
         Err(why) => return refused(why),
     };
-    if let Err(e) = check_action(&action).and_then(|()| PageError::check_id("job", &id).map(|_| ()))
+    if let Err(e) = check_action(action) {
+        return e.into_response();
+    }
+    let ids = ids(&form);
+    if let Some(Err(e)) = ids
+        .iter()
+        .map(|id| PageError::check_id("job", id))
+        .find(Result::is_err)
     {
         return e.into_response();
     }
@@ -326,8 +348,13 @@ pub async fn act(
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
-    let result = run_one(&session, &settings_for(&console, &op), &action, &id).await;
-    results_page(&action, &[(id, result)]).into_response()
+    let settings = settings_for(console, &op);
+    let mut results = Vec::with_capacity(ids.len());
+    for id in ids {
+        let result = run_one(&session, &settings, action, &id).await;
+        results.push((id, result));
+    }
+    results_page(action, &results).into_response()
 }
 
 /// The jobs a filter matches now, at most [`MAX_BULK`] (reading at most
@@ -392,44 +419,20 @@ pub async fn confirm(
     ))
 }
 
-/// `POST /jobs/bulk/{action}`: the jobs the confirmation listed, each with its own
-/// compare-and-set.
+/// `POST /jobs/bulk/{action}`: the jobs the confirmation listed (at most
+/// [`MAX_BULK`]), each with its own compare-and-set.
 pub async fn bulk(
     State(console): State<Console>,
     Path(action): Path<String>,
     headers: HeaderMap,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Response {
-    let csrf = form.as_ref().map(|f| f.csrf.clone()).unwrap_or_default();
-    let op = match authorise(&console, &headers, &csrf) {
-        Ok(op) => op,
-        Err(why) => return refused(why),
-    };
-    if let Err(e) = check_action(&action) {
-        return e.into_response();
-    }
-    let Ok(Form(form)) = form else {
-        return PageError::Invalid("the form is incomplete".into()).into_response();
-    };
-    let ids: Vec<&str> = form.jobs.split_whitespace().take(MAX_BULK).collect();
-    if let Some(Err(e)) = ids
-        .iter()
-        .map(|id| PageError::check_id("job", id))
-        .find(Result::is_err)
-    {
-        return e.into_response();
-    }
-    let session = match console.session().await {
-        Ok(s) => s,
-        Err(e) => return e.into_response(),
-    };
-    let settings = settings_for(&console, &op);
-    let mut results = Vec::with_capacity(ids.len());
-    for id in ids {
-        results.push((
-            id.to_string(),
-            run_one(&session, &settings, &action, id).await,
-        ));
-    }
-    results_page(&action, &results).into_response()
+    run(&console, &headers, form, &action, |f| {
+        f.jobs
+            .split_whitespace()
+            .take(MAX_BULK)
+            .map(str::to_string)
+            .collect()
+    })
+    .await
 }

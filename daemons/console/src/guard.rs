@@ -68,9 +68,11 @@ pub async fn check(State(console): State<Console>, request: Request, next: Next)
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // Not `no-referrer`: with it, browsers send `Origin: null` on the console's own
+    // form posts, which the actions' CSRF check refuses.
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     response
 }
