@@ -100,6 +100,28 @@ async fn poll_js(
     }
 }
 
+/// Clicks the element `css` selects.
+async fn click(client: &Client, css: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+/// Types `keys` into the element `css` selects.
+async fn type_into(client: &Client, css: &str, keys: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+        .send_keys(keys)
+        .await
+        .unwrap_or_else(|e| panic!("type into {css}: {e}"));
+}
+
 async fn text(client: &Client, css: &str) -> String {
     client
         .find(Locator::Css(css))
@@ -263,20 +285,8 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             .await
             .expect("select failed");
         let reason: String = message.chars().skip(2).take(12).collect();
-        client
-            .find(Locator::Css("input[name=reason]"))
-            .await
-            .expect("reason input")
-            .send_keys(&reason.to_uppercase())
-            .await
-            .expect("type a reason");
-        client
-            .find(Locator::Css("#filter button[type=submit]"))
-            .await
-            .expect("filter button")
-            .click()
-            .await
-            .expect("apply the filter");
+        type_into(&client, "input[name=reason]", &reason.to_uppercase()).await;
+        click(&client, "#filter button[type=submit]").await;
         // The click starts a navigation: wait for its URL, not the old page's.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -484,36 +494,12 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             .collect();
         assert!(!failed_now.is_empty());
         client.goto(&format!("{url}/login")).await.expect("login");
-        client
-            .find(Locator::Css("input[name=name]"))
-            .await
-            .expect("name")
-            .send_keys("browser")
-            .await
-            .expect("type a name");
-        client
-            .find(Locator::Css("input[name=token]"))
-            .await
-            .expect("token")
-            .send_keys(token)
-            .await
-            .expect("type the token");
-        client
-            .find(Locator::Css("#login button[type=submit]"))
-            .await
-            .expect("sign in")
-            .click()
-            .await
-            .expect("sign in");
+        type_into(&client, "input[name=name]", "browser").await;
+        type_into(&client, "input[name=token]", token).await;
+        click(&client, "#login button[type=submit]").await;
         client.wait().for_element(Locator::Css("#overview")).await.expect("signed in");
         client.goto(&format!("{url}/jobs?state=failed")).await.expect("jobs");
-        client
-            .find(Locator::Css("#bulk a.bulk[href*='action=retry']"))
-            .await
-            .expect("the bulk retry link")
-            .click()
-            .await
-            .expect("bulk retry");
+        click(&client, "#bulk a.bulk[href*='action=retry']").await;
         let count = client
             .wait()
             .for_element(Locator::Css("#count"))
@@ -523,13 +509,7 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             .await
             .expect("count");
         assert_eq!(count, failed_now.len().to_string(), "the count before confirming");
-        client
-            .find(Locator::Css("#confirm button[type=submit]"))
-            .await
-            .expect("confirm")
-            .click()
-            .await
-            .expect("confirm");
+        click(&client, "#confirm button[type=submit]").await;
         client.wait().for_element(Locator::Css("#results")).await.expect("results");
         for job in &failed_now {
             let shown = json_of(&env, &["jobs", "show", job]);
