@@ -545,3 +545,131 @@ async fn actions_need_a_signed_in_session_csrf_and_origin_and_record_the_actor()
     assert_eq!(a.status, 403);
     assert!(a.body.contains("read-only"));
 }
+
+/// A loopback TCP proxy in front of the real ZooKeeper that can be cut (every relayed
+/// connection dropped, new ones closed at once) and restored: an outage of ZooKeeper
+/// as the console sees it, without touching the shared server.
+struct Switch {
+    addr: String,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    relays: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Switch {
+    async fn start() -> Switch {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let addr = listener.local_addr().expect("address").to_string();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let relays = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (is_up, held) = (up.clone(), relays.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !is_up.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let upstream = archivist_testkit::zk_connect();
+                let upstream = upstream.split(',').next().unwrap_or("").to_string();
+                let relay = tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                held.lock().expect("relays").push(relay.abort_handle());
+            }
+        });
+        Switch { addr, up, relays }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        for r in self.relays.lock().expect("relays").drain(..) {
+            r.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// F1 as an operator saw it: ZooKeeper unreachable for longer than the session timeout,
+/// then back. While it is gone a page answers 503 at once (it used to hang until the
+/// session expired) and /healthz says 503; once it is back the console makes a new
+/// session and serves again (it used to answer 503 for ever).
+#[tokio::test]
+async fn the_console_survives_a_zookeeper_outage_longer_than_its_session() {
+    let (_config, direct) = archivist_testkit::fresh_tree("console-outage").await;
+    let job = fixtures::failed_job(&direct, "e0000001", "HTTP 404").await;
+    let switch = Switch::start().await;
+    let through = archivist_engine::ZkConfig::new(switch.addr.clone())
+        .with_chroot(direct.chroot())
+        .with_session_timeout(Duration::from_secs(4))
+        .with_connect_timeout(Duration::from_secs(2));
+    let session = Session::connect_existing(&through)
+        .await
+        .expect("connect through the proxy");
+    let db = archivist_testkit::db::tree_database(direct.chroot()).await;
+    let console = Console::new(
+        session.clone(),
+        db,
+        AdminSettings::default(),
+        ConsoleSettings::default(),
+    );
+    let stop = CancellationToken::new();
+    let (addr, _task) = archivist_console::serve(
+        console,
+        "127.0.0.1:0".parse().expect("address"),
+        stop.clone(),
+    )
+    .await
+    .expect("serve");
+    let page = format!("/jobs/{}", job.id);
+    assert_eq!(get(addr, &page).await.status, 200);
+
+    switch.cut();
+    assert!(
+        archivist_testkit::eventually(Duration::from_secs(10), || async {
+            session.state() != zk::SessionState::SyncConnected
+        })
+        .await,
+        "the client did not notice the outage"
+    );
+    let asked = std::time::Instant::now();
+    let a = get(addr, &page).await;
+    assert_eq!(a.status, 503, "{}", a.body);
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "answered after {:?}",
+        asked.elapsed()
+    );
+    // Past the session timeout: the session is lost, and a new one cannot be made yet.
+    assert!(
+        archivist_testkit::eventually(Duration::from_secs(20), || async { session.is_lost() })
+            .await,
+        "the session was not lost"
+    );
+    assert_eq!(get(addr, &page).await.status, 503);
+    assert_eq!(get(addr, "/healthz").await.status, 503);
+
+    switch.restore();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let a = get(addr, &page).await;
+        if a.status == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the console did not recover: {} {}",
+            a.status,
+            a.body
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let health = get(addr, "/healthz").await;
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+    stop.cancel();
+}
