@@ -57,13 +57,23 @@ impl Drop for Served {
 
 async fn serve(name: &str) -> Served {
     let (_config, session) = archivist_testkit::fresh_tree(name).await;
-    let db = archivist_testkit::db::tree_database(session.chroot()).await;
-    let console = Console::new(
-        session.clone(),
-        db,
-        AdminSettings::default(),
-        ConsoleSettings::default(),
-    );
+    let (addr, stop) = serve_on(&session, &session, ConsoleSettings::default()).await;
+    Served {
+        session,
+        addr,
+        stop,
+    }
+}
+
+/// A console over `session` with `settings`, on the database of the tree `tree` works
+/// on, on a free loopback port; stops when the token is cancelled.
+async fn serve_on(
+    tree: &Session,
+    session: &Session,
+    settings: ConsoleSettings,
+) -> (SocketAddr, CancellationToken) {
+    let db = archivist_testkit::db::tree_database(tree.chroot()).await;
+    let console = Console::new(session.clone(), db, AdminSettings::default(), settings);
     let stop = CancellationToken::new();
     let (addr, _task) = archivist_console::serve(
         console,
@@ -72,11 +82,7 @@ async fn serve(name: &str) -> Served {
     )
     .await
     .expect("serve");
-    Served {
-        session,
-        addr,
-        stop,
-    }
+    (addr, stop)
 }
 
 /// Expires `session` on the server, as a partition longer than the session timeout or
@@ -360,17 +366,11 @@ const TOKEN: &str = "a-test-token-of-32-characters-xx";
 #[tokio::test]
 async fn actions_need_a_signed_in_session_csrf_and_origin_and_record_the_actor() {
     let (_config, session) = archivist_testkit::fresh_tree("console-actions").await;
-    let db = archivist_testkit::db::tree_database(session.chroot()).await;
     let settings = ConsoleSettings {
         actions_token: Some(archivist_console::settings::Token(TOKEN.into())),
         ..ConsoleSettings::default()
     };
-    let console = Console::new(session.clone(), db, AdminSettings::default(), settings);
-    let stop = CancellationToken::new();
-    let (addr, _task) =
-        archivist_console::serve(console, "127.0.0.1:0".parse().unwrap(), stop.clone())
-            .await
-            .expect("serve");
+    let (addr, stop) = serve_on(&session, &session, settings).await;
     let origin = ("Origin", format!("http://{addr}"));
     let one = fixtures::failed_job(
         &session,
@@ -611,21 +611,7 @@ async fn the_console_survives_a_zookeeper_outage_longer_than_its_session() {
     let session = Session::connect_existing(&through)
         .await
         .expect("connect through the proxy");
-    let db = archivist_testkit::db::tree_database(direct.chroot()).await;
-    let console = Console::new(
-        session.clone(),
-        db,
-        AdminSettings::default(),
-        ConsoleSettings::default(),
-    );
-    let stop = CancellationToken::new();
-    let (addr, _task) = archivist_console::serve(
-        console,
-        "127.0.0.1:0".parse().expect("address"),
-        stop.clone(),
-    )
-    .await
-    .expect("serve");
+    let (addr, stop) = serve_on(&direct, &session, ConsoleSettings::default()).await;
     let page = format!("/jobs/{}", job.id);
     assert_eq!(get(addr, &page).await.status, 200);
 
