@@ -203,6 +203,8 @@ pub fn reason_of(message: Option<&str>) -> String {
         }
         flush(&mut out, &mut run, digits);
     }
+    // Trimmed: the jobs list trims its filters, and a group's link must find it.
+    let mut out = out.trim().to_string();
     if out.chars().count() > REASON_CHARS {
         out = out.chars().take(REASON_CHARS - 1).collect();
         out.push('…');
@@ -321,6 +323,7 @@ mod tests {
             "not audio after # bytes (\"<url>\")"
         );
         assert_eq!(reason_of(None), "(no message)");
+        assert_eq!(reason_of(Some("  HTTP 404 \n")), "HTTP 404");
         let long = "x".repeat(5000);
         assert_eq!(reason_of(Some(&long)).chars().count(), super::REASON_CHARS);
     }
