@@ -271,6 +271,8 @@ async fn run_one(
         "delete" => actions::delete_seen(session, settings, &seen).await,
         other => return Err(format!("{other:?} is not an action")),
     };
+    // A deleted job keeps no events: the log names who deleted it.
+    tracing::info!(actor = %settings.actor, job = id, action, ok = done.is_ok(), "console action");
     done.map_err(|e| e.to_string())
 }
 
