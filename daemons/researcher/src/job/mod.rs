@@ -451,8 +451,9 @@ impl Worker {
             (None, _) => {
                 let never = CancellationToken::new();
                 let progress = |bytes: u64, total: Option<u64>| ctx.downloaded(bytes, total);
-                // A file left by a crash may be a hard link to a stored object: writing
-                // into it would change the object, so it goes first.
+                // A file left by a crash goes first (one left by a version that handed
+                // out hard links may be a stored object's inode: writing into it would
+                // change the object).
                 remove(&dest).await;
                 let fetched = tokio::select! {
                     r = self.downloader.fetch_audio(&url, &dest, &never, &progress) => r,
