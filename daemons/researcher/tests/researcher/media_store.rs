@@ -627,3 +627,55 @@ async fn a_304_to_a_request_without_validators_says_so() {
         researcher.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_pin_that_no_longer_decodes_fails_naming_the_store() {
+    for (config, session, db) in stores("researcher-media-undecodable").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 1).await;
+        let url = server.route("/e1.wav", Route::audio(&audio.episode));
+        let work = work_dir("media-undecodable");
+        // A pin whose bytes this decoder refuses (as after an upgrade that checks more
+        // than the one that pinned them): a WAV whose samples stop at 60 %.
+        let cut = &audio.episode[..audio.episode.len() * 6 / 10];
+        let key = sha(cut);
+        std::fs::create_dir_all(work.join("media")).unwrap();
+        std::fs::write(work.join("media").join(&key), cut).unwrap();
+        renditions::record(
+            &db,
+            &renditions::Rendition {
+                episode: "e0000001".into(),
+                sha256: key.clone(),
+                bytes: cut.len() as u64,
+                duration_s: Some(12.0),
+                fetched_at: time::OffsetDateTime::now_utc(),
+                url: url.clone(),
+                final_url: url.clone(),
+                etag: None,
+                last_modified: None,
+            },
+        )
+        .await
+        .unwrap();
+        let researcher = start(
+            &config,
+            &db,
+            settings(&work),
+            "researcher-media-undecodable",
+        );
+        let job = plan(&session, "e0000001", &url, &clips).await;
+        let failed = finished(&session, &job.id).await;
+        assert_eq!(failed.status, JobState::Failed, "{failed:#?}");
+        let message = failed.message.unwrap_or_default();
+        assert!(
+            message.contains("incomplete")
+                && message.contains(&format!(
+                    "the audio was read from the media store: rendition {key}"
+                )),
+            "{message}"
+        );
+        assert_eq!(server.hits("/e1.wav"), 0, "the episode was downloaded");
+        researcher.stop().await;
+    }
+}
