@@ -201,13 +201,18 @@ impl Worker {
         found
     }
 
-    /// The latest rendition recorded from `url` other than the pin, with an entity tag.
+    /// The latest rendition recorded from `url` other than the pin, with an entity tag
+    /// of its own (a server that gives every body the same tag cannot say which one it
+    /// serves, so its `304` stays the pin's).
     async fn latest_other(&self, ctx: &JobCtx, url: &str, pin: &Pin) -> Option<Rendition> {
+        let pin_tag = pin.rendition.etag.as_deref();
+        let own_tag = |t: &str| !pin_tag.is_some_and(|p| same_etag(p, t));
         match renditions::list(&self.db, &ctx.episode).await {
-            Ok(all) => all
-                .into_iter()
-                .rev()
-                .find(|r| r.sha256 != pin.rendition.sha256 && r.url == url && r.etag.is_some()),
+            Ok(all) => all.into_iter().rev().find(|r| {
+                r.sha256 != pin.rendition.sha256
+                    && r.url == url
+                    && r.etag.as_deref().is_some_and(own_tag)
+            }),
             Err(e) => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "could not list the episode's renditions; revalidating with the pin's validators only");
                 None
