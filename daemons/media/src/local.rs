@@ -4,7 +4,11 @@
 //! - **Crash-safe writes**: the bytes go to a hidden temporary file in the same directory
 //!   (`.<key>.<random>.tmp`), which is fsynced, renamed onto the key's name and the
 //!   directory fsynced. A crash leaves either no object or the whole one, plus perhaps a
-//!   temporary file, which the next [`LocalDir::open`] removes.
+//!   temporary file. The writer holds an exclusive `flock` on its temporary file until
+//!   the rename, and the kernel drops it when the process dies, so a temporary file
+//!   anyone can lock is a crash's left-over whatever its age: [`LocalDir::open`] and
+//!   every write remove those (where locks are not supported, those older than an
+//!   hour).
 //! - **Least recently used, tracked by mtime**: every read and write sets the object's
 //!   modification time to now, and eviction removes the objects with the oldest. The
 //!   file system keeps the order, so it survives restarts and is shared by every
@@ -12,9 +16,8 @@
 //!   would do the same but are off or coarse under `noatime`/`relatime` mounts).
 //! - **Bounded**: after each write, the directory is listed and the oldest objects are
 //!   removed until the total is within `max_bytes` (the object just written is never
-//!   the one removed). Temporary files count against the bound too (another process's
-//!   write in flight, or a crash's left-over), and those older than an hour are
-//!   removed there as well as at start. Listing a directory of a few thousand episodes
+//!   the one removed). Another process's temporary files in flight count against the
+//!   bound too; crashes' left-overs are removed. Listing a directory of a few thousand episodes
 //!   is a few milliseconds next to a download; an in-memory index would go stale when
 //!   another process writes.
 //! - **A full file system** (`ENOSPC`, `EDQUOT`) while writing: the least recently used
@@ -44,8 +47,9 @@ use crate::backend::{Backend, Read, Written};
 use crate::key::copy_hashing;
 use crate::{Key, MediaError};
 
-/// Temporary files older than this are left-overs of a crash (a write in flight is
-/// minutes old at most; a 2 GB copy takes seconds).
+/// Where locks are not supported, temporary files older than this are taken for
+/// left-overs of a crash (a write in flight is minutes old at most; a 2 GB copy takes
+/// seconds). Elsewhere a writer's lock says it (see [`remove_if_orphaned`]).
 const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// A directory of objects bounded by size; see the module doc.
@@ -74,16 +78,16 @@ impl LocalDir {
         let entries = std::fs::read_dir(&dir).map_err(|e| MediaError::io(&dir, "listing", e))?;
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let name = name.to_string_lossy();
-            let stale = entry
+            if !is_tmp(&name.to_string_lossy()) {
+                continue;
+            }
+            let changed = entry
                 .metadata()
                 .ok()
                 .and_then(|m| m.modified().ok())
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > STALE_TMP);
-            if is_tmp(&name) && stale {
-                tracing::info!(file = %entry.path().display(), "media store: removing a temporary file left by a crash");
-                let _ = std::fs::remove_file(entry.path());
+                .unwrap_or(SystemTime::now());
+            if remove_if_orphaned(&entry.path(), changed) {
+                tracing::info!(file = %entry.path().display(), "media store: removed a temporary file no writer owns (left by a crash)");
             }
         }
         Ok(LocalDir {
@@ -152,14 +156,13 @@ impl Dir {
 
     /// Removes least recently used objects, never `keep`, until the objects and the
     /// temporary files fit in the bound, plus `room` bytes (space a write needs on a
-    /// full file system); temporary files older than [`STALE_TMP`] are removed first.
+    /// full file system); temporary files no writer owns are removed first.
     fn evict(&self, keep: &Key, room: u64) -> Result<Vec<(Key, u64)>, MediaError> {
         let (objects, tmps) = self.listing()?;
         let mut total: u64 = objects.iter().map(|o| o.1).sum();
         for (path, size, changed) in tmps {
-            let stale = changed.elapsed().is_ok_and(|age| age > STALE_TMP);
-            if stale && std::fs::remove_file(&path).is_ok() {
-                tracing::info!(file = %path.display(), "media store: removing a temporary file left by a crash");
+            if remove_if_orphaned(&path, changed) {
+                tracing::info!(file = %path.display(), "media store: removed a temporary file no writer owns (left by a crash)");
                 continue;
             }
             // Another writer's file in flight: its bytes are on the disk all the same.
@@ -263,20 +266,45 @@ impl Dir {
         Ok(Read::Copied { bytes, sha256 })
     }
 
-    /// Copies `src` into a temporary file and renames it onto `path`, fsyncing both.
+    /// Creates a temporary file for `key` and takes its writer's lock, making sure the
+    /// name still leads to it (another process may have found it unlocked between the
+    /// create and the lock, and removed it as a crash's left-over: then a new name).
+    fn create_tmp(&self, key: &Key) -> std::io::Result<(PathBuf, std::fs::File)> {
+        use std::os::unix::fs::MetadataExt;
+        loop {
+            let tmp = self
+                .dir
+                .join(format!(".{key}.{:016x}.tmp", rand::random::<u64>()));
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
+            if !try_lock(&file)? {
+                continue;
+            }
+            let ours = file.metadata()?.ino();
+            if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.ino() == ours) {
+                return Ok((tmp, file));
+            }
+        }
+    }
+
+    /// Copies `src` into a locked temporary file and renames it onto `path`, fsyncing
+    /// both; the lock is held until the rename is done, so no one takes the file for a
+    /// crash's left-over meanwhile. The `bool` of an error: the file system is full.
     fn write_new(&self, key: &Key, src: &Path, path: &Path) -> Result<(), (MediaError, bool)> {
-        let tmp = self
-            .dir
-            .join(format!(".{key}.{:016x}.tmp", rand::random::<u64>()));
         let io = |p: &Path, action, e: std::io::Error| {
             let full = e.kind() == std::io::ErrorKind::StorageFull
                 || e.kind() == std::io::ErrorKind::QuotaExceeded;
             (MediaError::io(p, action, e), full)
         };
+        let (tmp, mut out) = self
+            .create_tmp(key)
+            .map_err(|e| io(&self.dir, "creating a temporary file in", e))?;
         let written = (|| {
-            std::fs::copy(src, &tmp).map_err(|e| io(&tmp, "writing", e))?;
-            let file = std::fs::File::open(&tmp).map_err(|e| io(&tmp, "opening", e))?;
-            file.sync_all().map_err(|e| io(&tmp, "syncing", e))?;
+            let mut from = std::fs::File::open(src).map_err(|e| io(src, "opening", e))?;
+            std::io::copy(&mut from, &mut out).map_err(|e| io(&tmp, "writing", e))?;
+            out.sync_all().map_err(|e| io(&tmp, "syncing", e))?;
             std::fs::rename(&tmp, path).map_err(|e| io(path, "renaming", e))?;
             let dir = std::fs::File::open(&self.dir).map_err(|e| io(&self.dir, "opening", e))?;
             dir.sync_all().map_err(|e| io(&self.dir, "syncing", e))
@@ -341,6 +369,41 @@ impl Dir {
             evicted,
         })
     }
+}
+
+/// Takes an exclusive `flock` on `file` without waiting: false if another holds one.
+/// (`std::fs::File::try_lock` does this from Rust 1.89; the workspace builds on 1.85.)
+fn try_lock(file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a file descriptor this `File` owns and keeps open.
+    let done = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if done == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// Removes a temporary file no writer owns (true; also when it is gone already). A
+/// writer holds an exclusive `flock` on its temporary file from its creation to its
+/// rename, and the kernel drops the lock when the writer's process dies, so a file that
+/// can be locked is a crash's left-over, whatever its age. Where locks are not
+/// supported (some network file systems), one older than [`STALE_TMP`] is.
+fn remove_if_orphaned(path: &Path, changed: SystemTime) -> bool {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return e.kind() == std::io::ErrorKind::NotFound,
+    };
+    let orphaned = match try_lock(&file) {
+        Ok(free) => free,
+        Err(_) => changed.elapsed().is_ok_and(|age| age > STALE_TMP),
+    };
+    // Removed while holding its lock: no writer can take it up meanwhile.
+    orphaned && std::fs::remove_file(path).is_ok()
 }
 
 /// A crash's or a writer's temporary file (`.<key>.<random>.tmp`).

@@ -13,6 +13,17 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> (std::path::PathBuf, Key) {
     (path, key)
 }
 
+/// Opens `path` and holds an exclusive `flock` on it, as a writer in flight does (the
+/// lock goes with the returned file).
+fn hold_as_writer(path: &Path) -> std::fs::File {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    // SAFETY: flock on a descriptor the returned File owns.
+    let done = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(done, 0, "cannot lock {}", path.display());
+    f
+}
+
 /// Sets an object's last use back, as if it had been used `ago` before now.
 fn age(path: &Path, ago: Duration) {
     let f = std::fs::File::open(path).unwrap();
@@ -172,10 +183,16 @@ async fn temporary_files_left_by_a_crash_are_removed_and_never_read_as_objects()
     let stale = dir.join(format!(".{key}.0000000000000001.tmp"));
     std::fs::write(&stale, b"half an episode").unwrap();
     age(&stale, Duration::from_secs(7200));
+    // A crash a moment ago: young, but no writer holds it.
+    let young = dir.join(format!(".{key}.0000000000000003.tmp"));
+    std::fs::write(&young, b"a crash a second ago").unwrap();
+    // Another process's write in flight: its writer holds the file's lock.
     let fresh = dir.join(format!(".{key}.0000000000000002.tmp"));
     std::fs::write(&fresh, b"a write in flight").unwrap();
+    let _writer = hold_as_writer(&fresh);
     let store = MediaStore::local(&dir, 1 << 20).unwrap();
     assert!(!stale.exists(), "a crash's temporary file was kept");
+    assert!(!young.exists(), "a young crash's temporary file was kept");
     assert!(
         fresh.exists(),
         "another process's write in flight was removed"
@@ -291,15 +308,16 @@ async fn temporary_files_count_against_the_bound() {
     let (src1, k1) = write(tmp.path(), "1.wav", &[1u8; 1000]);
     store.put(&k1, &src1).await.unwrap();
     age(&dir.join(k1.as_str()), Duration::from_secs(10));
-    // A write in flight (another process) and a crash's left-over from long ago.
+    // A write in flight (another process, holding its lock) and a crash's left-over
+    // (no one holds it, however young).
     let fresh = dir.join(format!(".{}.0000000000000001.tmp", "e".repeat(64)));
     std::fs::write(&fresh, [9u8; 600]).unwrap();
+    let _writer = hold_as_writer(&fresh);
     let stale = dir.join(format!(".{}.0000000000000002.tmp", "f".repeat(64)));
     std::fs::write(&stale, [9u8; 900]).unwrap();
-    age(&stale, Duration::from_secs(7200));
     let (src2, k2) = write(tmp.path(), "2.wav", &[2u8; 1000]);
     let written = store.put(&k2, &src2).await.unwrap();
-    // 1000 + 1000 + 600 > 2000: the least recently used object goes; the old
+    // 1000 + 1000 + 600 > 2000: the least recently used object goes; the crash's
     // temporary file is removed; the one in flight stays.
     assert_eq!(written.evicted, vec![(k1.clone(), 1000)]);
     assert!(!stale.exists(), "a crash's temporary file outlived a write");
@@ -374,4 +392,21 @@ async fn a_full_file_system_evicts_the_least_recently_used_objects_to_make_room(
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }
+}
+
+#[tokio::test]
+async fn a_crash_left_over_is_removed_even_when_the_only_object_is_the_new_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("media");
+    // Room for one 1000-byte object; a crash just left a 600-byte temporary file.
+    let store = MediaStore::local(&dir, 1500).unwrap();
+    let left = dir.join(".deadbeef.tmp");
+    std::fs::write(&left, [9u8; 600]).unwrap();
+    let (src, key) = write(tmp.path(), "1.wav", &[1u8; 1000]);
+    assert!(store.put(&key, &src).await.unwrap().stored);
+    assert!(
+        !left.exists(),
+        "a crash's left-over held the store over its bound"
+    );
+    assert!(store.contains(&key).await.unwrap());
 }
