@@ -108,16 +108,16 @@ pub fn svg(samples: &[Sample]) -> Markup {
     let rate = throughput(samples);
     let rate_top = rate.iter().map(|(_, v)| *v).fold(0.0, f64::max);
     let last_rate = rate.last().map(|(_, v)| *v).unwrap_or(0.0);
-    let span_min = (to - from) as f64 / 60_000.0;
+    let span = crate::layout::duration_ms(to - from);
     html! {
         div.charts {
             figure {
                 figcaption { "Research progress: " (last.researched) " of " (last.total) " pairs researched" }
                 svg #progress-chart .chart xmlns="http://www.w3.org/2000/svg" viewBox={ "0 0 " (W) " " (H) }
                     data-samples=(samples.len()) data-last=(last.researched) role="img" {
-                    title { "Pairs researched over the last " (format!("{span_min:.0}")) " minutes" }
-                    line.axis x1="0" y1=(H) x2=(W) y2=(H) {}
-                    polyline.progress points=(points(&progress, from, to, top)) {}
+                    title { "Pairs researched over the last " (span) }
+                    line.axis x1="0" y1=(H) x2=(W) y2=(H) stroke="#999" {}
+                    polyline.progress fill="none" stroke="#23395d" stroke-width="2" points=(points(&progress, from, to, top)) {}
                 }
             }
             figure {
@@ -125,12 +125,12 @@ pub fn svg(samples: &[Sample]) -> Markup {
                 svg #throughput-chart .chart xmlns="http://www.w3.org/2000/svg" viewBox={ "0 0 " (W) " " (H) }
                     data-samples=(rate.len()) data-last=(format!("{last_rate:.3}")) role="img" {
                     title { "Pairs researched a minute, between samples" }
-                    line.axis x1="0" y1=(H) x2=(W) y2=(H) {}
-                    polyline.throughput points=(points(&rate, from, to, rate_top)) {}
+                    line.axis x1="0" y1=(H) x2=(W) y2=(H) stroke="#999" {}
+                    polyline.throughput fill="none" stroke="#c25e00" stroke-width="2" points=(points(&rate, from, to, rate_top)) {}
                 }
             }
             p.muted { "Sampled by this console from its overviews over the last "
-                (format!("{span_min:.0}")) " min (" (samples.len()) " samples; kept in memory, lost on restart)." }
+                (span) " (" (samples.len()) " samples; kept in memory, lost on restart)." }
         }
     }
 }

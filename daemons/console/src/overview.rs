@@ -47,7 +47,12 @@ pub async fn overview(console: &Console) -> Result<Arc<Overview>, PageError> {
             .await?;
     console.inner.chart.record(
         crate::chart::Sample {
-            at_ms: status.now_ms,
+            // The console's own clock: `status.now_ms` is ZooKeeper's as the daemons
+            // last stamped it, which stands still while nothing happens.
+            at_ms: i64::try_from(
+                time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000,
+            )
+            .unwrap_or(i64::MAX),
             researched: status.research.researched_pairs,
             total: status.research.total_pairs,
         },
