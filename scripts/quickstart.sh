@@ -111,7 +111,8 @@ researcher:
   concurrency: 2
   work_dir: $qs/work
 console:
-  chart_every_s: 5   # a short run: a chart sample every 5 s rather than every minute
+  chart_every_s: 2     # a short run: a chart sample every 2 s rather than every minute
+  overview_cache_s: 1
 EOF
 
 say "Running every daemon (planner, researcher, recorder, reaper, batcher) and the web console in one process"
