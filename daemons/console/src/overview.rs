@@ -68,13 +68,15 @@ pub async fn overview(console: &Console) -> Result<Arc<Overview>, PageError> {
 /// interval; the cached overview is reused when a browser built one meanwhile).
 pub async fn sample_forever(console: Console, stop: tokio_util::sync::CancellationToken) {
     let every = Duration::from_secs(console.settings().chart_every_s.max(1));
+    // The first sample after one interval: not while the console is starting (a page
+    // opened meanwhile makes one).
     loop {
-        if let Err(e) = overview(&console).await {
-            tracing::debug!(error = %e, "console: no chart sample this time");
-        }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = stop.cancelled() => return,
+        }
+        if let Err(e) = overview(&console).await {
+            tracing::debug!(error = %e, "console: no chart sample this time");
         }
     }
 }
