@@ -544,7 +544,7 @@ async fn click_and_wait(client: &Client, element: fantoccini::elements::Element)
     }
 }
 
-/// Lines of `text` (a log) as they are now.
+/// Whether the log at `path` holds `needle` now.
 fn log_has(path: &Path, needle: &str) -> bool {
     std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle))
 }
@@ -629,11 +629,16 @@ fn run_all_serves_the_console_with_batches_chart_search_and_exports() {
         ],
         &log,
     );
-    archivist_testkit::poll_until(
+    let (restarted, _) = archivist_testkit::poll_until(
         Duration::from_secs(60),
         Duration::from_millis(200),
         || log_has(&log, "restarting console"),
         |seen| *seen,
+    );
+    assert!(
+        restarted,
+        "the console role was not restarted; log {}",
+        log.display()
     );
     drop(blocker);
     let line = daemons.wait_for_line("console at ", Duration::from_secs(60));
@@ -645,18 +650,20 @@ fn run_all_serves_the_console_with_batches_chart_search_and_exports() {
 
     let (rows, _) = sample_check(&env, &media, &log);
     assert!(rows.iter().all(|r| r["verdict"] == "ok"), "{rows:#?}");
-    archivist_testkit::poll_until(
+    let (_, failed) = archivist_testkit::poll_until(
         Duration::from_secs(120),
         Duration::from_millis(500),
         || json_of(&env, &["jobs", "list", "--state", "failed"])["jobs"].clone(),
         |jobs| jobs.as_array().is_some_and(|a| !a.is_empty()),
     );
-    let (shown, _) = archivist_testkit::poll_until(
+    assert!(failed, "the job of the missing media never failed");
+    let (shown, reported) = archivist_testkit::poll_until(
         Duration::from_secs(120),
         Duration::from_millis(500),
         || json_of(&env, &["batch", "show", &batch]),
         |b| b["batch"]["reports"].as_u64().unwrap_or(0) > 0,
     );
+    assert!(reported, "the batch has no report: {shown:#}");
 
     // Batches: the list's figures are `batch list`'s.
     let listed = json_of(&env, &["batch", "list"]);
@@ -699,7 +706,7 @@ fn run_all_serves_the_console_with_batches_chart_search_and_exports() {
     let researched = json_of(&env, &["status"])["research"]["researched_pairs"]
         .as_u64()
         .expect("researched pairs");
-    let (overview, _) = archivist_testkit::poll_until(
+    let (overview, charted) = archivist_testkit::poll_until(
         Duration::from_secs(30),
         Duration::from_millis(500),
         || http_get(port, "/").map(|(_, b)| b).unwrap_or_default(),
@@ -712,6 +719,11 @@ fn run_all_serves_the_console_with_batches_chart_search_and_exports() {
                     >= 2
         },
     );
+    assert!(
+        charted,
+        "the chart never showed {researched} pairs in 2+ samples: {overview}"
+    );
+    assert!(researched > 0);
     assert!(overview.contains("id=\"throughput-chart\""));
     assert!(
         overview.contains("<p id=\"failures-last-hour\">1 of them failed in the last hour"),
