@@ -306,7 +306,9 @@ pub(super) async fn search_titles(
 ) -> Result<Vec<(String, String)>, DbError> {
     // `\` escapes LIKE's wildcards in the text, so `50%` finds "50%" and nothing else.
     let mut pattern = String::from("%");
-    for c in text.to_lowercase().chars() {
+    // Both sides are lowered by the database's own lower() (ASCII in SQLite, Unicode
+    // in PostgreSQL), so the text and the titles are always folded alike.
+    for c in text.chars() {
         if matches!(c, '%' | '_' | '\\') {
             pattern.push('\\');
         }
@@ -314,7 +316,7 @@ pub(super) async fn search_titles(
     }
     pattern.push('%');
     let statement = format!(
-        "SELECT id, title FROM {} WHERE id > $1 AND lower(title) LIKE $2 ESCAPE '\\' \
+        "SELECT id, title FROM {} WHERE id > $1 AND lower(title) LIKE lower($2) ESCAPE '\\' \
          ORDER BY id LIMIT $3",
         table(target)
     );
