@@ -350,6 +350,35 @@ mod tests {
 
     use super::*;
 
+    /// The console is a role only when asked: `--console ADDR` (which wins over
+    /// `console.addr`) or `console.enabled`; a bad console setting stops the command.
+    #[test]
+    fn the_console_runs_when_asked_by_flag_or_configuration() {
+        let file = archivist_console::ConsoleSettings::default();
+        assert_eq!(console_settings(&file, None).unwrap(), None);
+        let addr: std::net::SocketAddr = "127.0.0.1:9999".parse().unwrap();
+        let flagged = console_settings(&file, Some(addr)).unwrap().unwrap();
+        assert_eq!(flagged.addr, addr);
+        let enabled = archivist_console::ConsoleSettings {
+            enabled: true,
+            ..archivist_console::ConsoleSettings::default()
+        };
+        let configured = console_settings(&enabled, None).unwrap().unwrap();
+        assert_eq!(configured.addr, enabled.addr);
+        assert_eq!(
+            console_settings(&enabled, Some(addr))
+                .unwrap()
+                .unwrap()
+                .addr,
+            addr
+        );
+        let bad = archivist_console::ConsoleSettings {
+            page_size: 0,
+            ..enabled
+        };
+        assert!(console_settings(&bad, None).is_err());
+    }
+
     /// A role that panics (twice) and one that errors are restarted, while a neighbour
     /// runs on untouched until shutdown; the result says which ones failed.
     #[tokio::test]
