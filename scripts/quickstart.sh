@@ -144,11 +144,16 @@ Daemon logs: $qs/daemons.log
 Web console: $console
 EOF
 if [[ $keep -eq 1 ]]; then
+    if [[ $zk_was_running -eq 1 ]]; then
+        stop_zk="(ZooKeeper was serving before the quickstart: it is left as it was)"
+    else
+        stop_zk="scripts/zk.sh stop"
+    fi
     cat <<EOF
 
-Left running (--keep): the daemons and the web console at $console, the file server,
-and ZooKeeper. To stop everything:
-  kill \$(cat $qs/*.pid); scripts/zk.sh stop
+Left running (--keep): the daemons and the web console at $console, and the file server.
+To stop them:
+  kill \$(cat $qs/*.pid); $stop_zk
 EOF
 fi
 exit $status
