@@ -233,7 +233,13 @@ pub struct ReasonGroup {
     pub example: String,
     /// That job's message, exactly as recorded.
     pub example_message: String,
+    /// How many of them failed in the last hour (their record's `updated` time, which
+    /// the failure wrote, within [`RECENT`] of now).
+    pub last_hour: usize,
 }
+
+/// What "recent" failures are: the overview's "failures in the last hour".
+pub const RECENT: time::Duration = time::Duration::HOUR;
 
 /// Failures grouped by reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -248,6 +254,8 @@ pub struct Failures {
     pub more_groups: usize,
     /// Jobs in the groups left out.
     pub more_jobs: usize,
+    /// Failed jobs read whose failure was in the last hour ([`RECENT`]), in every group.
+    pub last_hour: usize,
 }
 
 /// The jobs of the `failed` queue grouped by [`reason_of`] their message, reading at
@@ -268,6 +276,8 @@ pub async fn failures_by_reason(
     let read = job_paths.len();
     let loaded = scan::load::<JobRecord>(session, job_paths, settings, &Silent, "jobs").await?;
     let mut groups: BTreeMap<String, ReasonGroup> = BTreeMap::new();
+    let since = time::OffsetDateTime::now_utc() - RECENT;
+    let mut last_hour = 0;
     for job in loaded.iter().filter_map(|n| n.ok()) {
         if job.status != JobState::Failed {
             continue;
@@ -279,8 +289,13 @@ pub async fn failures_by_reason(
             count: 0,
             example: job.id.clone(),
             example_message: message.clone(),
+            last_hour: 0,
         });
         group.count += 1;
+        if job.updated >= since {
+            group.last_hour += 1;
+            last_hour += 1;
+        }
         if job.id < group.example {
             group.example = job.id.clone();
             group.example_message = message;
@@ -295,6 +310,7 @@ pub async fn failures_by_reason(
         groups,
         more_groups: rest.len(),
         more_jobs: rest.iter().map(|g| g.count).sum(),
+        last_hour,
     })
 }
 

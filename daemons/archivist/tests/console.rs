@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
-use support::{fast_config, free_port, generate_sample, sample_check, scratch, serve_files, Env};
+use support::{
+    fast_config, free_port, generate_sample, http_get, sample_check, scratch, serve_files, Env,
+};
 
 /// `chromedriver` on a free loopback port, killed when dropped.
 struct Driver {
@@ -540,4 +542,254 @@ async fn click_and_wait(client: &Client, element: fantoccini::elements::Element)
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Whether the log at `path` holds `needle` now.
+fn log_has(path: &Path, needle: &str) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle))
+}
+
+/// The value of the first `attr="..."` after `id="{id}"` in `html`.
+fn attr_of(html: &str, id: &str, attr: &str) -> String {
+    let at = html
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id} in {html}"));
+    let rest = &html[at..];
+    let start = rest
+        .find(&format!("{attr}=\""))
+        .unwrap_or_else(|| panic!("no {attr} on #{id}"))
+        + attr.len()
+        + 2;
+    rest[start..]
+        .split('"')
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `run --all --console ADDR` serves the console as one of its roles: a console whose
+/// address is taken fails and is restarted (the other daemons go on) until it is free;
+/// it serves a real run with a submitted batch: the batches list and a batch's page with
+/// its report (the figures `batch list/show/report` print), the overview's chart (its
+/// last sample the researched pairs `status` counts) and failures in the last hour,
+/// search by title (paged), and CSV / JSON Lines downloads equal to `results`'s rows;
+/// it stops with the process on SIGTERM.
+#[test]
+fn run_all_serves_the_console_with_batches_chart_search_and_exports() {
+    let mut env = Env::fresh("console-run");
+    let dir = scratch("console-run");
+    env.extra.push((
+        "XDG_DATA_HOME".into(),
+        Some(dir.join("data").display().to_string()),
+    ));
+    let media = dir.join("media");
+    std::fs::create_dir_all(&media).expect("media dir");
+    let (_files, base) = serve_files(&env, &media, &[]);
+    generate_sample(&env, &media, &base, 2, "1.5", &[]);
+    env.ok(&["init"]);
+    env.ok(&[
+        "curate",
+        "manifest",
+        media.join("manifest.yml").to_str().unwrap(),
+    ]);
+    let bad = dir.join("bad.yml");
+    std::fs::write(
+        &bad,
+        format!("episodes:\n  - url: {base}/missing.mp3\n    title: Gone\n"),
+    )
+    .expect("bad manifest");
+    env.ok(&["curate", "manifest", bad.to_str().unwrap()]);
+    let submission = dir.join("batch.yml");
+    std::fs::write(
+        &submission,
+        "name: everything\nepisode_ids: [e0000001, e0000002]\n",
+    )
+    .expect("batch file");
+    env.ok(&["batch", "submit", submission.to_str().unwrap()]);
+    let batch = archivist_engine::schema::paths::batch_id(1);
+
+    let config = fast_config(&dir);
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(
+        "batcher:\n  poll_ms: 300\nconsole:\n  refresh_s: 0\n  overview_cache_s: 0\n  chart_every_s: 1\n  page_size: 1\n",
+    );
+    std::fs::write(&config, text).expect("config");
+    // The console's address is taken: its role fails and is restarted.
+    let blocker = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = blocker.local_addr().expect("addr").port();
+    let log = dir.join("daemons.log");
+    let mut daemons = env.spawn(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "run",
+            "--all",
+            "--console",
+            &format!("127.0.0.1:{port}"),
+        ],
+        &log,
+    );
+    let (restarted, _) = archivist_testkit::poll_until(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || log_has(&log, "restarting console"),
+        |seen| *seen,
+    );
+    assert!(
+        restarted,
+        "the console role was not restarted; log {}",
+        log.display()
+    );
+    drop(blocker);
+    let line = daemons.wait_for_line("console at ", Duration::from_secs(60));
+    assert_eq!(
+        line,
+        format!("console at http://127.0.0.1:{port}/ (read-only)")
+    );
+    assert_eq!(http_get(port, "/healthz").map(|(s, _)| s), Some(200));
+
+    let (rows, _) = sample_check(&env, &media, &log);
+    assert!(rows.iter().all(|r| r["verdict"] == "ok"), "{rows:#?}");
+    let (_, failed) = archivist_testkit::poll_until(
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || json_of(&env, &["jobs", "list", "--state", "failed"])["jobs"].clone(),
+        |jobs| jobs.as_array().is_some_and(|a| !a.is_empty()),
+    );
+    assert!(failed, "the job of the missing media never failed");
+    let (shown, reported) = archivist_testkit::poll_until(
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || json_of(&env, &["batch", "show", &batch]),
+        |b| b["batch"]["reports"].as_u64().unwrap_or(0) > 0,
+    );
+    assert!(reported, "the batch has no report: {shown:#}");
+
+    // Batches: the list's figures are `batch list`'s.
+    let listed = json_of(&env, &["batch", "list"]);
+    let b = &listed[0];
+    let done =
+        b["progress"]["recorded"].as_u64().unwrap() + b["progress"]["failed"].as_u64().unwrap();
+    let total = b["progress"]["total"].as_u64().unwrap();
+    let (status, page) = http_get(port, "/batches").expect("batches page");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(&format!("data-id=\"{batch}\"")), "{page}");
+    assert!(
+        page.contains(&format!("<td class=\"num done\">{done}/{total}</td>")),
+        "{page}"
+    );
+    // A batch's page: its pairs and its latest report, with every pair found.
+    let (status, page) = http_get(port, &format!("/batches/{batch}")).expect("batch page");
+    assert_eq!(status, 200, "{page}");
+    let reports = shown["batch"]["reports"].as_u64().unwrap();
+    assert_eq!(attr_of(&page, "report", "data-number"), reports.to_string());
+    let report = json_of(&env, &["batch", "report", &batch]);
+    let found_pairs: usize = report["found"]
+        .as_object()
+        .expect("found")
+        .values()
+        .map(|e| e.as_object().map_or(0, |e| e.len()))
+        .sum();
+    assert!(found_pairs > 0);
+    assert_eq!(
+        page.matches("<tr class=\"found\">").count(),
+        found_pairs,
+        "{page}"
+    );
+    assert_eq!(
+        http_get(port, "/batches/b9999999").map(|(s, _)| s),
+        Some(404)
+    );
+
+    // The overview's chart: samples kept by the console, the last one what `status`
+    // counts now (the run is settled once the batch is reported).
+    let researched = json_of(&env, &["status"])["research"]["researched_pairs"]
+        .as_u64()
+        .expect("researched pairs");
+    let (overview, charted) = archivist_testkit::poll_until(
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        || http_get(port, "/").map(|(_, b)| b).unwrap_or_default(),
+        |html| {
+            html.contains("id=\"progress-chart\"")
+                && attr_of(html, "progress-chart", "data-last") == researched.to_string()
+                && attr_of(html, "progress-chart", "data-samples")
+                    .parse::<u32>()
+                    .unwrap_or(0)
+                    >= 2
+        },
+    );
+    assert!(
+        charted,
+        "the chart never showed {researched} pairs in 2+ samples: {overview}"
+    );
+    assert!(researched > 0);
+    assert!(overview.contains("id=\"throughput-chart\""));
+    assert!(
+        overview.contains("<p id=\"failures-last-hour\">1 of them failed in the last hour"),
+        "{overview}"
+    );
+
+    // Search by title, a page of one at a time.
+    let episode = json_of(&env, &["results", "--episode", "e0000001"]);
+    let title = episode["title"].as_str().expect("title").to_string();
+    let word: String = title.chars().take(6).collect::<String>().to_uppercase();
+    let (status, hits) =
+        http_get(port, &format!("/search?q={}", word.replace(' ', "+"))).expect("search");
+    assert_eq!(status, 200);
+    assert!(hits.contains("href=\"/episodes/e0000001\""), "{hits}");
+    assert_eq!(
+        hits.matches("<tr class=\"hit\">").count(),
+        1,
+        "page_size 1: {hits}"
+    );
+    let (_, none) = http_get(port, "/search?q=no+such+title+anywhere").expect("search");
+    assert!(none.contains("id=\"no-hits\""), "{none}");
+    assert_eq!(
+        http_get(port, "/search?q=x&kind=jobs").map(|(s, _)| s),
+        Some(400)
+    );
+
+    // Exports: the JSON Lines are `results`'s rows; the CSV has `export`'s header and a
+    // line a row.
+    let rows_of = |body: &str| -> Vec<Value> {
+        body.lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    };
+    let (status, jsonl) = http_get(port, "/episodes/e0000001/export?format=jsonl").expect("export");
+    assert_eq!(status, 200);
+    assert_eq!(Value::Array(rows_of(&jsonl)), episode["rows"]);
+    let (_, csv) = http_get(port, "/episodes/e0000001/export?format=csv").expect("export");
+    assert!(csv.starts_with("episode,episode_title,clip,"), "{csv}");
+    assert_eq!(
+        csv.lines().count(),
+        episode["rows"].as_array().unwrap().len() + 1
+    );
+    let clip_id = episode["rows"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["found"] == true))
+        .and_then(|r| r["clip"].as_str())
+        .expect("a clip found in e0000001")
+        .to_string();
+    let clip = json_of(&env, &["results", "--clip", &clip_id]);
+    let (_, jsonl) =
+        http_get(port, &format!("/clips/{clip_id}/export?format=jsonl")).expect("export");
+    assert!(!rows_of(&jsonl).is_empty());
+    assert_eq!(Value::Array(rows_of(&jsonl)), clip["rows"]);
+    assert_eq!(
+        http_get(port, "/clips/c9999999/export?format=csv").map(|(s, _)| s),
+        Some(404)
+    );
+    assert_eq!(
+        http_get(port, &format!("/clips/{clip_id}/export?format=xml")).map(|(s, _)| s),
+        Some(400)
+    );
+
+    // SIGTERM stops the console with the other roles.
+    assert!(daemons.stop(Duration::from_secs(30)), "run did not stop");
+    assert!(
+        http_get(port, "/healthz").is_none(),
+        "the console still answers"
+    );
 }

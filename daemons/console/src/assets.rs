@@ -29,6 +29,11 @@ form.filter { display: flex; gap: .6em; flex-wrap: wrap; align-items: end; margi
 form.filter label { display: flex; flex-direction: column; font-size: .85em; }
 svg.timeline { width: 100%; height: auto; background: #f7f7f7; border: 1px solid #ccc; }
 svg.timeline .mark { cursor: pointer; }
+.charts { display: flex; gap: 1.5em; flex-wrap: wrap; align-items: flex-start; }
+.charts figure { margin: 0; }
+.charts figcaption { font-size: .9em; margin-bottom: .3em; }
+.charts p { flex-basis: 100%; margin: 0; }
+svg.chart { width: 480px; max-width: 100%; height: 96px; background: #f7f7f7; border: 1px solid #ccc; }
 pre.message { white-space: pre-wrap; background: #fff4f4; padding: .5em; border: 1px solid #e0b4b4; }
 "#;
 

@@ -53,6 +53,9 @@ pub enum PageError {
     /// No page has this address.
     #[error("no page has this address")]
     NoPage,
+    /// What the address names does not exist (a batch, a report), saying which.
+    #[error("{0}")]
+    NotFound(String),
 }
 
 impl PageError {
@@ -84,6 +87,7 @@ impl PageError {
         match self {
             PageError::Admin(AdminError::NotFound { .. })
             | PageError::NoPage
+            | PageError::NotFound(_)
             | PageError::BadId { .. } => StatusCode::NOT_FOUND,
             _ if self.is_damaged_record() => StatusCode::INTERNAL_SERVER_ERROR,
             PageError::Admin(AdminError::Invalid(_)) | PageError::Invalid(_) => {

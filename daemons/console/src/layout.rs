@@ -26,6 +26,8 @@ pub fn page(title: &str, refresh_s: u64, body: Markup) -> Markup {
                     a href="/" { "Overview" }
                     a href="/jobs" { "Jobs" }
                     a href="/jobs?state=failed" { "Failures" }
+                    a href="/batches" { "Batches" }
+                    a href="/search" { "Search" }
                 }
                 main { (body) }
                 script src=(assets::REFRESH_PATH) {}

@@ -11,13 +11,17 @@
 
 pub mod actions;
 pub mod assets;
+pub mod batches;
+pub mod chart;
 pub mod error;
+pub mod export;
 pub mod guard;
 pub mod jobs;
 pub mod layout;
 pub mod overview;
 pub mod readonly;
 pub mod results;
+pub mod search;
 pub mod settings;
 pub mod timeline;
 pub mod zk;
@@ -48,6 +52,7 @@ struct Inner {
     admin: AdminSettings,
     settings: ConsoleSettings,
     overview: overview::Cache,
+    chart: chart::History,
     sessions: actions::Sessions,
 }
 
@@ -66,6 +71,7 @@ impl Console {
                 admin,
                 settings,
                 overview: overview::Cache::default(),
+                chart: chart::History::default(),
                 sessions: actions::Sessions::default(),
             }),
         }
@@ -108,6 +114,11 @@ pub fn router(console: Console) -> Router {
         .route("/jobs/{id}/{action}", post(actions::act))
         .route("/episodes/{id}", get(results::episode_page))
         .route("/clips/{id}", get(results::clip_page))
+        .route("/episodes/{id}/export", get(export::episode))
+        .route("/clips/{id}/export", get(export::clip))
+        .route("/search", get(search::page))
+        .route("/batches", get(batches::list_page))
+        .route("/batches/{id}", get(batches::batch_page))
         .route("/healthz", get(healthz))
         .route(assets::STYLE_PATH, get(assets::style))
         .route(assets::REFRESH_PATH, get(assets::refresh))
@@ -177,6 +188,7 @@ pub async fn serve(
     let bound = listener
         .local_addr()
         .map_err(|source| ConsoleError::Bind { addr, source })?;
+    tokio::spawn(overview::sample_forever(console.clone(), shutdown.clone()));
     let app = router(console);
     let task = tokio::spawn(async move {
         axum::serve(listener, app)

@@ -45,14 +45,46 @@ pub async fn overview(console: &Console) -> Result<Arc<Overview>, PageError> {
     let failures =
         browse::failures_by_reason(&session, console.admin(), console.settings().failures_read)
             .await?;
+    console.inner.chart.record(
+        crate::chart::Sample {
+            // The console's own clock: `status.now_ms` is ZooKeeper's as the daemons
+            // last stamped it, which stands still while nothing happens.
+            at_ms: i64::try_from(
+                time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000,
+            )
+            .unwrap_or(i64::MAX),
+            researched: status.research.researched_pairs,
+            total: status.research.total_pairs,
+        },
+        i64::try_from(console.settings().chart_every_s.saturating_mul(1000)).unwrap_or(i64::MAX),
+    );
     let view = Arc::new(Overview { status, failures });
     *last = Some((Instant::now(), view.clone()));
     Ok(view)
 }
 
+/// Builds an overview every `console.chart_every_s` whether or not anyone looks, so
+/// the chart has a history when someone opens the page (one `status` walk per
+/// interval; the cached overview is reused when a browser built one meanwhile).
+pub async fn sample_forever(console: Console, stop: tokio_util::sync::CancellationToken) {
+    let every = Duration::from_secs(console.settings().chart_every_s.max(1));
+    // The first sample after one interval: not while the console is starting (a page
+    // opened meanwhile makes one).
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.cancelled() => return,
+        }
+        if let Err(e) = overview(&console).await {
+            tracing::debug!(error = %e, "console: no chart sample this time");
+        }
+    }
+}
+
 /// `GET /`.
 pub async fn page(State(console): State<Console>) -> Result<Markup, PageError> {
     let view = overview(&console).await?;
+    let samples = console.inner.chart.samples();
     Ok(layout::page(
         "Overview",
         console.settings().refresh_s,
@@ -60,13 +92,13 @@ pub async fn page(State(console): State<Console>) -> Result<Markup, PageError> {
             h1 { "Overview" }
             div #overview data-live {
                 (layout::read_at(view.status.now_ms))
-                (render(&view))
+                (render(&view, &samples))
             }
         },
     ))
 }
 
-fn render(view: &Overview) -> Markup {
+fn render(view: &Overview, samples: &[crate::chart::Sample]) -> Markup {
     let s = &view.status;
     html! {
         @if let Some(note) = &s.clock_note { p.error { (note) } }
@@ -134,6 +166,8 @@ fn render(view: &Overview) -> Markup {
         @if !r.unreadable.is_empty() {
             p.error { (r.unreadable.len()) " research records do not decode (run fsck)." }
         }
+        h2 { "Over time" }
+        div #chart { (crate::chart::svg(samples)) }
         h2 { "Oldest waiting job" }
         @match &s.oldest_waiting {
             Some(w) => p #oldest {
@@ -152,15 +186,18 @@ fn failures(f: &Failures) -> Markup {
         h2 { "Failures by reason" }
         @if f.groups.is_empty() {
             p.muted #failures { "No job failed." }
+            p #failures-last-hour { "0 failed in the last hour." }
         } @else {
             @if f.read < f.failed {
                 p.muted { "Grouped from the first " (f.read) " of " (f.failed) " failed jobs." }
             }
+            p #failures-last-hour { (f.last_hour) " of them failed in the last hour (by the failed job's update time)." }
             table #failures {
-                tr { th.num { "Jobs" } th { "Reason" } th { "For example" } }
+                tr { th.num { "Jobs" } th.num { "Last hour" } th { "Reason" } th { "For example" } }
                 @for g in &f.groups {
                     tr {
                         td.num { a href={ "/jobs?state=failed&group=" (urlencode(&g.reason)) } { (g.count) } }
+                        td.num.last-hour { (g.last_hour) }
                         td.failed { (g.reason) }
                         td { (job_link(&g.example)) br; span.example { (cut(&g.example_message)) } }
                     }

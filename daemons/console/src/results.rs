@@ -48,7 +48,8 @@ pub async fn episode_page(
         html! {
             h1 { (res.title) }
             p.muted { "Episode " (res.episode)
-                @if let Some(d) = res.duration_s { ", " (clock(d)) " long" } }
+                @if let Some(d) = res.duration_s { ", " (clock(d)) " long" }
+                " · results: " (crate::export::links("episodes", &res.episode)) }
             @let playable = timeline::playable(&url);
             audio #player controls preload="metadata" src=[playable] data-src=[playable] {}
             @if playable.is_none() {
@@ -114,7 +115,7 @@ pub async fn clip_page(
         console.settings().refresh_s,
         html! {
             h1 { (res.title) }
-            p.muted { "Clip " (res.clip) }
+            p.muted { "Clip " (res.clip) " · results: " (crate::export::links("clips", &res.clip)) }
             div #clip-results data-live {
                 p { "Found in " (res.episodes_found) " of " (res.episodes_researched) " episodes researched"
                     @if res.episodes_errored > 0 { "; research failed in " (res.episodes_errored) } "." }

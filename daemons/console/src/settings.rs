@@ -9,6 +9,10 @@ use serde::Deserialize;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConsoleSettings {
+    /// Whether `archivist run` serves the console as one of its roles (at `addr`), as
+    /// `run --console ADDR` does. Defaults to false: `run --all` serves no web page
+    /// unless asked. `archivist console` ignores it.
+    pub enabled: bool,
     /// Address to listen on. Defaults to `127.0.0.1:7480`: loopback only, since the
     /// console has no login yet (docs/console.md, "Access").
     pub addr: SocketAddr,
@@ -35,6 +39,10 @@ pub struct ConsoleSettings {
     /// walks the research archive, so many open browsers cost one walk per interval,
     /// not one each. Defaults to 5.
     pub overview_cache_s: u64,
+    /// How often the console samples research progress for the overview's chart, in
+    /// seconds (it builds an overview that often, watched or not; at least 1). Defaults
+    /// to 60: a day of history in [`crate::chart::MAX_SAMPLES`] samples.
+    pub chart_every_s: u64,
 }
 
 /// A secret: compared, never shown.
@@ -138,6 +146,7 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:7480";
 impl Default for ConsoleSettings {
     fn default() -> Self {
         ConsoleSettings {
+            enabled: false,
             addr: SocketAddr::from(([127, 0, 0, 1], 7480)),
             hosts: Vec::new(),
             actions_token: None,
@@ -147,6 +156,7 @@ impl Default for ConsoleSettings {
             failures_read: 1000,
             refresh_s: 5,
             overview_cache_s: 5,
+            chart_every_s: 60,
         }
     }
 }

@@ -41,6 +41,10 @@ pub struct RunArgs {
     /// Run the curator (needs `curator.feeds` in the configuration).
     #[arg(long)]
     pub curator: bool,
+    /// Serve the web console at this address as one more role (port 0: a free port; the
+    /// address is printed) [default: console.addr when console.enabled, else none].
+    #[arg(long, env = "ARCHIVIST_RUN_CONSOLE", value_name = "ADDR")]
+    pub console: Option<std::net::SocketAddr>,
     /// Let the researcher fetch `file://` URLs (local media).
     #[arg(long, env = "ARCHIVIST_ALLOW_FILE_URLS")]
     pub allow_file_urls: bool,
@@ -52,14 +56,16 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     let zk = zk_config(global)?;
     let all = args.all;
     let want = |flag: bool| all || flag;
-    if !(want(args.planner)
+    let console = console_settings(&file.console, args.console)?;
+    if !(console.is_some()
+        || want(args.planner)
         || want(args.researcher)
         || want(args.recorder)
         || want(args.reaper)
         || want(args.batcher)
         || args.curator)
     {
-        bail!("nothing to run: give --all or at least one of --planner --researcher --recorder --reaper --batcher --curator");
+        bail!("nothing to run: give --all or at least one of --planner --researcher --recorder --reaper --batcher --curator --console");
     }
     // Configuration errors stop the command before anything starts: a restart would
     // not fix them (run-time failures are restarted, see keep_running).
@@ -221,6 +227,16 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
             }
         }));
     }
+    if let Some(settings) = console {
+        let (zk, stop, db) = (zk.clone(), shutdown.clone(), database.clone());
+        roles.spawn(keep_running("console", shutdown.clone(), move || {
+            let (zk, settings, stop, db) = (zk.clone(), settings.clone(), stop.clone(), db.clone());
+            async move {
+                let db = db().await?;
+                serve_console(&zk, db, settings, stop).await
+            }
+        }));
+    }
     let mut failed = false;
     while let Some(joined) = roles.join_next().await {
         // keep_running catches its role's panics; a JoinError here is a bug in it.
@@ -231,6 +247,61 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The console's settings when this `run` serves it (`--console ADDR`, or
+/// `console.enabled` at `console.addr`), checked and with its token read: a bad value is
+/// a configuration error that stops the command before anything starts.
+fn console_settings(
+    file: &archivist_console::ConsoleSettings,
+    addr: Option<std::net::SocketAddr>,
+) -> Result<Option<archivist_console::ConsoleSettings>> {
+    if addr.is_none() && !file.enabled {
+        return Ok(None);
+    }
+    let mut settings = file.clone();
+    if let Some(addr) = addr {
+        settings.addr = addr;
+    }
+    settings.check().map_err(anyhow::Error::msg)?;
+    settings.read_token_file().map_err(anyhow::Error::msg)?;
+    Ok(Some(settings))
+}
+
+/// The console role: its own ZooKeeper session (remade by the console when lost), the
+/// process's database, served until `stop`. Prints `console at http://ADDR/ (mode)`
+/// on stdout once it listens, as `archivist console` does. An error (the address is
+/// taken, ZooKeeper is down at start) returns, and [`keep_running`] starts it again.
+async fn serve_console(
+    zk: &archivist_engine::ZkConfig,
+    db: archivist_db::Database,
+    settings: archivist_console::ConsoleSettings,
+    stop: CancellationToken,
+) -> Result<()> {
+    let mode = if settings.actions_token.is_some() {
+        "actions enabled: sign in at /login"
+    } else {
+        "read-only"
+    };
+    let session = archivist_engine::Session::connect(zk)
+        .await
+        .context("console: connecting to ZooKeeper")?;
+    let addr = settings.addr;
+    let console = archivist_console::Console::new(
+        session,
+        db,
+        archivist_admin::AdminSettings::default(),
+        settings,
+    );
+    let (bound, server) = archivist_console::serve(console, addr, stop)
+        .await
+        .context("console")?;
+    outln!("console at http://{bound}/ ({mode})");
+    tracing::info!(%bound, "serving the web console");
+    server
+        .await
+        .context("the console's server task")?
+        .context("serving the console")
 }
 
 /// First and longest wait before a failed role is started again.
@@ -278,6 +349,35 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    /// The console is a role only when asked: `--console ADDR` (which wins over
+    /// `console.addr`) or `console.enabled`; a bad console setting stops the command.
+    #[test]
+    fn the_console_runs_when_asked_by_flag_or_configuration() {
+        let file = archivist_console::ConsoleSettings::default();
+        assert_eq!(console_settings(&file, None).unwrap(), None);
+        let addr: std::net::SocketAddr = "127.0.0.1:9999".parse().unwrap();
+        let flagged = console_settings(&file, Some(addr)).unwrap().unwrap();
+        assert_eq!(flagged.addr, addr);
+        let enabled = archivist_console::ConsoleSettings {
+            enabled: true,
+            ..archivist_console::ConsoleSettings::default()
+        };
+        let configured = console_settings(&enabled, None).unwrap().unwrap();
+        assert_eq!(configured.addr, enabled.addr);
+        assert_eq!(
+            console_settings(&enabled, Some(addr))
+                .unwrap()
+                .unwrap()
+                .addr,
+            addr
+        );
+        let bad = archivist_console::ConsoleSettings {
+            page_size: 0,
+            ..enabled
+        };
+        assert!(console_settings(&bad, None).is_err());
+    }
 
     /// A role that panics (twice) and one that errors are restarted, while a neighbour
     /// runs on untouched until shutdown; the result says which ones failed.

@@ -284,6 +284,20 @@ pub async fn each_record(
     read::each_record(db, target, &mut visit).await
 }
 
+/// Records of one kind whose title contains `text` (ignoring case as the database's
+/// `lower()` does, on both sides: ASCII in SQLite; `%` and `_` are matched literally), as (id, title) in id order after `after`, at most `limit`:
+/// a page of the console's search by title. A keyset page that stops once it is full;
+/// a rare text still reads the whole table (no title index: docs/console.md).
+pub async fn search_titles(
+    db: &Database,
+    target: AliasTarget,
+    text: &str,
+    after: &str,
+    limit: i64,
+) -> Result<Vec<(String, String)>, DbError> {
+    read::search_titles(db, target, text, after, limit).await
+}
+
 /// Every id of one kind in id order, a page at a time (batches naming the whole
 /// catalog, `status`).
 pub async fn each_id(

@@ -296,3 +296,35 @@ pub(super) async fn counts(db: &Database) -> Result<CatalogCounts, DbError> {
 pub(super) async fn last_seq(db: &Database) -> Result<i64, DbError> {
     db.current_seq(crate::Counter::Catalog).await
 }
+
+pub(super) async fn search_titles(
+    db: &Database,
+    target: AliasTarget,
+    text: &str,
+    after: &str,
+    limit: i64,
+) -> Result<Vec<(String, String)>, DbError> {
+    // `\` escapes LIKE's wildcards in the text, so `50%` finds "50%" and nothing else.
+    let mut pattern = String::from("%");
+    // Both sides are lowered by the database's own lower() (ASCII in SQLite, Unicode
+    // in PostgreSQL), so the text and the titles are always folded alike.
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    let statement = format!(
+        "SELECT id, title FROM {} WHERE id > $1 AND lower(title) LIKE lower($2) ESCAPE '\\' \
+         ORDER BY id LIMIT $3",
+        table(target)
+    );
+    sqlx::query_as(&statement)
+        .bind(after)
+        .bind(&pattern)
+        .bind(limit)
+        .fetch_all(db.pool())
+        .await
+        .context(|| format!("searching {} titles for {text:?}", table(target)))
+}

@@ -64,3 +64,73 @@ async fn a_counter_behind_the_records_is_moved_past_them() {
     db.close().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Search by title (the console's): case is ignored, `%` and `_` are matched as
+/// themselves (not as LIKE's wildcards), and pages go on after the last id.
+#[tokio::test]
+async fn a_title_search_ignores_case_and_takes_wildcards_literally() {
+    let dir = std::env::temp_dir().join(format!(
+        "archivist-db-search-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let db = Database::connect(&format!("sqlite://{}/a.db", dir.display()))
+        .await
+        .unwrap();
+    let titles = [
+        "Sale: 50% off",
+        "Sale: 500 off",
+        "a_b show",
+        "axb show",
+        "AXB again",
+        "Émission",
+    ];
+    let creates = titles
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut r = episode(u32::try_from(i).unwrap());
+            if let CatalogRecord::Episode(e) = &mut r.record {
+                e.fields.title = t.to_string();
+            }
+            r
+        })
+        .collect();
+    write(
+        &db,
+        &CatalogBatch {
+            creates,
+            updates: Vec::new(),
+        },
+    )
+    .await
+    .unwrap();
+    let found = |text: &'static str, after: &'static str, limit: i64| {
+        let db = db.clone();
+        async move {
+            search_titles(&db, AliasTarget::Episode, text, after, limit)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|(_, title)| title)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(found("50%", "", 10).await, ["Sale: 50% off"]);
+    assert_eq!(found("A_B", "", 10).await, ["a_b show"]);
+    assert_eq!(found("axb", "", 10).await, ["axb show", "AXB again"]);
+    // Folded alike on both sides, whatever the database's lower() does.
+    assert_eq!(found("Émission", "", 10).await, ["Émission"]);
+    let first = search_titles(&db, AliasTarget::Episode, "sale", "", 1)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    let (after, _) = &first[0];
+    let rest = search_titles(&db, AliasTarget::Episode, "sale", after, 10)
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_ne!(&rest[0].0, after);
+    let _ = std::fs::remove_dir_all(&dir);
+}
