@@ -304,6 +304,7 @@ pub async fn open_bound(url: &str, zk: &ZkConfig) -> Result<archivist_db::Databa
     let db = archivist_db::Database::connect(url).await?;
     tracing::debug!(database = db.shown_url(), "database open");
     bind_to_tree(zk, &db, crate::deployment::Mode::Bind).await?;
+    watch_database_file(db.clone());
     Ok(db)
 }
 
@@ -336,6 +337,29 @@ pub async fn database_read_only(global: &GlobalOpts) -> Result<archivist_db::Dat
     tracing::debug!(database = db.shown_url(), "database open read-only");
     bind_to_tree(&zk, &db, crate::deployment::Mode::Check).await?;
     Ok(db)
+}
+
+/// How often a process looks whether its SQLite file is still the one it opened.
+const DATABASE_FILE_CHECK: Duration = Duration::from_secs(2);
+
+/// Stops the process once its SQLite file is deleted or replaced at its path
+/// ([`archivist_db::Database::check_file`]): every role would go on reading and writing a
+/// file no one else can open (outside 17m H1). Writes already refuse such a file; this
+/// stops the readers too (the planner planned from the deleted catalog), so a restart
+/// opens the file that is there now (and the deployment binding checks it).
+fn watch_database_file(db: archivist_db::Database) {
+    if db.check_file().is_err() {
+        return;
+    }
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(DATABASE_FILE_CHECK).await;
+            if let Err(e) = db.check_file() {
+                crate::shutdown::stop_process(&e.to_string());
+                return;
+            }
+        }
+    });
 }
 
 /// Opens the database and brings its schema up to date, without the tree check: for

@@ -33,7 +33,9 @@ fn main() -> std::process::ExitCode {
     };
     let global = cli.global.clone();
     match runtime.block_on(cmd::run(cli)) {
-        Ok(_) if output::failed() => std::process::ExitCode::from(1),
+        Ok(_) if output::failed() || shutdown::stopped_by_fault() => {
+            std::process::ExitCode::from(1)
+        }
         Ok(code) => code,
         Err(err) => {
             eprintln!("archivist: {}", describe(&err, &global));

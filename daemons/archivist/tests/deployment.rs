@@ -187,18 +187,20 @@ fn read_only_commands_write_nothing_to_the_database() {
     env.ok(&["status"]);
 }
 
-/// Writes `data` into the tree's `/meta` (what a slip in zkCli leaves behind).
-fn overwrite_meta(env: &Env, data: &'static [u8]) {
+/// Writes `data` into the tree's `/meta`, or deletes it (`None`): what a slip in zkCli
+/// leaves behind.
+fn change_meta(env: &Env, data: Option<&'static [u8]>) {
     let config = archivist_engine::ZkConfig::new(env.zk.clone()).with_chroot(env.chroot.clone());
     archivist_testkit::block_on_thread(async move {
         let session = archivist_engine::Session::connect(&config)
             .await
             .expect("connect");
-        session
-            .client()
-            .set_data("/meta", data, None)
-            .await
-            .expect("overwrite /meta");
+        let client = session.client();
+        match data {
+            Some(data) => client.set_data("/meta", data, None).await.map(|_| ()),
+            None => client.delete("/meta", None).await,
+        }
+        .expect("change /meta");
         session.close(std::time::Duration::from_secs(2)).await;
     });
 }
@@ -212,7 +214,7 @@ fn overwrite_meta(env: &Env, data: &'static [u8]) {
 fn a_damaged_meta_is_repaired_with_the_databases_deployment_id() {
     let env = Env::fresh("deploy-meta");
     let id = deployment_of(&env.ok(&["init"]));
-    overwrite_meta(&env, b"garbage: [unclosed");
+    change_meta(&env, Some(b"garbage: [unclosed"));
 
     let out = env.run(&["fsck"]);
     let report = String::from_utf8_lossy(&out.stdout);
@@ -236,4 +238,73 @@ fn a_damaged_meta_is_repaired_with_the_databases_deployment_id() {
             stderr_of(&out)
         );
     }
+}
+
+/// Outside 17m M1: `/meta` deleted (not damaged) from a tree in use: `init` made a new
+/// deployment id, and every command then refused tree and database as two deployments.
+/// A tree whose other nodes exist keeps the database's id; a tree made anew (ZooKeeper's
+/// data lost) still needs `init --adopt-database`.
+#[test]
+fn a_deleted_meta_on_a_tree_in_use_is_made_again_with_the_databases_id() {
+    let env = Env::fresh("deploy-meta-gone");
+    let id = deployment_of(&env.ok(&["init"]));
+    change_meta(&env, None);
+    let init = env.ok(&["init"]);
+    assert!(
+        init.contains(&format!(
+            "/meta was missing from an existing tree: made again with the database's deployment id {id}"
+        )),
+        "{init}"
+    );
+    assert_eq!(deployment_of(&init), id);
+    env.ok(&["status"]);
+    env.ok(&["fsck"]);
+}
+
+/// Outside 17m H1: the SQLite file deleted while the daemons ran. The recorder went on
+/// storing into the deleted file (9 jobs `recorded`, their reports deleted from
+/// ZooKeeper, their rows only in a file no one could open), the planner on reading the
+/// deleted catalog, and every `/readyz` said ready. A daemon now stops within seconds,
+/// says why, and exits with a failure (a supervisor restarts it on the file that is there
+/// now). SQLite only: PostgreSQL has no file.
+#[test]
+fn a_daemon_whose_database_file_is_deleted_stops_and_says_why() {
+    let env = Env::fresh("deploy-file-gone");
+    let Some(path) = env.database.strip_prefix("sqlite://").map(str::to_string) else {
+        return;
+    };
+    env.ok(&["init"]);
+    let dir = support::scratch("deploy-file-gone");
+    let log = dir.join("recorder.log");
+    let mut recorder = env.spawn(&["recorder"], &log);
+    // Registered: it has opened the database and checked it against the tree.
+    let config = archivist_engine::ZkConfig::new(env.zk.clone()).with_chroot(env.chroot.clone());
+    let registered = archivist_testkit::block_on_thread(async move {
+        let session = archivist_engine::Session::connect(&config)
+            .await
+            .expect("connect");
+        let seen = archivist_testkit::eventually(std::time::Duration::from_secs(60), || async {
+            !archivist_engine::store::children(&session, "/daemons")
+                .await
+                .unwrap_or_default()
+                .is_empty()
+        })
+        .await;
+        session.close(std::time::Duration::from_secs(2)).await;
+        seen
+    });
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(registered && recorder.is_running(), "{text}");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{path}{suffix}"));
+    }
+    let status = recorder.wait_exit(std::time::Duration::from_secs(30));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let status = status.unwrap_or_else(|| panic!("the recorder still runs: {text}"));
+    assert!(!status.success(), "{status}: {text}");
+    assert!(
+        text.contains("was deleted while this process had it open")
+            && text.contains("restart every daemon"),
+        "{text}"
+    );
 }

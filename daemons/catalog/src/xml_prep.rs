@@ -167,8 +167,10 @@ fn neutralize_play_times(text: &str) -> String {
         let mut from = 0;
         while let Some(i) = text[from..].find(key).map(|i| from + i) {
             from = i + key.len();
+            // An attribute name starts after whitespace, a prefix's `:`, or (as XML
+            // parsers read `a="1"end="2"`) the closing quote of the attribute before it.
             let before = text[..i].chars().next_back();
-            if !before.is_some_and(|c| c.is_whitespace() || c == ':') {
+            if !before.is_some_and(|c| c.is_whitespace() || matches!(c, ':' | '"' | '\'')) {
                 continue;
             }
             let rest = &text[from..];
@@ -535,6 +537,9 @@ mod tests {
             "{out}"
         );
         // Malformed further on: still found.
+        // No space before the next attribute (a fuzzed cut): still found.
+        let out = prepare("<rss><item><media:text start=\"1.5\"end=\"&#x663;&#x660;\">w</media:text></item></rss>");
+        assert!(out.contains("end=\"\""), "{out}");
         let out = prepare("<rss><item><media:text start=\"123456789012345678901.5\"/2.mp3\" type=\"audio/mpeg\"/></item></rss>");
         assert!(out.contains("start=\"\"/2.mp3"), "{out}");
     }

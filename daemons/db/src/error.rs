@@ -35,6 +35,15 @@ pub enum DbError {
         /// The highest migration this build carries.
         known: i64,
     },
+    /// The SQLite file this process opened was deleted or replaced at its path while it
+    /// ran: nothing more is written to it (see `file_identity`).
+    #[error("the database {url}: {what}; nothing more is written to it. Restore the file (or point at the right one) and restart every daemon of this deployment (docs/operations.md, \"Backup and restore\")")]
+    FileGone {
+        /// The URL, password redacted.
+        url: String,
+        /// What happened to the file.
+        what: String,
+    },
     /// A read-only command was pointed at a SQLite file that does not exist (it creates
     /// none).
     #[error("the database {url} does not exist (a read-only command creates no database)")]

@@ -29,6 +29,7 @@ use sqlx::{AnyPool, Connection, Executor};
 pub mod catalog;
 pub mod deployment;
 pub mod error;
+mod file_identity;
 pub mod migrate;
 pub mod provision;
 pub mod renditions;
@@ -93,6 +94,8 @@ pub struct Database {
     pool: AnyPool,
     backend: Backend,
     shown: String,
+    /// The SQLite file opened (none for PostgreSQL or an in-memory database).
+    file: Option<std::sync::Arc<file_identity::FileIdentity>>,
 }
 
 impl Database {
@@ -177,10 +180,22 @@ impl Database {
             }
             Err(source) => return Err(DbError::Connect { url: shown, source }),
         };
+        let file = match sqlite_file(&url) {
+            Some(path) if backend == Backend::Sqlite => Some(std::sync::Arc::new(
+                file_identity::FileIdentity::of(std::path::Path::new(path)).map_err(|e| {
+                    DbError::BadUrl {
+                        url: shown.clone(),
+                        reason: format!("the database file cannot be read: {e}"),
+                    }
+                })?,
+            )),
+            _ => None,
+        };
         let db = Database {
             pool,
             backend,
             shown,
+            file,
         };
         match access {
             Access::ReadWrite => {
@@ -237,6 +252,20 @@ impl Database {
         &self.shown
     }
 
+    /// Fails with [`DbError::FileGone`] once the SQLite file this process opened was
+    /// deleted or replaced at its path (nothing written to it after that could be read
+    /// by anyone); always `Ok` for PostgreSQL. Checked before every write transaction and
+    /// after its commit; daemons also call it from a watchdog, and stop.
+    pub fn check_file(&self) -> Result<(), DbError> {
+        match self.file.as_ref().and_then(|f| f.changed()) {
+            None => Ok(()),
+            Some(what) => Err(DbError::FileGone {
+                url: self.shown.clone(),
+                what,
+            }),
+        }
+    }
+
     /// The connection pool, for this crate's modules.
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
@@ -275,11 +304,12 @@ impl Database {
     /// read transaction later tries to write; PostgreSQL: a plain transaction (rows are
     /// locked as they are written, or with `FOR UPDATE`).
     pub(crate) async fn begin_write(&self, what: impl Fn() -> String) -> Result<WriteTx, DbError> {
+        self.check_file()?;
         let begin = match self.backend {
             Backend::Sqlite => "BEGIN IMMEDIATE",
             Backend::Postgres => "BEGIN",
         };
-        WriteTx::begin(&self.pool, begin)
+        WriteTx::begin(&self.pool, begin, self.file.clone())
             .await
             .context(|| format!("{}: starting a transaction", what()))
     }
@@ -415,6 +445,15 @@ pub(crate) fn binds_nullable_float<'q>(
 
 /// A SQLite URL that creates the file (and its directory) when missing, or, read-only,
 /// opens an existing file `mode=ro` (a missing one is an error, never created).
+/// The file path of a `sqlite:` URL as [`sqlite_url`] made it (`None`: in memory).
+fn sqlite_file(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split_once('?').map_or(rest, |(p, _)| p);
+    (!path.is_empty() && path != ":memory:").then_some(path)
+}
+
 fn sqlite_url(url: &str, shown: &str, access: Access) -> Result<String, DbError> {
     let rest = url
         .strip_prefix("sqlite://")

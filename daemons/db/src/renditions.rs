@@ -256,7 +256,13 @@ pub async fn move_pin(db: &Database, episode: &str, from: &str, to: &str) -> Res
 
 /// Records that `job`'s research run of `episode` is measured on rendition `sha256`,
 /// before its first result is reported (so every stored result's run names its audio).
-/// Written again by a job resumed on the same audio, it changes nothing.
+/// Written again by a job resumed on the same audio, it changes nothing. A run's
+/// rendition is changed only while the run has no stored result (`research_runs` holds
+/// no row for it) and `may_move` (the caller knows no report of the job is in flight);
+/// otherwise the rendition already recorded is returned and nothing changes: results
+/// measured on one audio must never be re-pointed at another (outside 23b H1: a job held,
+/// released after the pin moved, re-pointed its earlier results at audio where they are
+/// false).
 ///
 /// # Errors
 /// The database failing.
@@ -265,7 +271,38 @@ pub async fn record_run(
     episode: &str,
     job: &str,
     sha256: &str,
-) -> Result<(), DbError> {
+    may_move: bool,
+) -> Result<Option<String>, DbError> {
+    let what = || format!("recording the rendition of job {job} of episode {episode}");
+    let mut tx = db.begin_write(what).await?;
+    let recorded: Option<(String,)> =
+        sqlx::query_as("SELECT sha256 FROM run_renditions WHERE episode = $1 AND job = $2")
+            .bind(episode)
+            .bind(job)
+            .fetch_optional(&mut *tx)
+            .await
+            .context(what)?;
+    match recorded {
+        Some((same,)) if same == sha256 => {
+            tx.commit().await.context(what)?;
+            return Ok(None);
+        }
+        Some((other,)) => {
+            let (stored,): (i64,) = sqlx::query_as(
+                "SELECT COUNT(*) FROM research_runs WHERE episode = $1 AND job = $2",
+            )
+            .bind(episode)
+            .bind(job)
+            .fetch_one(&mut *tx)
+            .await
+            .context(what)?;
+            if stored > 0 || !may_move {
+                tx.commit().await.context(what)?;
+                return Ok(Some(other));
+            }
+        }
+        None => {}
+    }
     sqlx::query(
         "INSERT INTO run_renditions (episode, job, sha256, at) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (episode, job) DO UPDATE SET sha256 = excluded.sha256, at = excluded.at",
@@ -274,10 +311,11 @@ pub async fn record_run(
     .bind(job)
     .bind(sha256)
     .bind(ms(OffsetDateTime::now_utc()))
-    .execute(db.pool())
+    .execute(&mut *tx)
     .await
-    .context(|| format!("recording the rendition of job {job} of episode {episode}"))?;
-    Ok(())
+    .context(what)?;
+    tx.commit().await.context(what)?;
+    Ok(None)
 }
 
 /// The rendition each of the episode's runs was measured on, by job (runs from before

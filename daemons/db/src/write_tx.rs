@@ -22,22 +22,42 @@ use sqlx::{Any, AnyConnection, AnyPool, Executor};
 pub struct WriteTx {
     conn: PoolConnection<Any>,
     ended: bool,
+    /// The SQLite file the transaction writes, checked after the commit: a commit into a
+    /// file deleted meanwhile is reported as failed, so the caller does not go on as if
+    /// it were stored (the recorder would delete the reports from ZooKeeper).
+    file: Option<std::sync::Arc<crate::file_identity::FileIdentity>>,
 }
 
 impl WriteTx {
     /// Takes a connection from `pool` and runs `begin` (`BEGIN` or SQLite's
     /// `BEGIN IMMEDIATE`) on it.
-    pub(crate) async fn begin(pool: &AnyPool, begin: &str) -> Result<WriteTx, sqlx::Error> {
+    pub(crate) async fn begin(
+        pool: &AnyPool,
+        begin: &str,
+        file: Option<std::sync::Arc<crate::file_identity::FileIdentity>>,
+    ) -> Result<WriteTx, sqlx::Error> {
         let conn = pool.acquire().await?;
         // Made before BEGIN runs, so a BEGIN that fails midway also closes the connection.
-        let mut tx = WriteTx { conn, ended: false };
+        let mut tx = WriteTx {
+            conn,
+            ended: false,
+            file,
+        };
         tx.conn.execute(sqlx::raw_sql(begin)).await?;
         Ok(tx)
     }
 
     /// Commits; on failure the transaction is gone and its connection is closed.
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        self.end("COMMIT").await
+        let file = self.file.clone();
+        self.end("COMMIT").await?;
+        match file.and_then(|f| f.changed()) {
+            None => Ok(()),
+            Some(what) => Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("committed, but {what}: nothing written to it can be read again"),
+            ))),
+        }
     }
 
     /// Rolls back; on failure the connection is closed (which rolls back too).

@@ -123,17 +123,83 @@ async fn runs_record_their_rendition_and_older_runs_stay_readable() {
         .unwrap();
         let first = rendition("e1", 'a', 1000);
         renditions::record(&db, &first).await.unwrap();
-        renditions::record_run(&db, "e1", "j0000000002", &first.sha256)
-            .await
-            .unwrap();
+        assert_eq!(
+            renditions::record_run(&db, "e1", "j0000000002", &first.sha256, true)
+                .await
+                .unwrap(),
+            None
+        );
         // Written again (a resumed job): one row.
-        renditions::record_run(&db, "e1", "j0000000002", &first.sha256)
-            .await
-            .unwrap();
+        assert_eq!(
+            renditions::record_run(&db, "e1", "j0000000002", &first.sha256, true)
+                .await
+                .unwrap(),
+            None
+        );
         let runs = renditions::of_runs(&db, "e1").await.unwrap();
         assert_eq!(runs.len(), 1);
         assert_eq!(runs["j0000000002"], first.sha256);
         let record = research::read(&db, "e1").await.unwrap().unwrap();
         assert_eq!(record.runs.len(), 1, "the old run no longer reads");
+    }
+}
+
+/// Outside 23b H1: a job held, then released after the pin moved, re-pointed its run at
+/// the new rendition, so the results stored before the hold (measured on the old audio)
+/// were tied to audio where they are false. A run with a stored result, or whose caller
+/// knows of a report in flight, keeps its rendition; one with neither may move.
+#[tokio::test]
+async fn a_run_with_results_never_moves_to_other_audio() {
+    for db in fresh_databases("renditions-run-moves").await {
+        let old = rendition("e1", 'a', 1000);
+        let new = rendition("e1", 'b', 1000);
+        for r in [&old, &new] {
+            renditions::record(&db, r).await.unwrap();
+        }
+        renditions::record_run(&db, "e1", "j0000000004", &old.sha256, true)
+            .await
+            .unwrap();
+        // No result stored, a report in flight: kept.
+        assert_eq!(
+            renditions::record_run(&db, "e1", "j0000000004", &new.sha256, false)
+                .await
+                .unwrap(),
+            Some(old.sha256.clone())
+        );
+        // A result stored: kept, whatever the caller knows.
+        research::update(&db, "e1", |r| {
+            r.runs.push(ResearchRun {
+                job: "j0000000004".into(),
+                researcher: "r1".into(),
+                at: OffsetDateTime::from_unix_timestamp(1_790_000_000).unwrap(),
+                clips: "1".parse::<ClipSet>().unwrap(),
+            })
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            renditions::record_run(&db, "e1", "j0000000004", &new.sha256, true)
+                .await
+                .unwrap(),
+            Some(old.sha256.clone())
+        );
+        assert_eq!(
+            renditions::of_runs(&db, "e1").await.unwrap()["j0000000004"],
+            old.sha256
+        );
+        // A run with nothing stored and nothing in flight may move.
+        renditions::record_run(&db, "e1", "j0000000005", &old.sha256, true)
+            .await
+            .unwrap();
+        assert_eq!(
+            renditions::record_run(&db, "e1", "j0000000005", &new.sha256, true)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            renditions::of_runs(&db, "e1").await.unwrap()["j0000000005"],
+            new.sha256
+        );
     }
 }

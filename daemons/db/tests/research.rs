@@ -390,3 +390,25 @@ async fn an_episode_stored_without_a_duration_is_stored_again_with_one() {
         }
     }
 }
+
+/// Outside 17m H1: SQLite goes on writing into a file deleted under it, so results
+/// stored there are lost with it. A write into a deleted (or replaced) file is refused,
+/// naming what happened, and so is a commit the file vanished under.
+#[tokio::test]
+async fn a_write_into_a_deleted_sqlite_file_is_refused() {
+    let url = archivist_testkit::db::fresh_sqlite_url("research-file-gone");
+    let db = archivist_db::Database::connect(&url).await.unwrap();
+    db.check_file().unwrap();
+    let path = url.strip_prefix("sqlite://").unwrap().to_string();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{path}{suffix}"));
+    }
+    let err = db.check_file().unwrap_err();
+    assert!(err.to_string().contains("was deleted"), "{err}");
+    let err = archivist_db::research::update(&db, "e0000001", |r| {
+        r.episode_duration_s = Some(1.0);
+    })
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("was deleted"), "{err}");
+}

@@ -22,8 +22,8 @@ pub struct InitReport {
     /// every admin command refused with the decode error and `init` changed nothing:
     /// outside 17i G6). A `/meta` of a newer schema is never rewritten.
     pub meta_rewritten: Option<String>,
-    /// The deployment id the rewritten `/meta` took from the database, when the
-    /// database holds one (a rewrite with a new id turned one small damage into "two
+    /// The deployment id the rewritten (or, on a tree that existed, re-made) `/meta`
+    /// took from the database, when the database holds one (a rewrite with a new id turned one small damage into "two
     /// deployments" everywhere: outside 17k N1).
     pub meta_kept_deployment: Option<String>,
 }
@@ -69,15 +69,39 @@ pub async fn init_past(
             Err(e) => return Err(EngineError::zk("create", dir, e)),
         }
     }
-    let meta = TreeMeta {
-        schema: SCHEMA_VERSION,
-        created: crate::clock::stamp_now(),
-        created_by: created_by.to_string(),
-        deployment: Some(new_deployment_id()),
-        database_bound: false,
+    // Directories that were there before this run: the tree existed, and a missing
+    // `/meta` was deleted from it (outside 17m M1), not never made.
+    let existed = report.created.len() < dirs.len();
+    let meta = match known.deployment {
+        // Only `/meta` is gone from a tree that exists: it keeps the id of the database
+        // it is bound to, instead of a new one that every command then refuses as a
+        // second deployment. A tree made anew (ZooKeeper's data lost) gets a new id, and
+        // binding it to an existing database stays `init --adopt-database`'s decision.
+        Some(id) if existed => TreeMeta {
+            schema: SCHEMA_VERSION,
+            created: crate::clock::stamp_now(),
+            created_by: created_by.to_string(),
+            deployment: Some(id.to_string()),
+            database_bound: true,
+        },
+        _ => TreeMeta {
+            schema: SCHEMA_VERSION,
+            created: crate::clock::stamp_now(),
+            created_by: created_by.to_string(),
+            deployment: Some(new_deployment_id()),
+            database_bound: false,
+        },
     };
     report.new_tree = store::create_if_absent(session, paths::META, &meta).await?;
+    if report.new_tree && existed && known.deployment.is_some() {
+        report.meta_kept_deployment = meta.deployment.clone();
+    }
     if !report.new_tree {
+        let meta = TreeMeta {
+            deployment: Some(new_deployment_id()),
+            database_bound: false,
+            ..meta
+        };
         let repaired = match known.deployment {
             Some(id) => TreeMeta {
                 deployment: Some(id.to_string()),

@@ -425,7 +425,7 @@ async fn status_and_results_show_pinned_and_changed_renditions() {
     ] {
         renditions::record(&db, &r).await.unwrap();
     }
-    renditions::record_run(&db, &two, "j0000000007", &"c".repeat(64))
+    renditions::record_run(&db, &two, "j0000000007", &"c".repeat(64), true)
         .await
         .unwrap();
     let after = status::research_progress(&s, &db, &AdminSettings::default(), None, &Silent)

@@ -90,6 +90,9 @@ pub async fn init(global: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
             report.created.len()
         );
     }
+    if let (None, Some(id)) = (&report.meta_rewritten, &report.meta_kept_deployment) {
+        outln!("/meta was missing from an existing tree: made again with the database's deployment id {id}");
+    }
     if let Some(why) = &report.meta_rewritten {
         match &report.meta_kept_deployment {
             Some(id) => outln!(

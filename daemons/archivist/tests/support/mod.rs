@@ -148,6 +148,20 @@ impl Daemon {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
+    /// Waits up to `timeout` for the process to exit by itself; its status, or `None`
+    /// if it still runs.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// Sends a signal.
     pub fn signal(&self, sig: &str) {
         let _ = Command::new("kill")

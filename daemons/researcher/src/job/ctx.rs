@@ -87,6 +87,8 @@ pub(crate) struct JobCtx {
     pub job_id: String,
     pub episode: String,
     pub total_clips: usize,
+    /// The job's clips (whether one was reported is looked up by name).
+    pub clips: Vec<String>,
     held: tokio::sync::Mutex<Held>,
     progress: Mutex<JobProgress>,
     /// The researcher slot's progress gauge (`archivist_researcher_job_progress{slot}`).
@@ -128,6 +130,7 @@ impl JobCtx {
             job_id: job.id.clone(),
             episode: job.episode.clone(),
             total_clips: job.clips.len(),
+            clips: job.clips.clone(),
             progress: Mutex::new(job.progress.clone()),
             progress_gauge,
             held: tokio::sync::Mutex::new(Held {

@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 
 use archivist_db::renditions::{self, Pin, Recorded, Rendition};
 use archivist_db::DbError;
+use archivist_engine::schema::paths;
 use archivist_engine::schema::records::RecordError;
-use archivist_engine::EngineError;
+use archivist_engine::{store, EngineError};
 use archivist_media::{Key, Lookup};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
@@ -78,6 +79,17 @@ pub(crate) enum Revalidated {
     /// A `200` whose body fails the checks a download must pass (not decoded whole): a
     /// broken response, not a rendition.
     Broken { bytes: u64, reason: String },
+}
+
+/// A job whose earlier results were measured on one rendition found another one now
+/// (the pin moved while it was held or waiting): its remaining clips are not researched
+/// on other audio under the same run, which names the first (outside 23b H1).
+#[derive(Debug, thiserror::Error)]
+#[error("job {job}'s earlier results were measured on rendition {measured_on}, but the episode's audio is now rendition {now} (the pin moved while the job was held or waiting): its remaining clips are not researched on other audio under the same run. `archivist delete {job}` lets the planner plan them again in a new job, measured on the audio served now")]
+pub(crate) struct RunOnOtherAudio {
+    pub job: String,
+    pub measured_on: String,
+    pub now: String,
 }
 
 /// A database error as the job sees it: a stored value that does not parse fails the
@@ -347,9 +359,32 @@ impl Worker {
                 note.push_str(&format!("; not kept in the media store: {why}"));
             }
         }
-        renditions::record_run(&self.db, &ctx.episode, &ctx.job_id, &audio.sha256)
-            .await
-            .map_err(db_error)?;
+        // A report of this job in flight was measured on the audio its run names: then
+        // the run may not move to other audio, even before the recorder stores it.
+        let mut in_flight = false;
+        for clip in &ctx.clips {
+            let report = paths::report(&paths::report_name(&ctx.job_id, clip));
+            if store::exists(&ctx.session, &report).await?.is_some() {
+                in_flight = true;
+                break;
+            }
+        }
+        if let Some(measured_on) = renditions::record_run(
+            &self.db,
+            &ctx.episode,
+            &ctx.job_id,
+            &audio.sha256,
+            !in_flight,
+        )
+        .await
+        .map_err(db_error)?
+        {
+            return Err(EngineError::daemon(RunOnOtherAudio {
+                job: ctx.job_id.clone(),
+                measured_on,
+                now: audio.sha256.clone(),
+            }));
+        }
         Ok(note)
     }
 

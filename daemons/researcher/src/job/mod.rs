@@ -107,6 +107,13 @@ enum Decoded {
     Failed(String),
 }
 
+/// Is this the database failing (down, busy, locked, a full disk), not a value in it
+/// that does not parse (which fails the job: it will not parse next time either)?
+pub(crate) fn database_unavailable(e: &EngineError) -> bool {
+    e.downcast_ref::<DbError>()
+        .is_some_and(|d| !matches!(d, DbError::Corrupt { .. }))
+}
+
 impl Worker {
     /// Clip ids of the job not yet researched for the episode nor reported by this job.
     async fn clips_to_do(
@@ -311,6 +318,14 @@ impl Worker {
             // lives on, so the job is not at fault; the caller releases it to be resumed.
             Err(e) if e.is_retryable() && !e.is_session_lost() => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "ZooKeeper connection kept failing mid-job; releasing the job");
+                Err(e)
+            }
+            // The database is down, locked or its disk full: not the job's fault, and
+            // failing it left every job in flight for an operator's `retry` (outside
+            // 17m M2). Released as for a dropped connection: the lease runs out and the
+            // pairs are planned again once the database answers.
+            Err(e) if database_unavailable(&e) => {
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "the database is unavailable mid-job; releasing the job for a later try");
                 Err(e)
             }
             Err(e) if !e.is_session_lost() => {
@@ -532,7 +547,12 @@ impl Worker {
         // audio it was measured on.
         let settled = self.settle_rendition(ctx, &url, &audio, episode_s).await;
         remove(&dest).await;
-        let rendition = settled?;
+        let rendition = match settled {
+            Err(e) if e.downcast_ref::<episode::RunOnOtherAudio>().is_some() => {
+                return self.fail(ctx, e.to_string()).await;
+            }
+            settled => settled?,
+        };
         let mut note = format!("ok: {episode_s:.3} s of audio; {rendition}");
         for w in &warnings {
             note.push_str("; ");
@@ -734,4 +754,31 @@ impl Worker {
 
 async fn remove(path: &std::path::Path) {
     let _ = tokio::fs::remove_file(path).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Outside 17m M2: a database locked for 45 s (or a full disk) failed every job in
+    /// flight for good. Such errors release the job for a later try; a stored value that
+    /// does not parse still fails it.
+    #[test]
+    fn a_database_outage_is_not_the_jobs_fault_but_a_corrupt_value_is() {
+        let missing = EngineError::daemon(DbError::Missing {
+            url: "sqlite:///x.db".into(),
+        });
+        assert!(database_unavailable(&missing));
+        let gone = EngineError::daemon(DbError::FileGone {
+            url: "sqlite:///x.db".into(),
+            what: "deleted".into(),
+        });
+        assert!(database_unavailable(&gone));
+        let corrupt = EngineError::daemon(DbError::Corrupt {
+            what: "found (e1, c1)".into(),
+            reason: "bad".into(),
+        });
+        assert!(!database_unavailable(&corrupt));
+        assert!(!database_unavailable(&EngineError::Config("x".into())));
+    }
 }
