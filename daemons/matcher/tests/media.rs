@@ -673,6 +673,72 @@ fn opus_decodes_at_true_offsets_and_alac_decodes() {
     );
 }
 
+/// Ogg Opus whose OpusHead states a large pre-skip (48312 and 65535 samples, as a stream
+/// cut out of a live one or a remuxer writes; RFC 7845 allows any) decodes: the declared
+/// duration is the last granule position less the pre-skip, exactly what decodes, and
+/// every occurrence is where a player puts it (the pre-skip drops the audio's first
+/// samples). Before: refused as `incomplete: decoded 8.000 s of the 9.007 s the container
+/// declares ... (truncated or damaged file)`, the pre-skip counted as missing audio.
+#[test]
+fn ogg_opus_with_a_large_pre_skip_declares_its_duration_less_the_pre_skip() {
+    let f = fixture();
+    let wav = f.dir.join("preskip-48k.wav");
+    ffmpeg(&f.master, &wav, 48_000, 1, &["-c:a", "pcm_s16le"]);
+    let opus = f.dir.join("preskip.opus");
+    run(Command::new("opusenc")
+        .args(["--quiet", "--bitrate", "32"])
+        .arg(&wav)
+        .arg(&opus));
+    let whole = std::fs::read(&opus).unwrap();
+    let head = whole
+        .windows(8)
+        .position(|w| w == b"OpusHead")
+        .expect("OpusHead");
+    let written = u16::from_le_bytes([whole[head + 10], whole[head + 11]]);
+    let granule = |b: &[u8]| {
+        let last = *ogg_pages(b).last().unwrap();
+        u64::from_le_bytes(b[last + 6..last + 14].try_into().unwrap())
+    };
+    for pre_skip in [48_312u16, 65_535] {
+        let mut b = whole.clone();
+        b[head + 10..head + 12].copy_from_slice(&pre_skip.to_le_bytes());
+        ogg_page_crc(&mut b, 0);
+        let p = f.dir.join(format!("preskip-{pre_skip}.opus"));
+        std::fs::write(&p, &b).unwrap();
+        let d = decode_file(&p).unwrap_or_else(|e| panic!("pre-skip {pre_skip}: {e}"));
+        let declared = (granule(&b) - u64::from(pre_skip)) as f64 / 48_000.0;
+        eprintln!(
+            "pre-skip {pre_skip}: decoded {:.3} s, declared {:?} (granule less pre-skip {declared:.3} s)",
+            d.duration_s, d.expected_duration_s
+        );
+        let stated = d
+            .expected_duration_s
+            .expect("Ogg Opus declares its duration");
+        assert!((stated - declared).abs() < 1e-6, "{stated} != {declared}");
+        assert!((d.duration_s - declared).abs() < 0.001, "{}", d.duration_s);
+    }
+    // The jingle's second occurrence (6.5 s) and the drop (3.8 s) one second early; the
+    // first jingle (1.25 s) is still there at 0.25 s.
+    let p = f.dir.join("preskip-48312.opus");
+    let shift = f64::from(48_312 - written) / 48_000.0;
+    check_shifted("Opus with pre-skip 48312", &p, -shift);
+}
+
+/// Rewrites the CRC of the Ogg page at `at` after its bytes were changed.
+fn ogg_page_crc(b: &mut [u8], at: usize) {
+    let segments = usize::from(b[at + 26]);
+    let len = 27
+        + segments
+        + b[at + 27..at + 27 + segments]
+            .iter()
+            .map(|&n| usize::from(n))
+            .sum::<usize>();
+    b[at + 22..at + 26].fill(0);
+    let mut crc = symphonia::core::checksum::Crc32::new(0);
+    symphonia::core::io::Monitor::process_buf_bytes(&mut crc, &b[at..at + len]);
+    b[at + 22..at + 26].copy_from_slice(&crc.crc().to_le_bytes());
+}
+
 /// Byte offsets of the Ogg pages in `body`.
 fn ogg_pages(body: &[u8]) -> Vec<usize> {
     (0..body.len().saturating_sub(4))

@@ -917,6 +917,11 @@ pub fn decode_source_with(
             pos: 0,
         });
     }
+    // Ogg Opus: the reader counts the last granule position, which includes the pre-skip
+    // the decoder drops (a pre-skip of 48312 was refused as "decoded 119.000 s of the
+    // 120.007 s the container declares").
+    let ogg_opus_pre_skip = (opus::is_opus(&params) && mp4_statement == mp4::Statement::NotMp4)
+        .then(|| opus::head_pre_skip(params.extra_data.as_deref().unwrap_or_default()));
     // The duration the container declares: MP3 only with a LAME tag (without one the
     // reader estimates it from the first frame's bitrate, wrong for VBR).
     let expected_frames = match &trim {
@@ -930,7 +935,10 @@ pub fn decode_source_with(
         None if is_mp3 && params.delay.is_none() => None,
         // A WAV written to a pipe declares no length: read to the end of the body.
         None if wav_streamed => None,
-        None => params.n_frames,
+        None => match ogg_opus_pre_skip {
+            Some(skip) => params.n_frames.map(|n| n.saturating_sub(skip)),
+            None => params.n_frames,
+        },
     };
     let head = tail.as_ref().map(|t| t.head.as_slice()).unwrap_or_default();
     let native_flac = params.codec == sc::CODEC_TYPE_FLAC && head.starts_with(b"fLaC");
