@@ -739,6 +739,75 @@ fn ogg_page_crc(b: &mut [u8], at: usize) {
     b[at + 22..at + 26].copy_from_slice(&crc.crc().to_le_bytes());
 }
 
+/// Two files of one format joined (`cat a b`) are refused naming the join and where the
+/// second file starts: FLAC (`flac`), M4A (ffmpeg's AAC), and chained Ogg Vorbis and Opus
+/// (`oggenc`, `opusenc`), whose declared length (the first link's) is not set against
+/// what decoded. Before: FLAC said "sample numbers go back ... to 0: ... repeated midway
+/// (pages or frames repeated)", M4A "unsupported feature: aac: coupling channel element",
+/// and a chained Ogg "decoded 9.022 s of the 9.000 s the container declares: the stream
+/// switches to new tracks midway", more than declared and yet "incomplete".
+#[test]
+fn joined_files_are_named_where_the_second_starts() {
+    let f = fixture();
+    let wav = f.dir.join("join-44k.wav");
+    ffmpeg(&f.master, &wav, 44_100, 1, &["-c:a", "pcm_s16le"]);
+    let enc = |ext: &str| {
+        let p = f.dir.join(format!("join-one.{ext}"));
+        match ext {
+            "flac" => run(Command::new("flac")
+                .args(["-s", "-f"])
+                .arg(&wav)
+                .arg("-o")
+                .arg(&p)),
+            "m4a" => ffmpeg(&wav, &p, 44_100, 1, &["-c:a", "aac", "-b:a", "96k"]),
+            "ogg" => run(Command::new("oggenc")
+                .args(["-Q", "-q", "4"])
+                .arg(&wav)
+                .arg("-o")
+                .arg(&p)),
+            _ => run(Command::new("opusenc")
+                .args(["--quiet", "--bitrate", "32"])
+                .arg(&wav)
+                .arg(&p)),
+        }
+        std::fs::read(&p).unwrap()
+    };
+    for ext in ["flac", "m4a", "ogg", "opus"] {
+        let one = enc(ext);
+        let joined = f.dir.join(format!("joined.{ext}"));
+        std::fs::write(&joined, [one.as_slice(), one.as_slice()].concat()).unwrap();
+        let result = decode_file(&joined);
+        let text = match &result {
+            Err(e) => e.to_string(),
+            Ok(d) => panic!(
+                "{ext}: two files joined must be refused, decoded {} s",
+                d.duration_s
+            ),
+        };
+        eprintln!("{ext}: {text}");
+        let second = one.len();
+        match (ext, result) {
+            ("flac", Err(DecodeError::Incomplete { expected_s: None, .. })) => assert!(
+                text.contains(&format!("a second FLAC stream (its fLaC marker and STREAMINFO) starts at byte {second}: two FLAC files joined")),
+                "{text}"
+            ),
+            ("m4a", Err(DecodeError::Unsupported { .. })) => assert!(
+                text.contains(&format!("a second MP4 file (its ftyp box) starts at byte {second}")),
+                "{text}"
+            ),
+            ("ogg" | "opus", Err(DecodeError::Incomplete { expected_s, .. })) => {
+                assert!(
+                    text.contains("a second Ogg stream with its own tracks follows the first")
+                        && text.contains("chained streams are not supported"),
+                    "{text}"
+                );
+                assert_eq!(expected_s, None, "{text}");
+            }
+            _ => panic!("{ext}: {text}"),
+        }
+    }
+}
+
 /// Byte offsets of the Ogg pages in `body`.
 fn ogg_pages(body: &[u8]) -> Vec<usize> {
     (0..body.len().saturating_sub(4))

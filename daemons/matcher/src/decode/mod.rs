@@ -621,6 +621,17 @@ pub fn decode_source_with(
             input: input.clone(),
             reason,
         })?;
+    // Two MP4 files joined: only the first's tables would be read.
+    if mp4_statement != mp4::Statement::NotMp4 && source.is_seekable() {
+        if let Some(at) = mp4::second_file(&mut source) {
+            return Err(DecodeError::Unsupported {
+                input,
+                reason: format!(
+                    "a second MP4 file (its ftyp box) starts at byte {at} after the first one's boxes: two files joined, of which only the first would be examined (decode and encode them again as one file)"
+                ),
+            });
+        }
+    }
     // Sample-table counts the boxes cannot hold: refused before the reader allocates.
     if let Some(moov) = &moov {
         let len = source.byte_len().unwrap_or(u64::MAX);
@@ -1088,6 +1099,10 @@ pub fn decode_source_with(
             pos: 0,
         };
         let mut broke: Option<String> = None;
+        // Two files joined (a chained Ogg, two FLAC files): what the container declares
+        // is the first file's length, so it is not set against what decoded ("decoded
+        // 60.022 s of the 60.000 s ... incomplete" read as a contradiction).
+        let mut joined = false;
         let mut ended = false;
         loop {
             let next = if ended {
@@ -1125,8 +1140,9 @@ pub fn decode_source_with(
                         }
                         Err(SymError::ResetRequired) => {
                             // A new logical stream (chained Ogg) with its own tracks.
+                            joined = true;
                             broke = Some(
-                                "the stream switches to new tracks midway (chained streams are not supported)"
+                                "a second Ogg stream with its own tracks follows the first (a chained Ogg: files joined, or a live stream's next track); chained streams are not supported, and the first alone is not the whole episode"
                                     .to_string(),
                             );
                             ended = true;
@@ -1360,6 +1376,16 @@ pub fn decode_source_with(
         if let (Some(plan), None) = (&mp3_plan, &broke) {
             broke = plan.check(mp3_packets);
         }
+        // Frames back at sample 0 in a native FLAC: find where the second file starts.
+        if native_flac && continuity.as_ref().is_some_and(|c| c.restarted()) {
+            let mut stream = format.into_inner();
+            if let Some(at) = flac_head::second_stream(&mut stream) {
+                joined = true;
+                broke = Some(format!(
+                    "a second FLAC stream (its fLaC marker and STREAMINFO) starts at byte {at}: two FLAC files joined, and the second's frames number from 0 again, so every offset in it would be wrong (decode and encode them again as one file)"
+                ));
+            }
+        }
         let flac_tail = tail.as_ref().zip(flac_block).filter(|_| broke.is_none());
         if let Some((t, block)) = flac_tail {
             // The reader drops a last frame it cannot delimit (bytes follow it that are
@@ -1425,7 +1451,7 @@ pub fn decode_source_with(
         let incomplete = |reason: String| DecodeError::Incomplete {
             input: input.clone(),
             decoded_s: state.decoded_s,
-            expected_s,
+            expected_s: expected_s.filter(|_| !joined),
             reason,
         };
         if let Some(reason) = broke {
