@@ -808,6 +808,34 @@ fn joined_files_are_named_where_the_second_starts() {
     }
 }
 
+/// A clip that is nothing but a constant offset (2 s of +8000 in a 16-bit WAV, as the
+/// outside tester's `dc.wav`) is refused as silent, like digital silence: a constant
+/// holds nothing a correlation can find. A quiet tone on the same offset is still
+/// matched. Before: the decoded constant's ringing edges passed the silence test and the
+/// clip was stored "not found" in an episode that contains it.
+#[test]
+fn a_clip_of_a_constant_offset_is_refused_as_silent() {
+    use archivist_matcher::MatchError;
+    let f = fixture();
+    let rate = 44_100u32;
+    let dc = f.dir.join("dc.wav");
+    write_wav(&dc, &vec![8000.0 / 32768.0; 2 * rate as usize], rate, 1).unwrap();
+    let tone = f.dir.join("dc-and-tone.wav");
+    let quiet: Vec<f32> = (0..2 * rate as usize)
+        .map(|i| 0.25 + 0.01 * (2.0 * std::f32::consts::PI * 440.0 * i as f32 / rate as f32).sin())
+        .collect();
+    write_wav(&tone, &quiet, rate, 1).unwrap();
+    let e = decode_file(&f.master).unwrap();
+    let m = Matcher::new(&e.samples, MatchConfig::default());
+    let clip = decode_file(&dc).unwrap();
+    match m.find(&clip.samples, "dc") {
+        Err(err @ MatchError::SilentClip { .. }) => eprintln!("{err}"),
+        other => panic!("a constant clip must be refused as silent, got {other:?}"),
+    }
+    let clip = decode_file(&tone).unwrap();
+    assert!(m.find(&clip.samples, "tone").is_ok());
+}
+
 /// Byte offsets of the Ogg pages in `body`.
 fn ogg_pages(body: &[u8]) -> Vec<usize> {
     (0..body.len().saturating_sub(4))
