@@ -836,6 +836,35 @@ fn a_clip_of_a_constant_offset_is_refused_as_silent() {
     assert!(m.find(&clip.samples, "tone").is_ok());
 }
 
+/// A WAV holding a codec symphonia's WAV reader does not decode (MP3 in RIFF, as
+/// broadcast BWF-MPEG files are; GSM 6.10; G.726), made by ffmpeg, is refused naming the
+/// codec and its format tag. Before: `not an audio file (no supported container or audio
+/// track): unsupported feature: wav: unsupported wave format`, the codec unnamed.
+#[test]
+fn a_wav_of_another_codec_is_refused_naming_it() {
+    let f = fixture();
+    for (codec, rate, name) in [
+        ("libmp3lame", 44_100u32, "MP3 in WAV (format tag 0x0055)"),
+        ("gsm_ms", 8000, "GSM 6.10 in WAV (format tag 0x0031)"),
+        (
+            "adpcm_g726",
+            8000,
+            "G.721/G.726 ADPCM in WAV (format tag 0x0045)",
+        ),
+    ] {
+        let p = f.dir.join(format!("riff-{codec}.wav"));
+        ffmpeg(&f.master, &p, rate, 1, &["-c:a", codec, "-f", "wav"]);
+        match decode_file(&p) {
+            Err(e @ DecodeError::UnsupportedCodec { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(&format!("{name} is not supported")), "{text}");
+                eprintln!("{text}");
+            }
+            other => panic!("{codec} in WAV: {:?}", other.map(|d| d.duration_s)),
+        }
+    }
+}
+
 /// Byte offsets of the Ogg pages in `body`.
 fn ogg_pages(body: &[u8]) -> Vec<usize> {
     (0..body.len().saturating_sub(4))

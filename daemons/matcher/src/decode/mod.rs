@@ -602,6 +602,14 @@ pub fn decode_source_with(
             check_rate(Some(rate), &input)?;
             return Err(DecodeError::Corrupt { input, reason });
         }
+        if let Some(codec) = wav_fmt::unsupported_codec(&mut source) {
+            return Err(DecodeError::UnsupportedCodec {
+                input,
+                reason: format!(
+                    "{codec} is not supported (this build decodes PCM, float, A-law, mu-law and ADPCM in WAV; serve the audio in its own container, MP3 as .mp3)"
+                ),
+            });
+        }
         wav::check_data_chunks(&mut source).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
             reason,
