@@ -28,6 +28,8 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 # Chromium through chromedriver (WebDriver).
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+# A host whose clock is days off (daemons/archivist/tests/clock.rs).
+command -v faketime >/dev/null || need+=(faketime)
 if [[ ${#need[@]} -gt 0 ]]; then
     echo "deps.sh: installing ${need[*]} from Debian's packages" >&2
     sudo=""

@@ -25,6 +25,9 @@
 #                          finding 8) one binary reads the database the tree is bound to,
 #                          so "today's" commands are only measured with an old binary;
 #                          issue 22 quotes their figures
+#   SCALE_BASELINE_BIN ()  another archivist binary (an earlier build) whose admin
+#                          commands and planner are measured on the same database right
+#                          after this build's, in a column of their own
 #
 # The ZooKeeper is private (scripts/zk.sh on ZK_PORT, its files under
 # .local/scale/zk): a fresh, empty data directory for each run, a snapshot count high
@@ -48,6 +51,7 @@ export_s=${SCALE_EXPORT_S:-120}
 db=${SCALE_DB:-sqlite}
 keep=${SCALE_KEEP:-0}
 today_cmds=${SCALE_TODAY:-1}
+baseline_bin=${SCALE_BASELINE_BIN:-}
 zk=127.0.0.1:$port
 chroot=/archivist
 scale_local=$repo/.local/scale
@@ -116,7 +120,7 @@ live_heap_mb() {
 }
 
 # --- results: one row per figure, a column per design -----------------------------------
-declare -A today dbd
+declare -A today dbd base
 figures=()
 record() { # design figure value
     local -n column=$1
@@ -243,6 +247,13 @@ else
     measure migrate "$out/migrate.out" "$bin" --zk "$zk" --chroot "$chroot" migrate
     record dbd "migrate" "${m_wall} s, ${m_rss_mb} MB (load $m_load)"
     admin_figures dbd
+    if [[ -n $baseline_bin ]]; then
+        say "the same commands with the baseline binary $baseline_bin"
+        built_bin=$bin
+        bin=$baseline_bin
+        admin_figures base
+        bin=$built_bin
+    fi
     measure migrate-delete "$out/migrate-delete.out" "$bin" --zk "$zk" --chroot "$chroot" migrate --delete-zk
     zk_figures dbd
     if [[ $db == sqlite ]]; then
@@ -254,9 +265,17 @@ fi
 {
     printf '\n%s x %s clips, %s researched; %s, %s cores; ZooKeeper %s (private); outputs in %s\n\n' \
         "$episodes" "$clips" "$researched" "$(date -u +%FT%TZ)" "$(nproc)" "$zk" "$out"
-    echo "| figure | today's design (ZooKeeper only) | database design ($db) |"
-    echo "|---|---|---|"
-    for f in "${figures[@]}"; do
-        echo "| $f | ${today[$f]:-} | ${dbd[$f]:-} |"
-    done
+    if [[ -n $baseline_bin ]]; then
+        echo "| figure | today's design (ZooKeeper only) | database design ($db) | the same, baseline binary |"
+        echo "|---|---|---|---|"
+        for f in "${figures[@]}"; do
+            echo "| $f | ${today[$f]:-} | ${dbd[$f]:-} | ${base[$f]:-} |"
+        done
+    else
+        echo "| figure | today's design (ZooKeeper only) | database design ($db) |"
+        echo "|---|---|---|"
+        for f in "${figures[@]}"; do
+            echo "| $f | ${today[$f]:-} | ${dbd[$f]:-} |"
+        done
+    fi
 } | tee "$out/table.md"

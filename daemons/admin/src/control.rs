@@ -71,7 +71,7 @@ pub async fn set_catalog_hold(
             schema: SCHEMA_VERSION,
             by: by.to_string(),
             reason: String::new(),
-            at: Some(archivist_engine::clock::local_now()),
+            at: Some(archivist_engine::clock::stamp_now()),
         };
         match ops::commit(
             session,
@@ -170,7 +170,7 @@ pub async fn pause(
         schema: SCHEMA_VERSION,
         by: settings.actor.clone(),
         reason: reason.to_string(),
-        at: Some(archivist_engine::clock::local_now()),
+        at: Some(archivist_engine::clock::stamp_now()),
     };
     match ops::commit(
         session,

@@ -15,6 +15,7 @@
 //! - [`results`]: the research archive by episode, by clip, and as an export.
 //! - [`tree`]: the raw tree with decoded data.
 //! - [`fsck`]: invariant checks and safe repairs.
+//! - [`text`]: the rule for an id, and which characters are shown as escapes.
 //!
 //! Long scans report to a [`Progress`]; the library draws nothing and reads no
 //! environment.
@@ -32,6 +33,7 @@ pub mod scan;
 pub mod settings;
 pub mod spool;
 pub mod status;
+pub mod text;
 pub mod tree;
 
 pub use error::{AdminError, Result};

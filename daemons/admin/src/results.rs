@@ -1,9 +1,10 @@
 //! `results` and `export`: the research archive read back as rows, one per occurrence
 //! plus one "not found" row per researched pair where the clip does not occur.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use archivist_db::{catalog, research, Database};
+use archivist_engine::schema::clipset::ClipSet;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::{AliasTarget, ResearchRecord};
 use serde::{Deserialize, Serialize};
@@ -221,13 +222,13 @@ pub async fn episode_results(db: &Database, episode: &str) -> Result<EpisodeResu
     // Only clips in the catalog count, as in `status` (a run's clip set may name numbers
     // the catalog never had): one read of the catalog's clips.
     let clip_titles = clip_titles(db).await?;
-    let catalog: BTreeSet<u32> = clip_titles
+    let catalog: ClipSet = clip_titles
         .keys()
         .filter_map(|c| paths::clip_number(c))
         .collect();
     let researched = record.researched();
-    let in_catalog = researched.iter().filter(|n| catalog.contains(n)).count();
-    let keep = |n: u32| catalog.contains(&n);
+    let in_catalog = researched.count_in(&catalog);
+    let keep = |n: u32| catalog.contains(n);
     let rows = rows_of(&record, &title, &clip_titles, &keep);
     Ok(EpisodeResults {
         episode: episode.to_string(),
@@ -239,7 +240,7 @@ pub async fn episode_results(db: &Database, episode: &str) -> Result<EpisodeResu
             .found
             .iter()
             .filter(|(c, o)| {
-                !o.is_empty() && paths::clip_number(c).is_some_and(|n| catalog.contains(&n))
+                !o.is_empty() && paths::clip_number(c).is_some_and(|n| catalog.contains(n))
             })
             .count(),
         renditions: rendition_lines(db, episode).await?,

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use archivist_db::Database;
 use archivist_db::{catalog, research};
+use archivist_engine::schema::clipset::ClipSet;
 use archivist_engine::schema::records::AliasTarget;
 
 use crate::control::{self, PauseReport};
@@ -386,7 +387,7 @@ pub async fn status_each(
     let (now_ms, clock_note) = match clock::observed_ms(session).await {
         Ok(ms) => (ms, None),
         Err(archivist_engine::EngineError::NotInitialised { missing, .. }) => (
-            clock::to_unix_ms(clock::local_now()),
+            clock::to_unix_ms(clock::stamp_now()),
             Some(format!(
                 "{missing} is missing (deleted by hand?): run `archivist init`; times below are by this host's clock, and the planner and reaper fail until it is back"
             )),
@@ -574,7 +575,7 @@ pub async fn research_progress(
         .await?
         .into_iter()
         .collect();
-    let clip_numbers: BTreeSet<u32> = clip_ids
+    let clip_numbers: ClipSet = clip_ids
         .iter()
         .filter_map(|c| paths::clip_number(c))
         .collect();
@@ -604,11 +605,7 @@ pub async fn research_progress(
                     continue;
                 }
             };
-            let researched = record
-                .researched()
-                .iter()
-                .filter(|n| clip_numbers.contains(n))
-                .count();
+            let researched = record.researched().count_in(&clip_numbers);
             let found = record
                 .found
                 .iter()

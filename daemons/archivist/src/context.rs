@@ -400,6 +400,18 @@ pub async fn connect_initialised(global: &GlobalOpts) -> Result<Session> {
     Ok(session)
 }
 
+/// [`connect_initialised`] for a command that writes records (admin actions, batches,
+/// curation): it also measures how far ZooKeeper's clock is from this host's, so the
+/// events it stamps fall in order with the daemons' (`archivist_engine::clock::stamp_now`).
+/// A session that may not write `/clock` stamps with the host's clock.
+pub async fn connect_to_write(global: &GlobalOpts) -> Result<Session> {
+    let session = connect_initialised(global).await?;
+    if let Err(e) = archivist_engine::clock::zk_now_ms(&session).await {
+        tracing::debug!(error = %e, "could not read ZooKeeper's clock: events carry this host's time");
+    }
+    Ok(session)
+}
+
 /// [`connect_initialised`] for `fsck`: a damaged `/meta` (garbage, not a newer schema)
 /// is let through, so fsck runs and names it (`archivist_engine::tree::check_present`).
 pub async fn connect_for_fsck(global: &GlobalOpts) -> Result<Session> {

@@ -4,8 +4,10 @@
 //! media is missing so one job fails. The test loads each page, applies a jobs filter
 //! with the form, opens the failed job and reads its exact message, clicks a timeline
 //! mark and checks the player's current time is the mark's offset, follows a clip to
-//! the episodes it occurs in, sees a page refresh itself, and checks that actions are
-//! refused (the job stays failed).
+//! the episodes it occurs in, sees a page refresh itself, checks that actions are
+//! refused (the job stays failed), that a page whose refresh fails says it is stale,
+//! and, on a console with an actions token, signs in and retries every failed job on a
+//! filter (the count shown before confirming) and sees them go to pending.
 
 mod support;
 
@@ -96,6 +98,28 @@ async fn poll_js(
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Clicks the element `css` selects.
+async fn click(client: &Client, css: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+/// Types `keys` into the element `css` selects.
+async fn type_into(client: &Client, css: &str, keys: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+        .send_keys(keys)
+        .await
+        .unwrap_or_else(|e| panic!("type into {css}: {e}"));
 }
 
 async fn text(client: &Client, css: &str) -> String {
@@ -215,7 +239,7 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
         let states = text(&client, "#jobs-per-state").await;
         assert!(states.contains("recorded") && states.contains("failed"), "{states}");
         let failures = text(&client, "#failures").await;
-        assert!(failures.contains(&message), "{failures} lacks {message}");
+        assert!(failures.contains(message.trim()), "{failures} lacks {message}");
         assert!(text(&client, "#research").await.contains("pairs researched"));
         // The overview refreshes itself: its live block is replaced within seconds.
         client
@@ -245,7 +269,7 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             assert!(ids.len() <= 2, "a page of at most 2: {ids:?}");
             paged.extend(ids.iter().filter_map(|v| v.as_str().map(str::to_string)));
             match client.find(Locator::Css("#next")).await {
-                Ok(next) => next.click().await.expect("next page"),
+                Ok(next) => click_and_wait(&client, next).await,
                 Err(_) => break,
             }
             assert!(pages < 20, "paging does not end");
@@ -261,20 +285,12 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             .await
             .expect("select failed");
         let reason: String = message.chars().skip(2).take(12).collect();
-        client
-            .find(Locator::Css("input[name=reason]"))
-            .await
-            .expect("reason input")
-            .send_keys(&reason.to_uppercase())
-            .await
-            .expect("type a reason");
-        client
+        type_into(&client, "input[name=reason]", &reason.to_uppercase()).await;
+        let submit = client
             .find(Locator::Css("#filter button[type=submit]"))
             .await
-            .expect("filter button")
-            .click()
-            .await
-            .expect("apply the filter");
+            .expect("filter button");
+        click_and_wait(&client, submit).await;
         let current = client.current_url().await.expect("url");
         assert!(current.as_str().contains("state=failed"), "{current}");
         let filtered = client.execute(rows_js, vec![]).await.expect("rows");
@@ -423,11 +439,105 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
                 .expect("fetch");
             assert_eq!(got, status, "{path}");
         }
+        // A refresh that fails says so (outside try of #24, F6: failures were dropped
+        // and the page looked current): stop the console under an open page.
+        client.goto(&format!("{url}/jobs?state=failed")).await.expect("jobs");
+        assert!(client.find(Locator::Css("#stale")).await.is_err(), "no banner while it answers");
+        assert!(console.is_running(), "the console exited");
+        assert!(
+            console.stop(Duration::from_secs(10)),
+            "the console did not stop on SIGTERM"
+        );
+        let banner = poll_js(
+            &client,
+            "var b = document.getElementById('stale'); return b ? b.innerText : ''",
+            Duration::from_secs(15),
+            |v| v.as_str().is_some_and(|t| !t.is_empty()),
+        )
+        .await;
+        let banner = banner.as_str().unwrap_or("");
+        assert!(banner.contains("Not current") && banner.contains("read at 20"), "{banner}");
+        // The rows are still there, under the banner.
+        assert!(client.find(Locator::Css("#jobs tr.job")).await.is_ok());
+
+        // A console with an actions token: sign in, then retry every failed job on a
+        // filter, the count shown before confirming; they go to pending.
+        let token = "browser-test-token-0123456789abcdef";
+        let actions_config = dir.join("actions.yml");
+        std::fs::write(
+            &actions_config,
+            format!("console:\n  refresh_s: 0\n  actions_token: {token}\n"),
+        )
+        .expect("actions config");
+        let mut acting = env.spawn(
+            &["--config", actions_config.to_str().unwrap(), "console", "--addr", "127.0.0.1:0"],
+            &dir.join("console-actions.log"),
+        );
+        let line = acting.wait_for_line("console at ", Duration::from_secs(30));
+        assert!(line.contains("actions enabled"), "{line}");
+        let url = line
+            .split_whitespace()
+            .nth(2)
+            .expect("the console's URL")
+            .trim_end_matches('/')
+            .to_string();
+        let failed_now: Vec<String> = json_of(&env, &["jobs", "list", "--state", "failed"])["jobs"]
+            .as_array()
+            .expect("jobs")
+            .iter()
+            .filter_map(|j| j["id"].as_str().map(str::to_string))
+            .collect();
+        assert!(!failed_now.is_empty());
+        client.goto(&format!("{url}/login")).await.expect("login");
+        type_into(&client, "input[name=name]", "browser").await;
+        type_into(&client, "input[name=token]", token).await;
+        click(&client, "#login button[type=submit]").await;
+        client.wait().for_element(Locator::Css("#overview")).await.expect("signed in");
+        client.goto(&format!("{url}/jobs?state=failed")).await.expect("jobs");
+        click(&client, "#bulk a.bulk[href*='action=retry']").await;
+        let count = client
+            .wait()
+            .for_element(Locator::Css("#count"))
+            .await
+            .expect("the count")
+            .text()
+            .await
+            .expect("count");
+        assert_eq!(count, failed_now.len().to_string(), "the count before confirming");
+        click(&client, "#confirm button[type=submit]").await;
+        client.wait().for_element(Locator::Css("#results")).await.expect("results");
+        for job in &failed_now {
+            let shown = json_of(&env, &["jobs", "show", job]);
+            assert_eq!(shown["job"]["status"], "pending", "{shown}");
+            let events = shown["job"]["events"].as_array().expect("events");
+            let last = events.last().expect("an event");
+            assert_eq!(last["by"], "console:browser", "{last}");
+        }
         client.close().await.expect("close the browser");
+        assert!(acting.stop(Duration::from_secs(10)), "the actions console did not stop");
     });
-    assert!(console.is_running(), "the console exited");
-    assert!(
-        console.stop(Duration::from_secs(10)),
-        "the console did not stop on SIGTERM"
-    );
+}
+
+/// Clicks `element`, which navigates, and waits until the new page has loaded: reading
+/// the page right after the click read the old one on a busy machine (the click only
+/// starts the navigation).
+async fn click_and_wait(client: &Client, element: fantoccini::elements::Element) {
+    let before = client.current_url().await.expect("url");
+    element.click().await.expect("click");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = client.current_url().await.expect("url");
+        let ready = client
+            .execute("return document.readyState", vec![])
+            .await
+            .expect("readyState");
+        if now != before && ready == json!("complete") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no navigation from {before} after the click"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -13,26 +13,18 @@ fn stderr_of(out: &std::process::Output) -> String {
 /// leaves behind).
 fn execute(url: &str, sql: &'static [&'static str]) {
     let url = url.to_string();
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(async {
-                use sqlx::Connection;
-                sqlx::any::install_default_drivers();
-                let mut conn = sqlx::AnyConnection::connect(&url).await.expect("connect");
-                for statement in sql {
-                    sqlx::query(statement)
-                        .execute(&mut conn)
-                        .await
-                        .unwrap_or_else(|e| panic!("{statement}: {e}"));
-                }
-                conn.close().await.expect("close");
-            })
-    })
-    .join()
-    .expect("sql thread");
+    archivist_testkit::block_on_thread(async move {
+        use sqlx::Connection;
+        sqlx::any::install_default_drivers();
+        let mut conn = sqlx::AnyConnection::connect(&url).await.expect("connect");
+        for statement in sql {
+            sqlx::query(statement)
+                .execute(&mut conn)
+                .await
+                .unwrap_or_else(|e| panic!("{statement}: {e}"));
+        }
+        conn.close().await.expect("close");
+    });
 }
 
 /// The deployment id `init` printed.
@@ -193,4 +185,55 @@ fn read_only_commands_write_nothing_to_the_database() {
     );
     env.ok(&["init", "--adopt-database"]);
     env.ok(&["status"]);
+}
+
+/// Writes `data` into the tree's `/meta` (what a slip in zkCli leaves behind).
+fn overwrite_meta(env: &Env, data: &'static [u8]) {
+    let config = archivist_engine::ZkConfig::new(env.zk.clone()).with_chroot(env.chroot.clone());
+    archivist_testkit::block_on_thread(async move {
+        let session = archivist_engine::Session::connect(&config)
+            .await
+            .expect("connect");
+        session
+            .client()
+            .set_data("/meta", data, None)
+            .await
+            .expect("overwrite /meta");
+        session.close(std::time::Duration::from_secs(2)).await;
+    });
+}
+
+/// Outside 17k N1: `init` "repaired" an undecodable `/meta` with a new deployment id, so
+/// the tree and its own database were refused everywhere as two deployments (a restarted
+/// daemon exited; the hint pointed at `--adopt-database`, which the docs forbid for two
+/// deployments), and fsck stopped at the decode error. Now fsck names the damage and
+/// goes on, and `init` rewrites `/meta` with the database's deployment id.
+#[test]
+fn a_damaged_meta_is_repaired_with_the_databases_deployment_id() {
+    let env = Env::fresh("deploy-meta");
+    let id = deployment_of(&env.ok(&["init"]));
+    overwrite_meta(&env, b"garbage: [unclosed");
+
+    let out = env.run(&["fsck"]);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("/meta") && report.contains("archivist init"),
+        "fsck did not name /meta: {report}\n{}",
+        stderr_of(&out)
+    );
+
+    let init = env.ok(&["init"]);
+    assert!(
+        init.contains(&format!("rewritten with the database's deployment id {id}")),
+        "{init}"
+    );
+    assert_eq!(deployment_of(&init), id);
+    for args in [&["status"][..], &["fsck"][..], &["init"][..]] {
+        let out = env.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?} after the repair: {}",
+            stderr_of(&out)
+        );
+    }
 }

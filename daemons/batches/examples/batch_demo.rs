@@ -70,7 +70,7 @@ async fn research(session: &Session, id: &str, found_clip: Option<&str>) -> Resu
             clip_stamp: None,
             episode_duration_s: 3600.0,
             clip_duration_s: 4.0,
-            researched_at: archivist_engine::clock::local_now(),
+            researched_at: archivist_engine::clock::stamp_now(),
             is_final: Some(clip) == job.clips.last(),
         };
         let name = paths::report_name(&job.id, clip);

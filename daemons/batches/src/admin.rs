@@ -204,7 +204,7 @@ pub async fn hold_all(session: &Session, by: &str, reason: &str) -> Result<bool,
         schema: SCHEMA_VERSION,
         by: by.to_string(),
         reason: reason.to_string(),
-        at: Some(clock::local_now()),
+        at: Some(clock::stamp_now()),
     };
     Ok(store::create_if_absent(session, paths::HOLD_BATCHES, &record).await?)
 }

@@ -381,7 +381,7 @@ impl Batcher {
         eval: &Evaluation,
     ) -> Result<Acted, BatchError> {
         let number = record.reports + 1;
-        let now = clock::local_now();
+        let now = clock::stamp_now();
         let report = match (record.status, record.reports) {
             (BatchState::UpdateReporting, previous) if previous > 0 => {
                 let before = report::read(session, &record.id, Some(previous)).await?;
@@ -513,7 +513,7 @@ impl Batcher {
                     status: delivery,
                     attempts: outcome.attempts,
                     error: outcome.error.clone(),
-                    at: Some(clock::local_now()),
+                    at: Some(clock::stamp_now()),
                 })
             })
             .event(&self.by, "webhook", &result)

@@ -253,7 +253,7 @@ pub async fn submit(
                 missing: paths::BATCH_COUNTER.to_string(),
             })?;
         let id = paths::batch_id(stat.version as u64 + 1);
-        let now = clock::local_now();
+        let now = clock::stamp_now();
         let record = BatchRecord {
             schema: SCHEMA_VERSION,
             id: id.clone(),

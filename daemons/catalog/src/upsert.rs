@@ -134,7 +134,7 @@ pub async fn curate(
             problems,
         });
     }
-    let now = clock::local_now();
+    let now = clock::stamp_now();
     let bar = progress_bar(settings, items.len());
     let mut report = CurationReport::default();
     for item in &items {

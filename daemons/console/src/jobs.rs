@@ -5,7 +5,9 @@
 use archivist_admin::browse::{self, JobQuery};
 use archivist_admin::jobs::{self, JobDetail, JobFilter};
 use archivist_engine::schema::JobState;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
 use maud::{html, Markup};
 use serde::Deserialize;
 
@@ -21,6 +23,9 @@ pub struct ListParams {
     pub state: Option<String>,
     /// Text the job's message contains.
     pub reason: Option<String>,
+    /// A failure group's reason (`browse::reason_of` the message), as the overview
+    /// links to.
+    pub group: Option<String>,
     /// Episode id.
     pub episode: Option<String>,
     /// Clip id.
@@ -51,6 +56,7 @@ impl ListParams {
                 episode: given(&self.episode),
             },
             reason: given(&self.reason),
+            group: self.group.clone().filter(|g| !g.is_empty()),
             clip: given(&self.clip),
             after: given(&self.after),
             limit: console.settings().page_size,
@@ -58,12 +64,13 @@ impl ListParams {
         })
     }
 
-    /// The query string of the next page, after `job`.
-    fn next(&self, job: &str) -> String {
+    /// The query string of the filter, without the cursor (`state=failed&reason=…&`).
+    pub fn filter_query(&self) -> String {
         let mut q = String::new();
         for (k, v) in [
             ("state", &self.state),
             ("reason", &self.reason),
+            ("group", &self.group),
             ("episode", &self.episode),
             ("clip", &self.clip),
         ] {
@@ -71,17 +78,34 @@ impl ListParams {
                 q.push_str(&format!("{k}={}&", urlencode(&v)));
             }
         }
-        format!("/jobs?{q}after={}", urlencode(job))
+        q
+    }
+
+    /// The query string of the next page, after `job`.
+    fn next(&self, job: &str) -> String {
+        format!("/jobs?{}after={}", self.filter_query(), urlencode(job))
     }
 }
 
-/// `GET /jobs?state=&reason=&episode=&clip=&after=`.
+/// The query string, or the console's 400 page saying what is wrong with it (a
+/// repeated parameter was a bare text/plain 400 from axum: outside try of #24, F9).
+pub fn params<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, PageError> {
+    query
+        .map(|Query(p)| p)
+        .map_err(|e| PageError::Invalid(e.body_text()))
+}
+
+/// `GET /jobs?state=&reason=&group=&episode=&clip=&after=`.
 pub async fn list_page(
     State(console): State<Console>,
-    Query(params): Query<ListParams>,
+    headers: HeaderMap,
+    query: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Markup, PageError> {
+    let operator = crate::actions::operator(&console, &headers);
+    let params = params(query)?;
     let query = params.query(&console)?;
-    let page = browse::page(console.session(), console.admin(), &query).await?;
+    let session = console.session().await?;
+    let page = browse::page(&session, console.admin(), &query).await?;
     let selected = query.filter.state;
     Ok(layout::page(
         "Jobs",
@@ -98,10 +122,20 @@ pub async fn list_page(
                     }
                 }
                 label { "Reason contains" input type="text" name="reason" value=[given(&params.reason)]; }
+                @if let Some(g) = query.group.as_deref() {
+                    label { "Failure group" input type="text" name="group" value=(g) readonly; }
+                }
                 label { "Episode" input type="text" name="episode" value=[given(&params.episode)] placeholder="e…"; }
                 label { "Clip" input type="text" name="clip" value=[given(&params.clip)] placeholder="c…"; }
                 button type="submit" { "Filter" }
                 a href="/jobs" { "clear" }
+            }
+            @if operator.is_some() {
+                p #bulk { "On every job this filter matches: "
+                    @for a in crate::actions::ACTIONS {
+                        a.bulk href={ "/jobs/bulk?action=" (a) "&" (params.filter_query()) } { (a) "…" } " "
+                    }
+                }
             }
             div #jobs-list data-live {
                 @if page.jobs.is_empty() {
@@ -140,13 +174,18 @@ pub async fn list_page(
 pub async fn job_page(
     State(console): State<Console>,
     Path(id): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Markup, PageError> {
-    let detail = jobs::show(console.session(), console.admin(), &id).await?;
+    PageError::check_id("job", &id)?;
+    let operator = crate::actions::operator(&console, &headers);
+    let session = console.session().await?;
+    let detail = jobs::show(&session, console.admin(), &id).await?;
     Ok(layout::page(
         &format!("Job {id}"),
         console.settings().refresh_s,
         html! {
             h1 { "Job " (id) }
+            @if let Some(op) = &operator { (crate::actions::job_forms(&id, op)) }
             div #job data-live { (layout::read_at(detail.now_ms)) (render(&detail)) }
         },
     ))

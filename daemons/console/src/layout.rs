@@ -2,62 +2,24 @@
 //! formatting helpers.
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
+
+use crate::assets;
 use time::OffsetDateTime;
 
-const STYLE: &str = r#"
-body { font-family: system-ui, sans-serif; margin: 0; color: #1b1b1b; }
-nav { background: #23395d; padding: .5em 1em; }
-nav a { color: #fff; margin-right: 1.5em; text-decoration: none; font-weight: 600; }
-main { padding: 1em 1.5em; max-width: 1200px; }
-table { border-collapse: collapse; margin: .5em 0 1.5em; }
-th, td { border-bottom: 1px solid #ddd; padding: .25em .6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; }
-.num { text-align: right; font-variant-numeric: tabular-nums; }
-.error, .failed { color: #a40000; }
-.muted { color: #777; }
-form.filter { display: flex; gap: .6em; flex-wrap: wrap; align-items: end; margin-bottom: 1em; }
-form.filter label { display: flex; flex-direction: column; font-size: .85em; }
-svg.timeline { width: 100%; height: auto; background: #f7f7f7; border: 1px solid #ccc; }
-svg.timeline .mark { cursor: pointer; }
-pre.message { white-space: pre-wrap; background: #fff4f4; padding: .5em; border: 1px solid #e0b4b4; }
-"#;
-
-/// Polls the page's own URL every `data-refresh` seconds and swaps in every element
-/// marked `data-live` (by id) whose content changed, so tables stay current without
-/// reloading the page (a playing episode or a half-typed filter is left alone, and an
-/// unchanged block keeps its selection). Skipped while the tab is hidden or a form
-/// field has the focus.
-const REFRESH: &str = r#"
-(function () {
-  var s = Number(document.body.dataset.refresh || 0);
-  if (!s) return;
-  setInterval(function () {
-    var f = document.activeElement;
-    if (document.hidden || (f && /INPUT|SELECT|TEXTAREA/.test(f.tagName))) return;
-    fetch(location.href, { cache: "no-store" }).then(function (r) {
-      return r.ok ? r.text() : null;
-    }).then(function (text) {
-      if (!text) return;
-      var fresh = new DOMParser().parseFromString(text, "text/html");
-      document.querySelectorAll("[data-live]").forEach(function (old) {
-        var next = fresh.getElementById(old.id);
-        if (next && next.outerHTML !== old.outerHTML) old.replaceWith(next);
-      });
-    }).catch(function () {});
-  }, s * 1000);
-})();
-"#;
-
 /// A whole page: `title`, the body, and polling every `refresh_s` seconds (0: never).
+///
+/// Styles and scripts are files of the console ([`assets`]), not inline, so the
+/// Content-Security-Policy ([`crate::guard`]) can forbid inline script: a `javascript:`
+/// URL or an injected handler would not run even if one got through.
 pub fn page(title: &str, refresh_s: u64, body: Markup) -> Markup {
-    html! {
+    let page = html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · Archivist" }
-                style { (PreEscaped(STYLE)) }
+                link rel="stylesheet" href=(assets::STYLE_PATH);
             }
             body data-refresh=(refresh_s) {
                 nav {
@@ -66,9 +28,21 @@ pub fn page(title: &str, refresh_s: u64, body: Markup) -> Markup {
                     a href="/jobs?state=failed" { "Failures" }
                 }
                 main { (body) }
-                script { (PreEscaped(REFRESH)) }
+                script src=(assets::REFRESH_PATH) {}
             }
         }
+    };
+    // Control and bidi characters from records are shown as escapes, as the CLI shows
+    // them (outside try of #24, F8): one pass over the page, since no markup of the
+    // console's own has any.
+    let html = page.into_string();
+    if html
+        .chars()
+        .any(|c| archivist_admin::text::escape(c).is_some())
+    {
+        PreEscaped(archivist_admin::text::visible(&html))
+    } else {
+        PreEscaped(html)
     }
 }
 
@@ -159,5 +133,14 @@ mod tests {
         let page = page("<t>", 0, html! { p { "<script>x</script>" } }).into_string();
         assert!(page.contains("&lt;script&gt;x&lt;/script&gt;"));
         assert!(!page.contains("<script>x"));
+    }
+
+    /// Outside try of #24, F8: BEL, ESC and U+202E reached the HTML raw.
+    #[test]
+    fn control_and_bidi_characters_are_shown_as_the_cli_shows_them() {
+        let page = page("a\u{7}\u{1b}[31m", 0, html! { h1 { "x\u{202e}txt.exe" } }).into_string();
+        assert!(page.contains("a\\x07\\x1b[31m"), "{page}");
+        assert!(page.contains("x\\u{202e}txt.exe"), "{page}");
+        assert!(!page.contains('\u{7}') && !page.contains('\u{1b}') && !page.contains('\u{202e}'));
     }
 }

@@ -4,11 +4,15 @@
 //!
 //! Every page is a call into `archivist-admin`, the library behind the CLI, rendered as
 //! HTML: the console has no rule of its own about what a job's state or a result means.
-//! This slice is read-only: only `GET` and `HEAD` are answered, any other method is
-//! refused with 403 ([`readonly`]). See `docs/console.md`.
+//! Read-only unless an actions token is configured: then a signed-in operator can act
+//! on jobs through the admin library ([`actions`]); otherwise only `GET` and `HEAD` are
+//! answered, any other method is refused with 403 ([`readonly`]). See `docs/console.md`.
 #![deny(missing_docs)]
 
+pub mod actions;
+pub mod assets;
 pub mod error;
+pub mod guard;
 pub mod jobs;
 pub mod layout;
 pub mod overview;
@@ -16,6 +20,7 @@ pub mod readonly;
 pub mod results;
 pub mod settings;
 pub mod timeline;
+pub mod zk;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,26 +28,27 @@ use std::sync::Arc;
 use archivist_admin::AdminSettings;
 use archivist_db::Database;
 use archivist_engine::Session;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
 pub use error::{ConsoleError, PageError};
 pub use settings::ConsoleSettings;
 
-/// What every page handler reads from: the ZooKeeper session, the database and the
-/// settings. Cheap to clone.
+/// What every page handler reads from: the ZooKeeper session (made anew when lost,
+/// [`zk::Zk`]), the database and the settings. Cheap to clone.
 #[derive(Clone)]
 pub struct Console {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    session: Session,
+    zk: zk::Zk,
     db: Database,
     admin: AdminSettings,
     settings: ConsoleSettings,
     overview: overview::Cache,
+    sessions: actions::Sessions,
 }
 
 impl Console {
@@ -55,18 +61,22 @@ impl Console {
     ) -> Console {
         Console {
             inner: Arc::new(Inner {
-                session,
+                zk: zk::Zk::new(session),
                 db,
                 admin,
                 settings,
                 overview: overview::Cache::default(),
+                sessions: actions::Sessions::default(),
             }),
         }
     }
 
-    /// The ZooKeeper session.
-    pub fn session(&self) -> &Session {
-        &self.inner.session
+    /// A live ZooKeeper session: a new one when the last was lost.
+    ///
+    /// # Errors
+    /// [`PageError::Unavailable`] while ZooKeeper cannot be reached.
+    pub async fn session(&self) -> Result<Session, PageError> {
+        self.inner.zk.session().await
     }
 
     /// The database.
@@ -85,18 +95,67 @@ impl Console {
     }
 }
 
-/// Every page's route, and the read-only guard in front of them.
+/// Every page's route, the read-only guard in front of them, and the `Host` check and
+/// security headers in front of everything ([`guard`]).
 pub fn router(console: Console) -> Router {
     Router::new()
         .route("/", get(overview::page))
         .route("/jobs", get(jobs::list_page))
         .route("/jobs/{id}", get(jobs::job_page))
+        .route("/login", get(actions::login_page).post(actions::login))
+        .route("/jobs/bulk", get(actions::confirm))
+        .route("/jobs/bulk/{action}", post(actions::bulk))
+        .route("/jobs/{id}/{action}", post(actions::act))
         .route("/episodes/{id}", get(results::episode_page))
         .route("/clips/{id}", get(results::clip_page))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
+        .route(assets::STYLE_PATH, get(assets::style))
+        .route(assets::REFRESH_PATH, get(assets::refresh))
+        .route(assets::PLAYER_PATH, get(assets::player))
         .fallback(error::not_found)
-        .layer(axum::middleware::from_fn(readonly::refuse_writes))
+        .layer(axum::middleware::from_fn_with_state(
+            console.clone(),
+            readonly::refuse_writes,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            console.clone(),
+            guard::check,
+        ))
         .with_state(console)
+}
+
+/// `GET /healthz`: `ok` only when the console can read ZooKeeper (making a new session
+/// if the last was lost) and its database; 503 naming what fails otherwise, so a
+/// supervisor sees a console that cannot serve its pages (outside try of #24, F1: it
+/// said ok while every ZooKeeper page answered 503).
+async fn healthz(
+    axum::extract::State(console): axum::extract::State<Console>,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let zk = match console.session().await {
+        Ok(s) => archivist_engine::tree::check_initialised(&s)
+            .await
+            .map_err(|e| format!("zookeeper: {e}")),
+        Err(e) => Err(format!("zookeeper: {e}")),
+    };
+    let db = console
+        .db()
+        .schema_version()
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("database: {e}"));
+    match (zk, db) {
+        (Ok(_), Ok(())) => "ok\n".into_response(),
+        (zk, db) => {
+            let why: Vec<String> = [zk.err(), db.err()].into_iter().flatten().collect();
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{}\n", why.join("\n")),
+            )
+                .into_response()
+        }
+    }
 }
 
 /// Binds `addr` and serves the console until `shutdown`; returns the bound address (the

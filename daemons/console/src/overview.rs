@@ -40,20 +40,11 @@ pub async fn overview(console: &Console) -> Result<Arc<Overview>, PageError> {
             return Ok(view.clone());
         }
     }
-    let status = status::status(
-        console.session(),
-        console.db(),
-        console.admin(),
-        false,
-        &Silent,
-    )
-    .await?;
-    let failures = browse::failures_by_reason(
-        console.session(),
-        console.admin(),
-        console.settings().failures_read,
-    )
-    .await?;
+    let session = console.session().await?;
+    let status = status::status(&session, console.db(), console.admin(), false, &Silent).await?;
+    let failures =
+        browse::failures_by_reason(&session, console.admin(), console.settings().failures_read)
+            .await?;
     let view = Arc::new(Overview { status, failures });
     *last = Some((Instant::now(), view.clone()));
     Ok(view)
@@ -169,14 +160,28 @@ fn failures(f: &Failures) -> Markup {
                 tr { th.num { "Jobs" } th { "Reason" } th { "For example" } }
                 @for g in &f.groups {
                     tr {
-                        td.num { a href={ "/jobs?state=failed&reason=" (urlencode(&g.reason)) } { (g.count) } }
+                        td.num { a href={ "/jobs?state=failed&group=" (urlencode(&g.reason)) } { (g.count) } }
                         td.failed { (g.reason) }
-                        td { (job_link(&g.example)) }
+                        td { (job_link(&g.example)) br; span.example { (cut(&g.example_message)) } }
                     }
                 }
             }
+            @if f.more_groups > 0 {
+                p.muted #more-failures { (f.more_jobs) " more failed jobs in " (f.more_groups) " smaller groups." }
+            }
         }
     }
+}
+
+/// At most `browse::REASON_CHARS` characters of `text`, `…` when cut.
+fn cut(text: &str) -> String {
+    let max = browse::REASON_CHARS;
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max - 1).collect();
+    out.push('…');
+    out
 }
 
 /// Percent-encodes a query value (everything but unreserved characters).

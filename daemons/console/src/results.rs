@@ -6,27 +6,12 @@
 use archivist_admin::results::{self, ResultRow};
 use archivist_admin::Silent;
 use axum::extract::{Path, State};
-use maud::{html, Markup, PreEscaped};
+use maud::{html, Markup};
 
 use crate::error::PageError;
 use crate::layout::{self, clip_link, clock, episode_link, job_link};
 use crate::timeline;
 use crate::Console;
-
-/// Plays the episode from a mark: a click on anything with `data-t` (a timeline mark,
-/// a row's play link) loads the player's media with the fragment `#t=SECONDS` and plays
-/// it. One listener on the document, so marks swapped in by the refresh work too.
-const PLAYER: &str = r##"
-document.addEventListener("click", function (e) {
-  var mark = e.target.closest && e.target.closest("[data-t]");
-  var player = document.getElementById("player");
-  if (!mark || !player) return;
-  e.preventDefault();
-  player.src = player.dataset.src + "#t=" + mark.dataset.t;
-  var p = player.play();
-  if (p) p.catch(function () {});
-});
-"##;
 
 fn conf(r: &ResultRow) -> String {
     r.conf.map(|c| format!("{c:.2}")).unwrap_or_default()
@@ -44,6 +29,7 @@ pub async fn episode_page(
     State(console): State<Console>,
     Path(id): Path<String>,
 ) -> Result<Markup, PageError> {
+    PageError::check_id("episode", &id)?;
     let res = results::episode_results(console.db(), &id).await?;
     let url = archivist_db::catalog::episode(console.db(), &id)
         .await?
@@ -63,7 +49,11 @@ pub async fn episode_page(
             h1 { (res.title) }
             p.muted { "Episode " (res.episode)
                 @if let Some(d) = res.duration_s { ", " (clock(d)) " long" } }
-            audio #player controls preload="metadata" src=(url) data-src=(url) {}
+            @let playable = timeline::playable(&url);
+            audio #player controls preload="metadata" src=[playable] data-src=[playable] {}
+            @if playable.is_none() {
+                p.error #unplayable { "The episode's media URL is not an http or https URL, so it is not played or linked: " code { (url) } }
+            }
             div #episode-results data-live {
                 p { (res.found) " of " (res.researched) " researched clips found"
                     @if res.researched_not_in_catalog > 0 { " (" (res.researched_not_in_catalog) " researched clips are no longer in the catalog)" } "." }
@@ -79,7 +69,8 @@ pub async fn episode_page(
                                 td.num { (clock(at)) } td { (clip_link(&r.clip)) } td { (r.clip_title) }
                                 td.num { (conf(r)) } td { (how(r)) }
                                 td { @if let Some(j) = &r.job { (job_link(j)) } }
-                                td { a.play href=(timeline::media_at(&url, at)) data-t=(timeline::fragment_seconds(at)) { "▶ play" } }
+                                td { @if let Some(href) = timeline::media_at(&url, at) {
+                                    a.play href=(href) data-t=(timeline::fragment_seconds(at)) { "▶ play" } } }
                             }
                         }
                     }
@@ -106,7 +97,7 @@ pub async fn episode_page(
                     }
                 }
             }
-            script { (PreEscaped(PLAYER)) }
+            script src=(crate::assets::PLAYER_PATH) {}
         },
     ))
 }
@@ -116,6 +107,7 @@ pub async fn clip_page(
     State(console): State<Console>,
     Path(id): Path<String>,
 ) -> Result<Markup, PageError> {
+    PageError::check_id("clip", &id)?;
     let res = results::clip_results(console.db(), console.admin(), &id, &Silent).await?;
     Ok(layout::page(
         &res.title,

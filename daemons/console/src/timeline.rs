@@ -22,10 +22,24 @@ pub fn fragment_seconds(at: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// The media URL with a fragment starting playback at `at`.
-pub fn media_at(url: &str, at: f64) -> String {
+/// The media URL as a page may link or play it: only an `http` or `https` URL (any
+/// case, after trimming white space), else `None`. Escaping is not enough for a URL
+/// attribute: a `javascript:` URL in the catalog (which `curate` refuses, but a hand-
+/// edited or migrated database may hold) became the `href` of every mark and the
+/// player's `src` (outside try of #24, F3).
+pub fn playable(url: &str) -> Option<&str> {
+    let url = url.trim();
+    let (scheme, rest) = url.split_once(':')?;
+    let web = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
+    (web && rest.starts_with("//") && !url.chars().any(char::is_control)).then_some(url)
+}
+
+/// The media URL with a fragment starting playback at `at`, when it is
+/// [`playable`].
+pub fn media_at(url: &str, at: f64) -> Option<String> {
+    let url = playable(url)?;
     let base = url.split('#').next().unwrap_or(url);
-    format!("{base}#t={}", fragment_seconds(at))
+    Some(format!("{base}#t={}", fragment_seconds(at)))
 }
 
 /// Where an offset falls on the drawing.
@@ -72,7 +86,7 @@ pub fn svg(rows: &[ResultRow], duration_s: Option<f64>, url: &str) -> Markup {
                 @let partial = r.part_start.is_some();
                 @let x = x_of(at, span);
                 @let class = format!("mark{}{}", if speed { " speed" } else { "" }, if partial { " partial" } else { "" });
-                a class=(class) id={ "mark-" (i) } href=(media_at(url, at)) data-t=(fragment_seconds(at))
+                a class=(class) id={ "mark-" (i) } href=[media_at(url, at)] data-t=(fragment_seconds(at))
                     data-clip=(r.clip) data-conf=(format!("{conf:.2}")) {
                     title {
                         (r.clip) " " (r.clip_title) " at " (clock(at)) ", confidence " (format!("{conf:.2}"))
@@ -143,8 +157,41 @@ mod tests {
 
     #[test]
     fn fragments_name_the_offset_and_replace_an_existing_fragment() {
-        assert_eq!(media_at("http://h/e.mp3", 12.5), "http://h/e.mp3#t=12.5");
-        assert_eq!(media_at("http://h/e.mp3#x", 3.0), "http://h/e.mp3#t=3");
+        assert_eq!(
+            media_at("http://h/e.mp3", 12.5).as_deref(),
+            Some("http://h/e.mp3#t=12.5")
+        );
+        assert_eq!(
+            media_at("http://h/e.mp3#x", 3.0).as_deref(),
+            Some("http://h/e.mp3#t=3")
+        );
         assert_eq!(fragment_seconds(1.23456), "1.235");
+    }
+
+    /// Outside try of #24, F3: `javascript:` media URLs became every mark's href.
+    #[test]
+    fn only_http_and_https_media_become_links() {
+        assert_eq!(playable(" HTTPS://h/e.mp3 "), Some("HTTPS://h/e.mp3"));
+        for bad in [
+            "javascript:alert(document.domain)//",
+            " JaVaScRiPt:alert(7)",
+            "data:audio/mp3;base64,AAAA",
+            "file:///etc/passwd",
+            "vbscript:x",
+            "http:alert(1)",
+            "",
+        ] {
+            assert_eq!(playable(bad), None, "{bad}");
+            assert_eq!(media_at(bad, 1.0), None, "{bad}");
+        }
+        let rows = [row(5.0, 1.0, None, None)];
+        let svg = svg(&rows, Some(10.0), "javascript:alert(1)//").into_string();
+        assert!(!svg.contains("javascript"), "{svg}");
+        assert!(!svg.contains("href"), "{svg}");
+        assert_eq!(
+            svg.matches("class=\"mark").count(),
+            1,
+            "the mark is still drawn"
+        );
     }
 }

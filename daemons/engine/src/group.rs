@@ -89,7 +89,7 @@ impl ConsumerGroup {
             owner: owner.to_string(),
             session: session.id(),
             slots: u32::try_from(slots).unwrap_or(u32::MAX),
-            since: crate::clock::local_now(),
+            since: crate::clock::stamp_now(),
         };
         let data = store::encode(&path, &record)?;
         let ephemeral = session.create_options(zk::CreateMode::Ephemeral);

@@ -181,7 +181,7 @@ pub async fn create_past(
             continue;
         }
         let id = paths::job_id(stat.version as u64 + 1);
-        let now = crate::clock::local_now();
+        let now = crate::clock::stamp_now();
         let job = JobRecord {
             schema: SCHEMA_VERSION,
             id: id.clone(),
@@ -263,7 +263,7 @@ pub async fn reprioritize(session: &Session, id: &str, priority: i64, by: &str) 
         }
         let mut next = job.clone();
         next.priority = priority;
-        next.updated = crate::clock::local_now();
+        next.updated = crate::clock::stamp_now();
         next.push_event(znode_schema::records::JobEvent {
             at: next.updated,
             by: by.to_string(),

@@ -342,7 +342,7 @@ fn lock_data(session: &Session, path: &str, owner: &str) -> Result<Vec<u8>> {
         schema: SCHEMA_VERSION,
         owner: owner.to_string(),
         session: session.id(),
-        since: crate::clock::local_now(),
+        since: crate::clock::stamp_now(),
     };
     store::encode(path, &record)
 }

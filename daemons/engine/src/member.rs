@@ -118,7 +118,7 @@ pub fn record(identity: &Identity, slots: u32, metrics: Option<String>) -> Membe
         host: hostname(),
         pid: std::process::id(),
         metrics,
-        started: crate::clock::local_now(),
+        started: crate::clock::stamp_now(),
         work_item_ttl_ms: None,
     }
 }
@@ -147,8 +147,10 @@ pub async fn register_record(
         if shutdown.is_cancelled() {
             return Ok(None);
         }
+        let sent = crate::clock::host_ms();
         match session.client().create(&path, &data, &options).await {
-            Ok(_) => {
+            Ok((stat, _)) => {
+                crate::clock::observe_server_time(stat.ctime, sent, crate::clock::host_ms());
                 crate::health::registered(&identity.role, session.lost());
                 if told {
                     tracing::info!(daemon = %identity.name, %path, "the previous session's registration went; registered");

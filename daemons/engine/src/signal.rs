@@ -44,7 +44,7 @@ fn record(by: &str) -> SignalRecord {
     SignalRecord {
         schema: SCHEMA_VERSION,
         by: by.to_string(),
-        at: clock::local_now(),
+        at: clock::stamp_now(),
     }
 }
 

@@ -243,7 +243,7 @@ impl<R: Tracked> Change<R> {
     /// Records the event "`by` did `step` with `result`".
     pub fn event(mut self, by: &str, step: &str, result: &str) -> Self {
         self.next.push_event(JobEvent {
-            at: crate::clock::local_now(),
+            at: crate::clock::stamp_now(),
             by: by.to_string(),
             step: step.to_string(),
             result: result.to_string(),
@@ -376,7 +376,7 @@ impl Tracked for JobRecord {
     }
 
     fn touch(&mut self) {
-        self.updated = crate::clock::local_now();
+        self.updated = crate::clock::stamp_now();
     }
 
     fn illegal(from: JobState, to: JobState) -> EngineError {
@@ -454,7 +454,7 @@ impl Tracked for BatchRecord {
     }
 
     fn touch(&mut self) {
-        self.updated = crate::clock::local_now();
+        self.updated = crate::clock::stamp_now();
     }
 
     fn illegal(from: BatchState, to: BatchState) -> EngineError {

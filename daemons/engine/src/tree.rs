@@ -22,6 +22,21 @@ pub struct InitReport {
     /// every admin command refused with the decode error and `init` changed nothing:
     /// outside 17i G6). A `/meta` of a newer schema is never rewritten.
     pub meta_rewritten: Option<String>,
+    /// The deployment id the rewritten `/meta` took from the database, when the
+    /// database holds one (a rewrite with a new id turned one small damage into "two
+    /// deployments" everywhere: outside 17k N1).
+    pub meta_kept_deployment: Option<String>,
+}
+
+/// What `init` knows from the database before it touches the tree.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FromDatabase<'a> {
+    /// The research archive's highest job: counters are moved past it.
+    pub archived: crate::counter::Archived,
+    /// The deployment id the database holds: a damaged `/meta` is rewritten with it, so
+    /// the tree stays bound to its database. A *new* tree never takes it: that is
+    /// `init --adopt-database`'s decision, made knowingly.
+    pub deployment: Option<&'a str>,
 }
 
 /// Creates every persistent directory and `/meta`, and moves any counter that is behind
@@ -29,15 +44,15 @@ pub struct InitReport {
 /// that exist). Idempotent: safe to run again and concurrently from several daemons.
 /// Knows no archive: `archivist init` uses [`init_past`].
 pub async fn init(session: &Session, created_by: &str) -> Result<InitReport> {
-    init_past(session, created_by, &crate::counter::Archived::NONE).await
+    init_past(session, created_by, &FromDatabase::default()).await
 }
 
-/// [`init`], also moving the job counter past the ids the research archive holds
-/// (`archived`, read from the database), so `init` never leaves it behind them.
+/// [`init`], also moving the job counter past the ids the research archive holds, and
+/// rewriting a damaged `/meta` with the database's deployment id (both from `known`).
 pub async fn init_past(
     session: &Session,
     created_by: &str,
-    archived: &crate::counter::Archived,
+    known: &FromDatabase<'_>,
 ) -> Result<InitReport> {
     let mut report = InitReport::default();
     let options = session.create_options(zk::CreateMode::Persistent);
@@ -56,17 +71,30 @@ pub async fn init_past(
     }
     let meta = TreeMeta {
         schema: SCHEMA_VERSION,
-        created: crate::clock::local_now(),
+        created: crate::clock::stamp_now(),
         created_by: created_by.to_string(),
         deployment: Some(new_deployment_id()),
         database_bound: false,
     };
     report.new_tree = store::create_if_absent(session, paths::META, &meta).await?;
     if !report.new_tree {
-        report.meta_rewritten = rewrite_damaged_meta(session, &meta).await?;
+        let repaired = match known.deployment {
+            Some(id) => TreeMeta {
+                deployment: Some(id.to_string()),
+                database_bound: true,
+                ..meta
+            },
+            None => meta,
+        };
+        report.meta_rewritten = rewrite_damaged_meta(session, &repaired).await?;
+        if report.meta_rewritten.is_some() {
+            report.meta_kept_deployment = known.deployment.map(str::to_string);
+        }
     }
     for counter in crate::counter::ALL {
-        if let Some((from, to)) = crate::counter::catch_up(session, &counter, archived).await? {
+        if let Some((from, to)) =
+            crate::counter::catch_up(session, &counter, &known.archived).await?
+        {
             tracing::warn!(
                 counter = counter.path,
                 from,
@@ -118,6 +146,12 @@ pub async fn explain_missing(session: &Session, error: EngineError) -> EngineErr
             Some(i) => candidate = &candidate[..i],
         }
     }
+}
+
+/// Is this error a damaged `/meta` ([`damaged`])? Read-only checks let such a tree
+/// through, so `fsck` can name it and `init` repair it.
+pub fn is_damaged_meta(error: &EngineError) -> bool {
+    matches!(error, EngineError::Record(e) if damaged(e))
 }
 
 /// Is `/meta`'s decode failure damage (bytes that are no `TreeMeta`, or too many), not a

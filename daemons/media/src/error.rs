@@ -34,6 +34,15 @@ pub enum MediaError {
         /// What its bytes hash to.
         actual: String,
     },
+    /// A write that failed on a full file system even after evicting objects to make
+    /// room: those evictions happened (the store counts them); the object was not kept.
+    #[error("{source} (even after evicting {} least recently used objects to make room)", evicted.len())]
+    FullAfterEvicting {
+        /// The last write's failure.
+        source: Box<MediaError>,
+        /// What was evicted, with sizes.
+        evicted: Vec<(crate::Key, u64)>,
+    },
     /// A blocking task of the store failed (a panic).
     #[error("media store: a background task failed: {0}")]
     Task(String),

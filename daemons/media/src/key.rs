@@ -45,18 +45,40 @@ impl fmt::Display for Key {
 /// The file cannot be read.
 pub fn hash_file(path: &Path) -> Result<(Key, u64), MediaError> {
     let mut file = std::fs::File::open(path).map_err(|e| MediaError::io(path, "opening", e))?;
+    copy_hashing(&mut file, path, None)
+}
+
+/// Reads `from` (named `path` in errors) to its end in 1 MiB pieces, writing each piece
+/// to `to` if given, and returns the sha256 and size of what was read: with `to`, the
+/// bytes written are exactly the bytes hashed (one read, no window between the two).
+/// Blocking.
+///
+/// # Errors
+/// A read or a write failing.
+pub(crate) fn copy_hashing(
+    from: &mut impl Read,
+    path: &Path,
+    mut to: Option<(&mut std::fs::File, &Path)>,
+) -> Result<(Key, u64), MediaError> {
+    use std::io::Write;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
     loop {
-        let n = file
-            .read(&mut buf)
-            .map_err(|e| MediaError::io(path, "reading", e))?;
+        let n = match from.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(MediaError::io(path, "reading", e)),
+        };
         if n == 0 {
             break;
         }
         size += n as u64;
         hasher.update(&buf[..n]);
+        if let Some((file, name)) = to.as_mut() {
+            file.write_all(&buf[..n])
+                .map_err(|e| MediaError::io(name, "writing", e))?;
+        }
     }
     let hex: String = hasher
         .finalize()

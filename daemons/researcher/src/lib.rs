@@ -30,7 +30,7 @@ use archivist_engine::member::Identity;
 use archivist_engine::{EngineError, ZkConfig};
 use tokio_util::sync::CancellationToken;
 
-pub use download::{DownloadError, Downloader, Fetched, Validators};
+pub use download::{Answer, DownloadError, Downloader, Fetched, Validators};
 pub use job::Outcome;
 pub use settings::{DownloadSettings, MediaSettings, ResearcherSettings};
 
@@ -105,6 +105,7 @@ pub async fn run(
         downloader,
         media,
         revalidate: settings.media.revalidate,
+        hold_after_read: settings.media.hold_after_read,
     });
     let loop_settings = serve::LoopSettings {
         concurrency: settings.concurrency.max(1),

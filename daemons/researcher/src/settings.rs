@@ -160,6 +160,12 @@ pub struct MediaSettings {
     /// and the job still researches the pinned ones. Only when the pin has a validator.
     /// Defaults to true.
     pub revalidate: bool,
+    /// For tests only (never read from a file): how long a job waits after copying
+    /// its audio out of the store before decoding it, so a test can change the stored
+    /// object while a job holds its copy. Zero by default.
+    #[doc(hidden)]
+    #[serde(skip)]
+    pub hold_after_read: Duration,
 }
 
 impl Default for MediaSettings {
@@ -168,6 +174,7 @@ impl Default for MediaSettings {
             dir: None,
             max_bytes: 50 << 30,
             revalidate: true,
+            hold_after_read: Duration::ZERO,
         }
     }
 }

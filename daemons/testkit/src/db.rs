@@ -84,15 +84,9 @@ pub fn fresh_binary_database_url(name: &str) -> String {
         Backend::Sqlite => fresh_sqlite_url(name),
         Backend::Postgres => {
             let name = name.to_string();
-            std::thread::spawn(move || {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("a runtime")
-                    .block_on(fresh_database_url(Backend::Postgres, &name))
-            })
-            .join()
-            .expect("making a test database")
+            crate::block_on_thread(
+                async move { fresh_database_url(Backend::Postgres, &name).await },
+            )
         }
     }
 }

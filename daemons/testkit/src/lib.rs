@@ -218,6 +218,24 @@ pub async fn delete_tree(
     Ok(())
 }
 
+/// Runs `work` to its end on a runtime of its own thread, from code that cannot await
+/// (synchronous tests of the binary), and works inside a test's runtime too.
+pub fn block_on_thread<F>(work: F) -> F::Output
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(work)
+    })
+    .join()
+    .expect("the worker thread")
+}
+
 /// A unique chroot for one test.
 pub fn unique_chroot(name: &str) -> String {
     format!(

@@ -137,7 +137,11 @@ impl ResearchRecord {
 
     /// Every researched clip number.
     pub fn researched(&self) -> ClipSet {
-        self.runs.iter().flat_map(|r| r.clips.iter()).collect()
+        let mut all = ClipSet::new();
+        for run in &self.runs {
+            all.extend_from(&run.clips);
+        }
+        all
     }
 
     /// Was this clip number researched?

@@ -22,6 +22,8 @@ pub use release::{release, release_seen};
 pub use retry::{retry, retry_seen};
 pub use stop::{cancel, cancel_seen, hold, hold_seen};
 
+use std::time::Duration;
+
 use archivist_engine::lock::{self, JobLock};
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::records::{JobRecord, JobRequest};
@@ -178,6 +180,60 @@ async fn lock_owner(session: &Session, id: &str) -> String {
     }
 }
 
+/// How long an action waits for a job's lock held by a session that is no daemon of the
+/// tree: another admin command (or the console) holds a lock for milliseconds, and reads
+/// no requests, so a request written on its lock waited for the planner's work-item TTL
+/// while the answer promised "within seconds" (outside 17k N2).
+const BRIEF_HOLDER_WAIT: Duration = Duration::from_secs(2);
+
+/// Takes the job's lock; while a session that is no registered daemon's holds it, tries
+/// again for up to [`BRIEF_HOLDER_WAIT`]. `None`: a daemon holds it (it reads requests),
+/// or the other holder kept it longer.
+async fn acquire_patiently(
+    session: &Session,
+    settings: &AdminSettings,
+    job: &str,
+) -> Result<Option<JobLock>> {
+    let deadline = tokio::time::Instant::now() + BRIEF_HOLDER_WAIT;
+    loop {
+        if let Some(lock) = JobLock::try_acquire(session, job, &settings.actor).await? {
+            return Ok(Some(lock));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(None);
+        }
+        match lock::holder(session, job).await {
+            // Released meanwhile (or the job is gone: the caller's re-read says so).
+            Ok(None) => {}
+            Ok(Some((_, stat))) => {
+                let holder = stat.ephemeral_owner;
+                if holder == 0 || daemon_sessions(session).await.contains(&holder) {
+                    return Ok(None);
+                }
+            }
+            Err(_) => return Ok(None),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The sessions of the tree's registered researchers and daemons (their registration
+/// nodes are ephemeral).
+async fn daemon_sessions(session: &Session) -> Vec<i64> {
+    let mut owners = Vec::new();
+    for (dir, node) in [
+        (paths::RESEARCHERS, paths::researcher as fn(&str) -> String),
+        (paths::DAEMONS, paths::daemon as fn(&str) -> String),
+    ] {
+        for member in store::children(session, dir).await.unwrap_or_default() {
+            if let Ok(Some(stat)) = store::exists(session, &node(&member)).await {
+                owners.push(stat.ephemeral_owner);
+            }
+        }
+    }
+    owners
+}
+
 /// Takes the job's lock and checks the job is still at the version seen; on any
 /// failure after locking the lock is released again.
 async fn lock_seen(
@@ -185,7 +241,7 @@ async fn lock_seen(
     settings: &AdminSettings,
     seen: &Seen,
 ) -> Result<Option<JobLock>> {
-    let Some(lock) = JobLock::try_acquire(session, &seen.job.id, &settings.actor).await? else {
+    let Some(lock) = acquire_patiently(session, settings, &seen.job.id).await? else {
         return Ok(None);
     };
     let check = jobs::reread(session, &seen.job.id).await;
@@ -354,7 +410,7 @@ async fn write_request(
     let mut next = seen.job.clone();
     next.request = Some(request);
     next.request_reason = reason.map(str::to_string);
-    next.updated = archivist_engine::clock::local_now();
+    next.updated = archivist_engine::clock::stamp_now();
     next.push_event(archivist_engine::schema::records::JobEvent {
         at: next.updated,
         by: settings.actor.clone(),

@@ -37,7 +37,7 @@ pub async fn release_seen(
             let mut next = seen.job.clone();
             next.request = None;
             next.request_reason = None;
-            next.updated = archivist_engine::clock::local_now();
+            next.updated = archivist_engine::clock::stamp_now();
             ops::commit(
                 session,
                 &[Op::SetData {

@@ -152,21 +152,30 @@ impl FaultKind {
 pub(super) struct CatalogIds {
     pub(super) episodes: std::collections::BTreeSet<String>,
     pub(super) clips: std::collections::BTreeSet<String>,
+    /// The catalog's clip numbers, as ranges: researched numbers are checked against
+    /// them range by range.
+    pub(super) clip_numbers: archivist_engine::schema::clipset::ClipSet,
     pub(super) archived: archivist_engine::counter::Archived,
 }
 
 impl CatalogIds {
     async fn read(db: &Database) -> Result<CatalogIds> {
         use archivist_engine::schema::records::AliasTarget;
+        let clips: std::collections::BTreeSet<String> =
+            archivist_db::catalog::ids(db, AliasTarget::Clip)
+                .await?
+                .into_iter()
+                .collect();
         Ok(CatalogIds {
             episodes: archivist_db::catalog::ids(db, AliasTarget::Episode)
                 .await?
                 .into_iter()
                 .collect(),
-            clips: archivist_db::catalog::ids(db, AliasTarget::Clip)
-                .await?
-                .into_iter()
+            clip_numbers: clips
+                .iter()
+                .filter_map(|c| archivist_engine::schema::paths::clip_number(c))
                 .collect(),
+            clips,
             archived: archivist_engine::counter::Archived::from_highest_job(
                 archivist_db::research::highest_job(db).await?.as_deref(),
             ),

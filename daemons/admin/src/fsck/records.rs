@@ -219,6 +219,7 @@ fn research_problems(episode: &str, record: &ResearchRecord, catalog: &CatalogId
     }
     let mut unknown: Vec<String> = record
         .researched()
+        .without(&catalog.clip_numbers)
         .iter()
         .map(paths::clip_id)
         .filter(|c| !catalog.clips.contains(c.as_str()))

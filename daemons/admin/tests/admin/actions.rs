@@ -253,16 +253,22 @@ async fn hold_and_cancel_on_a_job_a_researcher_holds_write_a_request() {
     let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
     drive(&s, &job.id, &[JobState::Leased], "").await;
     let researcher = archivist_testkit::another_session(&config).await;
+    register(&researcher, "r1").await;
     let _lock = JobLock::try_acquire(&researcher, &job.id, "r1")
         .await
         .unwrap()
         .unwrap();
+    let started = std::time::Instant::now();
     let report = actions::cancel(&s, &settings(), &job.id, None)
         .await
         .unwrap();
     assert_eq!(
         (report.outcome, report.to),
         (Outcome::Requested, Some(JobState::Leased))
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "a researcher's lock is not waited for"
     );
     let (stored, _) = read(&s, &job.id).await;
     assert_eq!(
@@ -632,4 +638,50 @@ async fn hold_and_cancel_on_an_unlocked_running_job_write_a_request_for_the_reap
         .await
         .unwrap();
     assert_eq!(again.outcome, Outcome::Unchanged);
+}
+
+/// Registers `member` as a researcher of the tree on `session` (an ephemeral node, as
+/// the researcher does).
+async fn register(session: &archivist_engine::Session, member: &str) {
+    use archivist_engine::zk;
+    session
+        .client()
+        .create(
+            &paths::researcher(member),
+            b"",
+            &session.create_options(zk::CreateMode::Ephemeral),
+        )
+        .await
+        .unwrap();
+}
+
+/// Outside 17k N2: a hold racing another admin command that held the job's lock for a
+/// moment wrote a request and promised "the holder moves it to held within seconds";
+/// the holder was that admin command, which reads no requests, and the request waited
+/// for the planner's work-item TTL. A lock held by a session that is no daemon of the
+/// tree is waited for (briefly), and the hold is done at once.
+#[tokio::test]
+async fn an_action_waits_for_a_lock_another_admin_command_holds_for_a_moment() {
+    let (config, s) = archivist_testkit::fresh_tree("admin-brief-lock").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    assert_eq!(job.status, JobState::Pending);
+    let other_admin = archivist_testkit::another_session(&config).await;
+    let lock = JobLock::try_acquire(&other_admin, &job.id, "admin-other")
+        .await
+        .unwrap()
+        .unwrap();
+    let releaser = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        lock.release(&other_admin).await.unwrap();
+        other_admin
+    });
+    let report = actions::hold(&s, &settings(), &job.id, None).await.unwrap();
+    assert_eq!(
+        (report.outcome, report.to),
+        (Outcome::Done, Some(JobState::Held)),
+        "{}",
+        report.detail
+    );
+    assert_eq!(read(&s, &job.id).await.0.status, JobState::Held);
+    releaser.await.unwrap();
 }

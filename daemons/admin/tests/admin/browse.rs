@@ -108,7 +108,7 @@ async fn pages_follow_the_cursor_filter_and_never_read_past_the_scan_limit() {
 }
 
 #[tokio::test]
-async fn failures_are_grouped_by_their_exact_reason_largest_first() {
+async fn failures_are_grouped_by_their_reason_largest_first() {
     let (_c, s) = archivist_testkit::fresh_tree("admin-failures").await;
     let settings = AdminSettings::default();
     let _ok = fixtures::job(&s, "e0000001", &["c000001"]).await;
@@ -133,4 +133,75 @@ async fn failures_are_grouped_by_their_exact_reason_largest_first() {
     );
     let few = browse::failures_by_reason(&s, &settings, 1).await.unwrap();
     assert_eq!((few.failed, few.read), (3, 1), "says it read only part");
+}
+
+/// Outside try of #24, F5: download failures carry their URL, so one cause made one
+/// group per job. Grouped by the reason (URLs and long numbers left out), they make one
+/// group, whose `group` filter lists exactly its jobs; the groups are bounded.
+#[tokio::test]
+async fn failures_with_different_urls_and_one_cause_make_one_group() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-failure-groups").await;
+    let settings = AdminSettings::default();
+    let mut failed = Vec::new();
+    for n in 1..=4 {
+        let message = format!("GET http://127.0.0.1:47821/many/ep{n}.mp3 returned 404 Not Found");
+        failed.push(fixtures::failed_job(&s, &format!("e000000{n}"), &message).await);
+    }
+    let other = fixtures::failed_job(&s, "e0000009", "GET http://h/x returned 500 Boom").await;
+    let f = browse::failures_by_reason(&s, &settings, 100)
+        .await
+        .unwrap();
+    let groups: Vec<(&str, usize)> = f
+        .groups
+        .iter()
+        .map(|g| (g.reason.as_str(), g.count))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("GET <url> returned 404 Not Found", 4),
+            ("GET <url> returned 500 Boom", 1)
+        ]
+    );
+    assert_eq!((f.more_groups, f.more_jobs), (0, 0));
+    assert_eq!(f.groups[0].example, failed[0].id);
+    assert!(f.groups[0].example_message.contains("/many/ep1.mp3"));
+    let page = browse::page(
+        &s,
+        &settings,
+        &JobQuery {
+            group: Some(f.groups[0].reason.clone()),
+            limit: 10,
+            scan_limit: 100,
+            ..JobQuery::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(page.jobs.len(), 4);
+    assert!(page.jobs.iter().all(|j| j.id != other.id));
+}
+
+/// Outside try of #24, F10: a page every job matches reads that page's records, not a
+/// whole batch (500 read for 50 shown).
+#[tokio::test]
+async fn a_page_every_job_matches_reads_only_its_records() {
+    let (_c, s) = archivist_testkit::fresh_tree("admin-browse-reads").await;
+    for n in 1..=6 {
+        fixtures::job(&s, &format!("e000000{n}"), &["c000001"]).await;
+    }
+    let page = browse::page(
+        &s,
+        &AdminSettings::default(),
+        &JobQuery {
+            limit: 2,
+            scan_limit: 100,
+            ..JobQuery::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(page.jobs.len(), 2);
+    assert_eq!(page.scanned, 2, "read only the page's records");
+    assert!(page.next.is_some());
 }

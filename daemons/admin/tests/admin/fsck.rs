@@ -392,7 +392,7 @@ fn ghost_record(role: &str, slots: u32) -> archivist_engine::schema::records::Me
         host: "nowhere".to_string(),
         pid: 1,
         metrics: None,
-        started: archivist_engine::clock::local_now(),
+        started: archivist_engine::clock::stamp_now(),
         work_item_ttl_ms: None,
     }
 }

@@ -634,7 +634,11 @@ async fn fsck_flags_a_job_counter_behind_the_research_archive_and_repairs_past_i
                 .unwrap()
                 .as_deref(),
         );
-        archivist_engine::tree::init_past(&s, "test", &archived)
+        let known = archivist_engine::tree::FromDatabase {
+            archived,
+            deployment: None,
+        };
+        archivist_engine::tree::init_past(&s, "test", &known)
             .await
             .unwrap();
         let stat = store::exists(&s, paths::JOB_COUNTER)

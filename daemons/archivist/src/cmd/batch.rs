@@ -179,7 +179,7 @@ async fn dispatch(global: &GlobalOpts, command: BatchCommand) -> Result<ExitCode
     if let BatchCommand::Submit(args) = &command {
         // Check the file before connecting: a bad file is refused even with ZooKeeper down.
         let submission = load_submission(&args.file)?;
-        let session = crate::context::connect_initialised(global).await?;
+        let session = crate::context::connect_to_write(global).await?;
         let record = submit(&session, &submission, &args.actor.actor()).await?;
         emit(global.output, &record, |r| {
             format!(

@@ -28,6 +28,7 @@ pub async fn run(global: &GlobalOpts, command: ConfigCommand) -> Result<ExitCode
             config.planner.validate()?;
             config.recorder.validate()?;
             config.reaper.validate()?;
+            config.console.check().map_err(anyhow::Error::msg)?;
             // The ZooKeeper settings as every command reads them (flags, variables such
             // as ARCHIVIST_ZK_AUTH, the file's zookeeper section), so `check` passes
             // nothing a command then refuses. Reads the password file; connects nowhere.

@@ -1,5 +1,6 @@
 //! `archivist console`: serves the web console (`archivist-console`) until SIGTERM or
-//! Ctrl-C. Read-only in this slice; binds to loopback unless told otherwise.
+//! Ctrl-C. Read-only unless an actions token is configured; binds to loopback unless
+//! told otherwise.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -26,13 +27,20 @@ pub async fn run(global: &GlobalOpts, args: ConsoleArgs) -> Result<ExitCode> {
     if let Some(addr) = args.addr {
         settings.addr = addr;
     }
+    settings.check().map_err(anyhow::Error::msg)?;
+    settings.read_token_file().map_err(anyhow::Error::msg)?;
+    let mode = if settings.actions_token.is_some() {
+        "actions enabled: sign in at /login"
+    } else {
+        "read-only"
+    };
     let session = crate::context::connect_initialised(global).await?;
     let db = crate::context::database(global).await?;
     let addr = settings.addr;
     let console = Console::new(session, db, AdminSettings::default(), settings);
     let shutdown = crate::shutdown::on_signal();
     let (bound, server) = archivist_console::serve(console, addr, shutdown).await?;
-    outln!("console at http://{bound}/ (read-only)");
+    outln!("console at http://{bound}/ ({mode})");
     server
         .await
         .context("the console's server task")?

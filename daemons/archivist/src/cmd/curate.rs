@@ -15,7 +15,7 @@ use clap::{Args, Subcommand};
 
 use crate::cli::{GlobalOpts, OutputFormat};
 use crate::cmd::admin::render::printable;
-use crate::context::{connect_initialised, zk_config};
+use crate::context::{connect_to_write, zk_config};
 
 /// `archivist curate ...`
 #[derive(Debug, Subcommand)]
@@ -171,7 +171,7 @@ fn print_report(global: &GlobalOpts, report: &CurationReport) -> Result<()> {
 /// Runs `archivist curate ...`. Exits 2 when a manifest or single item was left out
 /// (named in the output), 0 otherwise; a feed's non-audio items are listed but normal.
 pub async fn run(global: &GlobalOpts, command: CurateCommand) -> Result<ExitCode> {
-    let session = connect_initialised(global).await?;
+    let session = connect_to_write(global).await?;
     let db = crate::context::database(global).await?;
     let (report, strict) = match command {
         CurateCommand::Feed {

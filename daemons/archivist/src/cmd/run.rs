@@ -92,11 +92,18 @@ pub async fn run(global: &GlobalOpts, args: RunArgs) -> Result<ExitCode> {
             ),
             None => archivist_engine::counter::Archived::NONE,
         };
+        let deployment = match &opened {
+            Some(db) => archivist_db::deployment::get(db).await?,
+            None => None,
+        };
         let session = archivist_engine::Session::connect(&zk).await?;
         archivist_engine::tree::init_past(
             &session,
             concat!("archivist ", env!("CARGO_PKG_VERSION")),
-            &archived,
+            &archivist_engine::tree::FromDatabase {
+                archived,
+                deployment: deployment.as_deref(),
+            },
         )
         .await?;
         if let Some(db) = &opened {

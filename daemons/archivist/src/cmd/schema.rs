@@ -51,11 +51,15 @@ pub async fn init(global: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
     let archived = archivist_engine::counter::Archived::from_highest_job(
         archivist_db::research::highest_job(&db).await?.as_deref(),
     );
+    let deployment = archivist_db::deployment::get(&db).await?;
     let session = Session::connect(&zk_config(global)?).await?;
     let report = archivist_engine::tree::init_past(
         &session,
         concat!("archivist ", env!("CARGO_PKG_VERSION")),
-        &archived,
+        &archivist_engine::tree::FromDatabase {
+            archived,
+            deployment: deployment.as_deref(),
+        },
     )
     .await?;
     let mode = if args.adopt_database {
@@ -87,7 +91,12 @@ pub async fn init(global: &GlobalOpts, args: InitArgs) -> Result<ExitCode> {
         );
     }
     if let Some(why) = &report.meta_rewritten {
-        outln!("/meta did not decode ({why}): rewritten");
+        match &report.meta_kept_deployment {
+            Some(id) => outln!(
+                "/meta did not decode ({why}): rewritten with the database's deployment id {id}"
+            ),
+            None => outln!("/meta did not decode ({why}): rewritten"),
+        }
     }
     for (counter, from, to) in &report.counters_moved {
         outln!("{counter} was behind the ids in use: moved from {from} to {to}");

@@ -128,7 +128,7 @@ pub async fn complete(session: &Session, id: &str, found: &[(&str, f64)]) {
             clip_stamp: None,
             episode_duration_s: 3600.0,
             clip_duration_s: 5.0,
-            researched_at: archivist_engine::clock::local_now(),
+            researched_at: archivist_engine::clock::stamp_now(),
             is_final: clip == job.clips.last().expect("clips"),
         };
         let name = paths::report_name(&job.id, clip);

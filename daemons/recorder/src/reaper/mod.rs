@@ -55,7 +55,7 @@ fn candidate_data(identity: &Identity) -> Result<Vec<u8>, EngineError> {
         host: member::hostname(),
         pid: std::process::id(),
         metrics: None,
-        started: clock::local_now(),
+        started: clock::stamp_now(),
         work_item_ttl_ms: None,
     };
     store::encode(&paths::election("reaper"), &record)

@@ -159,7 +159,7 @@ pub async fn report(
         clip_stamp: None,
         episode_duration_s: 3600.0,
         clip_duration_s: 5.0,
-        researched_at: archivist_engine::clock::local_now(),
+        researched_at: archivist_engine::clock::stamp_now(),
         is_final,
     };
     let name = paths::report_name(&job.id, &record.clip);

@@ -45,6 +45,16 @@ pub struct Fetched {
     pub validators: Validators,
 }
 
+/// The answer to a conditional GET.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// A whole body (checked as any download).
+    Body(Fetched),
+    /// `304 Not Modified`, with the validators the `304` carried (its `ETag` says which
+    /// of the entity tags asked with the server still serves).
+    NotModified(Validators),
+}
+
 /// A response's validators (RFC 9110 section 8.8), sent back as `If-None-Match` and
 /// `If-Modified-Since` to ask whether a stored body is still what the server serves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -86,6 +96,18 @@ pub struct Downloader {
     /// Per host: not before this instant (a `Retry-After` or a failure's backoff), shared
     /// by every download of this process (episodes and clips).
     hosts: HostBackoff,
+}
+
+/// A `304 Not Modified` to a request that asked nothing: no body, and nothing it could
+/// refer to (a misconfigured server or cache).
+fn not_modified_unasked(url: &str) -> DownloadError {
+    DownloadError::Network {
+        url: url.to_string(),
+        reason: "the server answered 304 Not Modified to a request without validators \
+                 (no If-None-Match or If-Modified-Since was sent): no body to research"
+            .into(),
+        transient: false,
+    }
 }
 
 /// Lowercase hex of bytes.
@@ -210,28 +232,29 @@ impl Downloader {
         Ok(fetched)
     }
 
-    /// A conditional [`Downloader::fetch_audio`]: asks with `validators` (which must not
-    /// be empty) and answers `None` when the server says `304 Not Modified` (no body, no
-    /// file). A server that ignores them answers with the whole body, checked as any.
+    /// A conditional [`Downloader::fetch_audio`]: asks whether the server still serves
+    /// one of the bodies `known` describes (their entity tags as one `If-None-Match`
+    /// list, RFC 9110 section 13.1.2, and the first's `Last-Modified` as
+    /// `If-Modified-Since`); `known` must hold a validator. A server that ignores them
+    /// answers with the whole body, checked as any.
     pub async fn fetch_audio_if_changed(
         &self,
         url: &str,
         dest: &Path,
-        validators: &Validators,
+        known: &[Validators],
         cancel: &CancellationToken,
         progress: Progress<'_>,
-    ) -> Result<Option<Fetched>, DownloadError> {
-        let Some(fetched) = self
-            .fetch_with(url, dest, Some(validators), cancel, progress)
-            .await?
-        else {
-            return Ok(None);
-        };
-        if let Err(e) = check_audio(&fetched.path, url, fetched.content_type.as_deref()).await {
-            let _ = tokio::fs::remove_file(dest).await;
-            return Err(e);
+    ) -> Result<Answer, DownloadError> {
+        let answer = self
+            .fetch_with(url, dest, Some(known), cancel, progress)
+            .await?;
+        if let Answer::Body(fetched) = &answer {
+            if let Err(e) = check_audio(&fetched.path, url, fetched.content_type.as_deref()).await {
+                let _ = tokio::fs::remove_file(dest).await;
+                return Err(e);
+            }
         }
-        Ok(Some(fetched))
+        Ok(answer)
     }
 
     /// Fetches `url` into `dest`, retrying transient failures with exponential backoff
@@ -244,25 +267,21 @@ impl Downloader {
         progress: Progress<'_>,
     ) -> Result<Fetched, DownloadError> {
         match self.fetch_with(url, dest, None, cancel, progress).await? {
-            Some(fetched) => Ok(fetched),
+            Answer::Body(fetched) => Ok(fetched),
             // Only a conditional request is answered 304 (see `get_once`).
-            None => Err(DownloadError::Network {
-                url: url.to_string(),
-                reason: "304 Not Modified to a request that was not conditional".into(),
-                transient: false,
-            }),
+            Answer::NotModified(_) => Err(not_modified_unasked(url)),
         }
     }
 
-    /// [`Downloader::fetch`], conditional when `validators` are given (`None`: 304).
+    /// [`Downloader::fetch`], conditional when `known` validators are given.
     async fn fetch_with(
         &self,
         url: &str,
         dest: &Path,
-        validators: Option<&Validators>,
+        known: Option<&[Validators]>,
         cancel: &CancellationToken,
         progress: Progress<'_>,
-    ) -> Result<Option<Fetched>, DownloadError> {
+    ) -> Result<Answer, DownloadError> {
         let parsed = self.check_url(url)?;
         let started = Instant::now();
         let mut attempt = 0u32;
@@ -279,10 +298,10 @@ impl Downloader {
             }
             let once = if parsed.scheme() == "file" {
                 self.copy_file(url, &parsed, dest, progress)
-                    .map(|r| r.map(Some))
+                    .map(|r| r.map(Answer::Body))
                     .boxed()
             } else {
-                self.get_once(url, parsed.clone(), dest, validators, progress)
+                self.get_once(url, parsed.clone(), dest, known, progress)
                     .boxed()
             };
             let outcome = tokio::select! {
@@ -290,11 +309,11 @@ impl Downloader {
                 _ = cancel.cancelled() => Err(DownloadError::Cancelled { url: url.to_string() }),
             };
             match outcome {
-                Ok(Some(mut fetched)) => {
+                Ok(Answer::Body(mut fetched)) => {
                     fetched.attempts = attempt;
-                    break Ok(Some(fetched));
+                    break Ok(Answer::Body(fetched));
                 }
-                Ok(None) => break Ok(None),
+                Ok(not_modified) => break Ok(not_modified),
                 Err(DownloadError::Status {
                     status,
                     retry_after: Some(wait),
@@ -336,11 +355,11 @@ impl Downloader {
         };
         let secs = started.elapsed().as_secs_f64();
         match &result {
-            Ok(None) => {
+            Ok(Answer::NotModified(_)) => {
                 metrics::histogram!("archivist_researcher_download_seconds", "outcome" => "not_modified")
                     .record(secs);
             }
-            Ok(Some(f)) => {
+            Ok(Answer::Body(f)) => {
                 metrics::counter!("archivist_researcher_download_bytes_total").increment(f.bytes);
                 metrics::histogram!("archivist_researcher_download_seconds", "outcome" => "ok")
                     .record(secs);
@@ -406,19 +425,25 @@ impl Downloader {
         url: &str,
         parsed: Url,
         dest: &Path,
-        validators: Option<&Validators>,
+        known: Option<&[Validators]>,
         progress: Progress<'_>,
-    ) -> Result<Option<Fetched>, DownloadError> {
+    ) -> Result<Answer, DownloadError> {
         let wait = self.settings.connect_timeout + self.settings.read_timeout;
         let mut request = self
             .client
             .get(parsed)
             .header(reqwest::header::ACCEPT_ENCODING, "gzip, deflate");
-        if let Some(v) = validators {
-            if let Some(etag) = &v.etag {
-                request = request.header(reqwest::header::IF_NONE_MATCH, etag);
+        if let Some(known) = known {
+            let mut etags: Vec<&str> = Vec::new();
+            for etag in known.iter().filter_map(|v| v.etag.as_deref()) {
+                if !etags.contains(&etag) {
+                    etags.push(etag);
+                }
             }
-            if let Some(date) = &v.last_modified {
+            if !etags.is_empty() {
+                request = request.header(reqwest::header::IF_NONE_MATCH, etags.join(", "));
+            }
+            if let Some(date) = known.first().and_then(|v| v.last_modified.as_deref()) {
                 request = request.header(reqwest::header::IF_MODIFIED_SINCE, date);
             }
         }
@@ -431,8 +456,13 @@ impl Downloader {
             })?
             .map_err(|e| self.map_reqwest(url, &e, "waiting for the response"))?;
         let status = response.status();
-        if status == reqwest::StatusCode::NOT_MODIFIED && validators.is_some() {
-            return Ok(None);
+        if status == reqwest::StatusCode::NOT_MODIFIED {
+            if known.is_none() {
+                return Err(not_modified_unasked(url));
+            }
+            return Ok(Answer::NotModified(Validators::from_headers(
+                response.headers(),
+            )));
         }
         let final_url = response.url().to_string();
         let validators = Validators::from_headers(response.headers());
@@ -613,7 +643,7 @@ impl Downloader {
         hasher.update(&last);
         write(&mut file, dest, &last).await?;
         finish(&mut file, dest).await?;
-        Ok(Some(Fetched {
+        Ok(Answer::Body(Fetched {
             path: dest.to_path_buf(),
             bytes: got,
             sha256: hex(&hasher.finalize()),

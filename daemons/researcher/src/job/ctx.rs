@@ -94,8 +94,16 @@ pub(crate) struct JobCtx {
     request: Mutex<Option<JobRequest>>,
     /// The operator's reason given with the request, if any.
     request_reason: Mutex<Option<String>>,
-    /// Fires when an admin request (cancel, hold) arrives.
+    /// Fires when an admin request (cancel, hold) arrives, or the job is no longer this
+    /// worker's ([`JobCtx::lost`]).
     pub stop: CancellationToken,
+    /// Set once the job is seen to be no longer this worker's while its session lives:
+    /// its lock is gone (deleted by hand) or the job moved to a state a researcher does
+    /// not hold (the reaper expired it). Nothing more is written to it.
+    lost: std::sync::atomic::AtomicBool,
+    /// Whether "unreadable job" was logged for this job already (said once, not every
+    /// heartbeat: outside 17i G8).
+    told_unreadable: std::sync::atomic::AtomicBool,
     /// When this researcher took the job (research seconds and realtime factor).
     pub started: std::time::Instant,
 }
@@ -130,6 +138,8 @@ impl JobCtx {
             request: Mutex::new(None),
             request_reason: Mutex::new(None),
             stop: CancellationToken::new(),
+            lost: std::sync::atomic::AtomicBool::new(false),
+            told_unreadable: std::sync::atomic::AtomicBool::new(false),
             started: std::time::Instant::now(),
         }
     }
@@ -165,6 +175,34 @@ impl JobCtx {
             }
             self.stop.cancel();
         }
+    }
+
+    /// Is the job no longer this worker's (its lock gone, or moved by another hand)?
+    pub fn lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Marks the job as no longer this worker's and stops its work, saying why once
+    /// (outside 17i G7: a researcher whose lock was deleted by hand went on downloading,
+    /// wrote progress into the expired job and ended with "transition expired ->
+    /// researching is not in the state table").
+    fn lose(&self, why: &str) {
+        if !self.lost.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::warn!(job = %self.job_id, episode = %self.episode, "{why}: this researcher no longer owns the job; its work stops and nothing more is written to it");
+        }
+        self.stop.cancel();
+    }
+
+    /// Adopts a newer reading of the job, or loses the job if it is in a state a
+    /// researcher does not hold.
+    fn adopt(&self, held: &mut Held, job: JobRecord, version: i32) {
+        if !matches!(job.status, JobState::Leased | JobState::Researching) {
+            self.lose(&format!("the job is {} now", job.status));
+            return;
+        }
+        self.note_request(&job);
+        held.job = job;
+        held.version = version;
     }
 
     /// Snapshot of the progress.
@@ -272,6 +310,13 @@ impl JobCtx {
     /// that no longer allows the move is [`EngineError::WrongState`].
     pub async fn transition(&self, m: Move) -> Result<(), EngineError> {
         let mut held = self.held.lock().await;
+        if self.lost() {
+            return Err(EngineError::WrongState {
+                job: self.job_id.clone(),
+                expected: held.job.status,
+                actual: held.job.status,
+            });
+        }
         let job_path = self.job_path();
         let lease_path = self.lease_path();
         let lock_path = self.lock.path.clone();
@@ -459,6 +504,15 @@ impl JobCtx {
         }
         let progress = self.progress();
         if progress == held.job.progress {
+            // Nothing to write: still look at the lock, so a lock deleted by hand stops
+            // the work within a heartbeat.
+            match store::exists(&self.session, &self.lock.path).await {
+                Ok(Some(stat)) if stat.ephemeral_owner == self.session.id_number() => {}
+                Ok(_) => self.lose("its lock is gone (deleted by hand?)"),
+                Err(e) => {
+                    tracing::debug!(job = %self.job_id, error = %e, "cannot look at the lock")
+                }
+            }
             return;
         }
         let job_path = self.job_path();
@@ -471,19 +525,34 @@ impl JobCtx {
                 return;
             }
         };
-        match client.set_data(&job_path, &data, Some(held.version)).await {
-            Ok(stat) => {
-                held.job = next;
-                held.version = stat.version;
-            }
-            Err(zk::Error::BadVersion) => match jobs::read(&self.session, &self.job_id).await {
-                Ok((job, version)) => {
-                    self.note_request(&job);
-                    held.job = job;
-                    held.version = version;
-                }
-                Err(e) => tracing::warn!(job = %self.job_id, error = %e, "cannot re-read job"),
+        // Lock, then write: the progress goes in only while this worker's lock is there.
+        let write = [
+            Op::Check {
+                path: self.lock.path.clone(),
+                version: self.lock.version,
             },
+            Op::SetData {
+                path: job_path.clone(),
+                data,
+                version: Some(held.version),
+            },
+        ];
+        match ops::commit(&self.session, &write).await {
+            Ok(results) => {
+                if let Some(zk::MultiWriteResult::SetData { stat }) = results.get(1) {
+                    held.version = stat.version;
+                    held.job = next;
+                }
+            }
+            Err(EngineError::Precondition { index: 0, .. }) => {
+                self.lose("its lock is gone (deleted by hand?)");
+            }
+            Err(EngineError::Precondition { index: 1, .. }) => {
+                match jobs::read(&self.session, &self.job_id).await {
+                    Ok((job, version)) => self.adopt(&mut held, job, version),
+                    Err(e) => tracing::warn!(job = %self.job_id, error = %e, "cannot re-read job"),
+                }
+            }
             Err(e) => tracing::warn!(job = %self.job_id, error = %e, "progress write failed"),
         }
     }
@@ -494,11 +563,11 @@ impl JobCtx {
     pub async fn refresh(&self) {
         match jobs::read(&self.session, &self.job_id).await {
             Ok((job, version)) => {
-                self.note_request(&job);
                 let mut held = self.held.lock().await;
                 if version > held.version {
-                    held.job = job;
-                    held.version = version;
+                    self.adopt(&mut held, job, version);
+                } else {
+                    self.note_request(&job);
                 }
             }
             Err(e) => tracing::warn!(job = %self.job_id, error = %e, "cannot re-read job"),
@@ -512,14 +581,21 @@ impl JobCtx {
             Ok((data, stat, watcher)) => {
                 match archivist_engine::schema::records::decode::<JobRecord>(&path, &data) {
                     Ok(job) => {
-                        self.note_request(&job);
                         let mut held = self.held.lock().await;
                         if stat.version > held.version {
-                            held.job = job;
-                            held.version = stat.version;
+                            self.adopt(&mut held, job, stat.version);
+                        } else {
+                            self.note_request(&job);
                         }
                     }
-                    Err(e) => tracing::warn!(job = %self.job_id, error = %e, "unreadable job"),
+                    Err(e) => {
+                        if !self
+                            .told_unreadable
+                            .swap(true, std::sync::atomic::Ordering::Relaxed)
+                        {
+                            tracing::warn!(job = %self.job_id, error = %e, "unreadable job record: this researcher goes on with the job as it read it at the claim (said once; `archivist fsck` names the record)");
+                        }
+                    }
                 }
                 Some(watcher)
             }

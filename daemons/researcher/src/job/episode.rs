@@ -22,9 +22,12 @@ use archivist_media::{Key, Lookup};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
+use archivist_matcher::decode::decode_file;
+
 use super::ctx::JobCtx;
 use super::Worker;
-use crate::download::{Fetched, Validators};
+use crate::clips::relabel;
+use crate::download::{Answer, Fetched, Validators};
 
 /// Where the job's audio came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,8 +58,26 @@ pub(crate) struct Audio {
     pub fetched: Option<Fetched>,
     /// The episode's pin when the job started (`None`: not yet pinned).
     pub pin: Option<Pin>,
-    /// A revalidation found the server serving other bytes than the stored pin.
-    pub changed: Option<Fetched>,
+    /// What a revalidation of the stored pin found.
+    pub revalidated: Revalidated,
+}
+
+/// What the conditional GET before researching a stored pin found.
+#[derive(Debug, Default)]
+pub(crate) enum Revalidated {
+    /// Not asked, `304` for the pin, or the question failed (logged).
+    #[default]
+    Unchanged,
+    /// A `200` with the pin's bytes (a server ignoring the validators): `bytes` came.
+    SameBytes { bytes: u64 },
+    /// A `304` naming the entity tag of `sha256`, an other rendition recorded before:
+    /// the server still serves that audio (nothing new to record or count).
+    StillOther { sha256: String },
+    /// A `200` with other bytes that decoded whole: a new rendition.
+    Changed { fetched: Fetched, duration_s: f64 },
+    /// A `200` whose body fails the checks a download must pass (not decoded whole): a
+    /// broken response, not a rendition.
+    Broken { bytes: u64, reason: String },
 }
 
 /// A database error as the job sees it: a stored value that does not parse fails the
@@ -112,6 +133,10 @@ impl Worker {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, rendition = %short(sha), %actual, "the stored pinned rendition was damaged (deleted); downloading it again");
                 None
             }
+            Ok(Lookup::NotAnObject { what }) => {
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, rendition = %short(sha), %what, "the media store held something that is not an object under the pinned rendition's name (removed); downloading it again");
+                None
+            }
             Err(e) => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "media store unusable; downloading");
                 None
@@ -119,39 +144,106 @@ impl Worker {
         }
     }
 
-    /// Asks the server whether the pinned rendition is still what it serves (a
-    /// conditional GET with the pin's validators). Other audio is returned (its file
-    /// removed: the job researches the pin); a `304`, the same bytes, a pin without
-    /// validators or any failure is `None` (a failure is logged: the pinned audio is
-    /// still the audio to research).
+    /// Asks the server whether the pinned rendition is still what it serves: a
+    /// conditional GET listing the pin's entity tag and that of the latest other
+    /// rendition recorded from this URL (so a server that changed once, a re-upload,
+    /// answers `304` from then on instead of the whole new body). Other bytes are
+    /// decoded whole before they count as a rendition (the checks a download passes);
+    /// the body's file is removed either way: the job researches the pin. A failure is
+    /// logged and is `Unchanged`: the pinned audio is still the audio to research.
     pub(crate) async fn revalidate(
         &self,
         ctx: &JobCtx,
         url: &str,
         pin: &Pin,
         dest: &Path,
-    ) -> Option<Fetched> {
+    ) -> Revalidated {
         let validators = Validators {
             etag: pin.rendition.etag.clone(),
             last_modified: pin.rendition.last_modified.clone(),
         };
         if !self.revalidate || validators.is_empty() {
-            return None;
+            return Revalidated::Unchanged;
+        }
+        let other = self.latest_other(ctx, url, pin).await;
+        let mut known = vec![validators];
+        if let Some(o) = &other {
+            known.push(Validators {
+                etag: o.etag.clone(),
+                last_modified: None,
+            });
         }
         let never = CancellationToken::new();
         let progress = |_: u64, _: Option<u64>| {};
         let answer = self
             .downloader
-            .fetch_audio_if_changed(url, dest, &validators, &never, &progress)
+            .fetch_audio_if_changed(url, dest, &known, &never, &progress)
             .await;
-        let _ = tokio::fs::remove_file(dest).await;
-        match answer {
-            Ok(None) => None,
-            Ok(Some(f)) if f.sha256 == pin.rendition.sha256 => None,
-            Ok(Some(f)) => Some(f),
+        let found = match answer {
+            Ok(Answer::NotModified(v)) => match (&other, v.etag) {
+                (Some(o), Some(etag)) if o.etag.as_deref().is_some_and(|e| same_etag(e, &etag)) => {
+                    Revalidated::StillOther {
+                        sha256: o.sha256.clone(),
+                    }
+                }
+                _ => Revalidated::Unchanged,
+            },
+            Ok(Answer::Body(f)) if f.sha256 == pin.rendition.sha256 => {
+                Revalidated::SameBytes { bytes: f.bytes }
+            }
+            Ok(Answer::Body(f)) => self.decode_whole(ctx, url, f).await,
             Err(e) => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "could not revalidate the pinned rendition; researching it");
+                Revalidated::Unchanged
+            }
+        };
+        let _ = tokio::fs::remove_file(dest).await;
+        found
+    }
+
+    /// The latest rendition recorded from `url` other than the pin, with an entity tag
+    /// of its own (a server that gives every body the same tag cannot say which one it
+    /// serves, so its `304` stays the pin's).
+    async fn latest_other(&self, ctx: &JobCtx, url: &str, pin: &Pin) -> Option<Rendition> {
+        let pin_tag = pin.rendition.etag.as_deref();
+        let own_tag = |t: &str| !pin_tag.is_some_and(|p| same_etag(p, t));
+        match renditions::list(&self.db, &ctx.episode).await {
+            Ok(all) => all.into_iter().rev().find(|r| {
+                r.sha256 != pin.rendition.sha256
+                    && r.url == url
+                    && r.etag.as_deref().is_some_and(own_tag)
+            }),
+            Err(e) => {
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "could not list the episode's renditions; revalidating with the pin's validators only");
                 None
+            }
+        }
+    }
+
+    /// Other bytes from a revalidation: a rendition only if they decode whole, as a
+    /// download must (a truncated body is a broken response, not other audio).
+    async fn decode_whole(&self, ctx: &JobCtx, url: &str, f: Fetched) -> Revalidated {
+        let path = f.path.clone();
+        let label = url.to_string();
+        let decoded = tokio::task::spawn_blocking(move || {
+            decode_file(&path)
+                .map(|a| a.duration_s)
+                .map_err(|e| relabel(e, &label).to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("{url}: the decode task failed: {e}")));
+        match decoded {
+            Ok(duration_s) => Revalidated::Changed {
+                fetched: f,
+                duration_s,
+            },
+            Err(reason) => {
+                metrics::counter!("archivist_researcher_revalidation_broken_total").increment(1);
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, %url, bytes = f.bytes, %reason, "the server answered the revalidation with a broken response (not recorded as a rendition); researching the pinned audio");
+                Revalidated::Broken {
+                    bytes: f.bytes,
+                    reason,
+                }
             }
         }
     }
@@ -169,7 +261,16 @@ impl Worker {
     ) -> Result<String, EngineError> {
         metrics::counter!("archivist_researcher_episode_audio_total", "source" => audio.source.label())
             .increment(1);
+        let revalidation_bytes = match &audio.revalidated {
+            Revalidated::SameBytes { bytes } | Revalidated::Broken { bytes, .. } => *bytes,
+            Revalidated::Changed { fetched, .. } => fetched.bytes,
+            Revalidated::Unchanged | Revalidated::StillOther { .. } => 0,
+        };
         let mut note = match audio.source {
+            Source::Store if revalidation_bytes > 0 => format!(
+                "rendition {} from the media store ({revalidation_bytes} episode bytes downloaded by the re-validation)",
+                short(&audio.sha256)
+            ),
             Source::Store => format!(
                 "rendition {} from the media store (0 episode bytes downloaded)",
                 short(&audio.sha256)
@@ -180,22 +281,35 @@ impl Worker {
                 audio.bytes
             ),
         };
-        if let Some(other) = &audio.changed {
-            // Revalidation: the server serves other bytes; the job researched the pin.
-            let new = rendition_of(&ctx.episode, url, other, None);
-            renditions::record(&self.db, &new).await.map_err(db_error)?;
-            self.report_change(
-                ctx,
-                url,
-                &audio.sha256,
-                other,
-                "kept: this job researched the pinned audio from the store",
-            );
-            note.push_str(&format!(
-                "; the server now serves other audio (rendition {}, {} bytes), recorded as a new rendition; the pin is kept",
-                short(&other.sha256),
-                other.bytes
-            ));
+        match &audio.revalidated {
+            Revalidated::Changed {
+                fetched: other,
+                duration_s,
+            } => {
+                // The server serves other bytes; the job researched the pin.
+                let new = rendition_of(&ctx.episode, url, other, Some(*duration_s));
+                renditions::record(&self.db, &new).await.map_err(db_error)?;
+                self.report_change(
+                    ctx,
+                    url,
+                    &audio.sha256,
+                    other,
+                    "kept: this job researched the pinned audio from the store",
+                );
+                note.push_str(&format!(
+                    "; the server now serves other audio (rendition {}, {} bytes), recorded as a new rendition; the pin is kept",
+                    short(&other.sha256),
+                    other.bytes
+                ));
+            }
+            Revalidated::StillOther { sha256 } => note.push_str(&format!(
+                "; the server still serves the other audio recorded before (rendition {}: 304 Not Modified to its ETag); the pin is kept",
+                short(sha256)
+            )),
+            Revalidated::Broken { bytes, reason } => note.push_str(&format!(
+                "; the re-validation got a broken response ({bytes} bytes that do not decode whole: {reason}), not recorded as a rendition; the pin is kept"
+            )),
+            Revalidated::Unchanged | Revalidated::SameBytes { .. } => {}
         }
         if let (Source::Download, Some(fetched)) = (audio.source, &audio.fetched) {
             let this = rendition_of(&ctx.episode, url, fetched, Some(duration_s));
@@ -229,7 +343,9 @@ impl Worker {
                     ));
                 }
             }
-            self.keep(ctx, audio).await;
+            if let Some(why) = self.keep(ctx, audio).await {
+                note.push_str(&format!("; not kept in the media store: {why}"));
+            }
         }
         renditions::record_run(&self.db, &ctx.episode, &ctx.job_id, &audio.sha256)
             .await
@@ -244,16 +360,29 @@ impl Worker {
     }
 
     /// Keeps a downloaded rendition in the media store; a store that fails costs only
-    /// a later download, so it is logged, not fatal.
-    async fn keep(&self, ctx: &JobCtx, audio: &Audio) {
+    /// a later download, so it is logged and counted (by the store:
+    /// `archivist_media_write_failures_total`), not fatal. Returns why it was not kept.
+    async fn keep(&self, ctx: &JobCtx, audio: &Audio) -> Option<String> {
         let stored = match Key::parse(&audio.sha256) {
-            Ok(key) => self.media.put(&key, &audio.path).await.map(|_| ()),
+            Ok(key) => self.media.put(&key, &audio.path).await,
             Err(e) => Err(e),
         };
-        if let Err(e) = stored {
-            tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "could not keep the episode in the media store");
+        match stored {
+            Ok(w) if w.stored => None,
+            Ok(_) => Some("it is larger than the whole store (researcher.media.max_bytes)".into()),
+            Err(e) => {
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "could not keep the episode in the media store; later jobs download it again");
+                Some(e.to_string())
+            }
         }
     }
+}
+
+/// Entity tags compared weakly (RFC 9110 section 8.8.3.2: `If-None-Match` uses the weak
+/// comparison), so a `W/` prefix added or dropped by a proxy does not matter.
+fn same_etag(a: &str, b: &str) -> bool {
+    let strip = |t: &str| t.trim().trim_start_matches("W/").to_string();
+    strip(a) == strip(b)
 }
 
 fn rendition_of(episode: &str, url: &str, f: &Fetched, duration_s: Option<f64>) -> Rendition {

@@ -98,6 +98,8 @@ pub(crate) struct Worker {
     pub media: archivist_media::MediaStore,
     /// Whether a stored rendition is revalidated with a conditional GET.
     pub revalidate: bool,
+    /// Tests only: a pause between reading the audio from the store and decoding it.
+    pub hold_after_read: Duration,
 }
 
 enum Decoded {
@@ -336,6 +338,10 @@ impl Worker {
     }
 
     async fn obey(&self, ctx: &JobCtx) -> Result<Outcome, EngineError> {
+        if ctx.lost() {
+            // Not a request: the job is no longer ours; whoever holds it now decides.
+            return Ok(Outcome::LockLost);
+        }
         let request = ctx.request().unwrap_or(JobRequest::Cancel);
         let (to, word) = match request {
             JobRequest::Cancel => (JobState::Cancelled, "cancel requested"),
@@ -413,11 +419,16 @@ impl Worker {
                 let check = dest.with_extension("revalidate");
                 let looked = async {
                     let hit = self.pinned_from_store(ctx, &url, p, &dest).await;
-                    let changed = match hit {
-                        Some(_) => self.revalidate(ctx, &url, p, &check).await,
-                        None => None,
+                    let revalidated = match hit {
+                        Some(_) => {
+                            if !self.hold_after_read.is_zero() {
+                                tokio::time::sleep(self.hold_after_read).await;
+                            }
+                            self.revalidate(ctx, &url, p, &check).await
+                        }
+                        None => episode::Revalidated::Unchanged,
                     };
-                    (hit, changed)
+                    (hit, revalidated)
                 };
                 tokio::select! {
                     r = looked => r,
@@ -426,10 +437,10 @@ impl Worker {
                     _ = lost.cancelled() => { remove(&dest).await; remove(&check).await; return Err(EngineError::SessionLost("while reading the media store".into())) }
                 }
             }
-            None => (None, None),
+            None => (None, episode::Revalidated::Unchanged),
         };
         let audio = match stored {
-            (Some((sha256, bytes)), changed) => {
+            (Some((sha256, bytes)), revalidated) => {
                 tracing::info!(job = %ctx.job_id, episode = %ctx.episode, state = "leased", bytes, rendition = %sha256, "episode from the media store");
                 episode::Audio {
                     path: dest.clone(),
@@ -438,14 +449,15 @@ impl Worker {
                     source: episode::Source::Store,
                     fetched: None,
                     pin,
-                    changed,
+                    revalidated,
                 }
             }
             (None, _) => {
                 let never = CancellationToken::new();
                 let progress = |bytes: u64, total: Option<u64>| ctx.downloaded(bytes, total);
-                // A file left by a crash may be a hard link to a stored object: writing
-                // into it would change the object, so it goes first.
+                // A file left by a crash goes first (one left by a version that handed
+                // out hard links may be a stored object's inode: writing into it would
+                // change the object).
                 remove(&dest).await;
                 let fetched = tokio::select! {
                     r = self.downloader.fetch_audio(&url, &dest, &never, &progress) => r,
@@ -465,7 +477,7 @@ impl Worker {
                     source: episode::Source::Download,
                     fetched: Some(fetched),
                     pin,
-                    changed: None,
+                    revalidated: episode::Revalidated::Unchanged,
                 }
             }
         };
@@ -497,6 +509,15 @@ impl Worker {
             Decoded::Ready(m, w) => (Arc::new(*m), w),
             Decoded::Failed(reason) => {
                 remove(&dest).await;
+                // Bytes from the store are the ones that decoded whole when they were
+                // downloaded (their hash proves it): say where these came from.
+                let reason = match audio.source {
+                    episode::Source::Store => format!(
+                        "{reason} (the audio was read from the media store: rendition {}, verified by its sha256)",
+                        audio.sha256
+                    ),
+                    episode::Source::Download => reason,
+                };
                 return self.fail(ctx, reason).await;
             }
         };

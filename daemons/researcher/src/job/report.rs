@@ -75,7 +75,7 @@ impl ClipOutcome {
             clip_stamp: self.clip_stamp.clone(),
             episode_duration_s,
             clip_duration_s: self.clip_duration_s,
-            researched_at: archivist_engine::clock::local_now(),
+            researched_at: archivist_engine::clock::stamp_now(),
             is_final,
         }
     }

@@ -262,6 +262,80 @@ async fn an_admin_cancel_is_obeyed_within_seconds() {
     }
 }
 
+/// Outside 17i G7: a researcher whose job lock was deleted by hand (the reaper then
+/// expired the job, correctly) went on, wrote progress into the expired job and ended
+/// with "transition expired -> researching is not in the state table". It now sees the
+/// lock gone (or the job moved) within a heartbeat, stops the work and writes nothing
+/// more to the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_researcher_whose_lock_is_deleted_stops_and_writes_nothing_more() {
+    for (config, session, db) in stores("researcher-lock-deleted").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let mut catalog = Vec::new();
+        let mut clip_ids = Vec::new();
+        for (i, (id, wav, _)) in audio.clips.iter().enumerate() {
+            let route = if i == 0 {
+                Route::audio(wav)
+            } else {
+                Route::slow_audio(wav, Duration::from_millis(1500))
+            };
+            catalog.push((id.clone(), server.route(&format!("/clips/{id}.wav"), route)));
+            clip_ids.push(id.clone());
+        }
+        add_clips(&db, &catalog).await;
+        let url = server.route("/e.wav", Route::audio(&audio.episode));
+        let job = plan(&session, "e0000001", &url, &clip_ids).await;
+        let researcher = start(
+            &config,
+            &db,
+            settings(&work_dir("lock-deleted")),
+            "researcher-lock-deleted",
+        );
+        assert!(
+            eventually(Duration::from_secs(30), || async {
+                !reports(&session, &job.id).await.is_empty()
+            })
+            .await,
+            "first clip reported"
+        );
+        // An operator deletes the lock by hand; the reaper expires the unlocked job.
+        session
+            .client()
+            .delete(&paths::job_lock(&job.id), None)
+            .await
+            .expect("delete the lock");
+        expire(&session, &job.id).await;
+        let (_, expired_at) = archivist_engine::jobs::read(&session, &job.id)
+            .await
+            .unwrap();
+        let reported = reports(&session, &job.id).await.len();
+        // Several heartbeats (300 ms) and slow clips (1.5 s) later: nothing written.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let (after, version) = archivist_engine::jobs::read(&session, &job.id)
+            .await
+            .unwrap();
+        assert_eq!(after.status, JobState::Expired);
+        assert_eq!(
+            version, expired_at,
+            "the job was written after it expired: {after:#?}"
+        );
+        assert_eq!(reports(&session, &job.id).await.len(), reported);
+        assert!(!archivist_testkit::locked(&session, &job.id).await);
+        // The researcher is free for other work: its slot was given back.
+        let other = plan(&session, "e0000002", &url, &clip_ids[..1]).await;
+        let done = wait_for(
+            &session,
+            &other.id,
+            &[JobState::Reported],
+            Duration::from_secs(30),
+        )
+        .await;
+        assert_eq!(done.status, JobState::Reported);
+        researcher.stop().await;
+    }
+}
+
 /// Issue 18: a clip whose stored error was made with an older version of it (the clip
 /// was fixed and re-curated since) is researched again, not skipped as researched; a
 /// clip settled with a current error stays skipped.

@@ -105,6 +105,8 @@ struct State {
     hits: HashMap<String, usize>,
     bytes: HashMap<String, u64>,
     times: HashMap<String, Vec<std::time::Instant>>,
+    /// Each request's `If-None-Match`, in order.
+    asked: HashMap<String, Vec<Option<String>>>,
 }
 
 /// A running server.
@@ -155,6 +157,17 @@ impl Server {
             .unwrap_or_default()
     }
 
+    /// The `If-None-Match` of each request for `path` so far.
+    pub fn if_none_match(&self, path: &str) -> Vec<Option<String>> {
+        self.state
+            .lock()
+            .unwrap()
+            .asked
+            .get(path)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Body bytes sent for `path` so far (`Ok` and `Tagged` routes).
     pub fn bytes_served(&self, path: &str) -> u64 {
         self.state
@@ -181,6 +194,7 @@ impl Server {
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        304 => "Not Modified",
         404 => "Not Found",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
@@ -220,6 +234,10 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             .entry(path.clone())
             .or_default()
             .push(std::time::Instant::now());
+        st.asked
+            .entry(path.clone())
+            .or_default()
+            .push(if_none_match.clone());
         (st.routes.get(&path).cloned(), hit)
     };
     let mut route = route.unwrap_or(Route::Status(404));
@@ -271,7 +289,11 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
         Route::Tagged { body, etag } => {
             let validators =
                 format!("ETag: {etag}\r\nLast-Modified: Tue, 24 Nov 2026 10:00:00 GMT\r\n");
-            if if_none_match.as_deref() == Some(etag.as_str()) {
+            // A list of entity tags (RFC 9110 section 13.1.2): any one matching.
+            let matches = if_none_match
+                .as_deref()
+                .is_some_and(|list| list.split(',').any(|t| t.trim() == etag));
+            if matches {
                 let header =
                     format!("HTTP/1.1 304 Not Modified\r\n{validators}Connection: close\r\n\r\n");
                 stream.write_all(header.as_bytes()).await?;

@@ -27,17 +27,34 @@ async fn research(
     clips: &[String],
 ) -> (JobRecord, Vec<ReportRecord>) {
     let job = plan(session, episode, url, clips).await;
-    let done = wait_for(
-        session,
-        &job.id,
-        &[JobState::Reported, JobState::Failed],
-        Duration::from_secs(60),
-    )
-    .await;
+    let done = finished(session, &job.id).await;
     assert_eq!(done.status, JobState::Reported, "{done:#?}");
     let reports = record_reports(session, db).await;
     close_reported(session, &job.id).await;
     (done, reports)
+}
+
+/// Serves `body` at `/e1.wav` with the entity tag `etag` (a `304` to a request naming
+/// it); returns the URL.
+fn tagged(server: &Server, body: std::sync::Arc<Vec<u8>>, etag: &str) -> String {
+    server.route(
+        "/e1.wav",
+        Route::Tagged {
+            body,
+            etag: etag.into(),
+        },
+    )
+}
+
+/// Waits for a job to be reported or failed.
+async fn finished(session: &Session, job: &str) -> JobRecord {
+    wait_for(
+        session,
+        job,
+        &[JobState::Reported, JobState::Failed],
+        Duration::from_secs(60),
+    )
+    .await
 }
 
 /// The `media decoded` event's text: what the operator reads in `archivist jobs show`.
@@ -84,13 +101,7 @@ async fn an_episode_is_downloaded_once_and_a_new_clip_against_stored_episodes_do
         let clips = serve_clips(&db, &server, 4).await;
         let len = audio.episode.len() as u64;
         // One host answers conditional GETs, one sends no validators at all.
-        let tagged = server.route(
-            "/e1.wav",
-            Route::Tagged {
-                body: audio.episode.clone(),
-                etag: "\"v1\"".into(),
-            },
-        );
+        let tagged = tagged(&server, audio.episode.clone(), "\"v1\"");
         let plain = server.route("/e2.wav", Route::audio(&audio.episode));
         let work = work_dir("media-once");
         let researcher = start(&config, &db, settings(&work), "researcher-media-once");
@@ -167,13 +178,7 @@ async fn other_audio_at_the_same_url_is_a_new_rendition_and_results_stay_on_the_
         let server = Server::start().await;
         let audio = audio();
         let clips = serve_clips(&db, &server, 3).await;
-        let url = server.route(
-            "/e1.wav",
-            Route::Tagged {
-                body: audio.episode.clone(),
-                etag: "\"v1\"".into(),
-            },
-        );
+        let url = tagged(&server, audio.episode.clone(), "\"v1\"");
         let work = work_dir("media-change");
         let researcher = start(&config, &db, settings(&work), "researcher-media-change");
         research(&session, &db, "e0000001", &url, &clips[..1]).await;
@@ -184,13 +189,7 @@ async fn other_audio_at_the_same_url_is_a_new_rendition_and_results_stay_on_the_
             "wav",
             &["-af", "adelay=3000:all=1", "-ar", "8000", "-ac", "1"],
         ));
-        server.route(
-            "/e1.wav",
-            Route::Tagged {
-                body: with_ad.clone(),
-                etag: "\"v2\"".into(),
-            },
-        );
+        tagged(&server, with_ad.clone(), "\"v2\"");
         let (job, reports) = research(&session, &db, "e0000001", &url, &clips[2..3]).await;
         // Measured on the pinned audio: the jingle at 14.0 s, not 17.0 s.
         assert_near(
@@ -327,13 +326,7 @@ async fn audio_that_fails_its_checks_is_neither_pinned_nor_stored() {
         let work = work_dir("media-incomplete");
         let researcher = start(&config, &db, settings(&work), "researcher-media-incomplete");
         let job = plan(&session, "e0000001", &url, &clips).await;
-        let failed = wait_for(
-            &session,
-            &job.id,
-            &[JobState::Reported, JobState::Failed],
-            Duration::from_secs(60),
-        )
-        .await;
+        let failed = finished(&session, &job.id).await;
         assert_eq!(failed.status, JobState::Failed, "{failed:#?}");
         assert!(
             failed
@@ -366,12 +359,323 @@ async fn audio_that_fails_its_checks_is_neither_pinned_nor_stored() {
 
 /// Waits for a retried job of one clip to be reported.
 async fn reported_after_retry_one(session: &Session, job: &str) {
-    let done = wait_for(
-        session,
-        job,
-        &[JobState::Reported, JobState::Failed],
-        Duration::from_secs(60),
-    )
-    .await;
+    let done = finished(session, job).await;
     assert_eq!(done.status, JobState::Reported, "{done:#?}");
+}
+
+/// The same WAV with its samples rotated by `secs` (8 kHz, 16-bit mono, 44-byte
+/// header): other audio of exactly the same size, every clip `secs` later.
+fn rotated(wav: &[u8], secs: f64) -> Vec<u8> {
+    let (head, data) = wav.split_at(44);
+    let by = (secs * 8000.0) as usize * 2;
+    let mut out = head.to_vec();
+    out.extend_from_slice(&data[data.len() - by..]);
+    out.extend_from_slice(&data[..data.len() - by]);
+    assert_eq!(out.len(), wav.len());
+    out
+}
+
+/// Writes `bytes` into the file at `path` in place (the same inode), as `dd
+/// conv=notrunc`, `cp` onto an existing file or `rsync --inplace` do.
+fn overwrite_in_place(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all(bytes).unwrap();
+    f.sync_all().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_changed_in_place_while_a_job_holds_its_audio_does_not_change_what_it_researches()
+{
+    for (config, session, db) in stores("researcher-media-inplace").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 3).await;
+        let url = tagged(&server, audio.episode.clone(), "\"v1\"");
+        let work = work_dir("media-inplace");
+        // Each job holds its audio 2 s between the store read and the decode.
+        let media = archivist_researcher::MediaSettings {
+            hold_after_read: Duration::from_secs(2),
+            ..Default::default()
+        };
+        let researcher = start(
+            &config,
+            &db,
+            settings(&work).with_media(media),
+            "researcher-media-inplace",
+        );
+        research(&session, &db, "e0000001", &url, &clips[..1]).await;
+        let key = sha(&audio.episode);
+        let object = work.join("media").join(&key);
+        let other = rotated(&audio.episode, 3.0);
+
+        let job = plan(&session, "e0000001", &url, &clips[2..3]).await;
+        let held = work.join("episodes").join(format!("{}.media", job.id));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        // Held: the job's file is whole (an overwrite during the copy would be a hash
+        // mismatch, a case of its own).
+        let len = audio.episode.len() as u64;
+        while std::fs::metadata(&held).map(|m| m.len()).unwrap_or(0) < len {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the job never read the store"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // While the job holds its audio, other audio is written into the object in place.
+        overwrite_in_place(&object, &other);
+        let done = finished(&session, &job.id).await;
+        assert_eq!(done.status, JobState::Reported, "{done:#?}");
+        let reports = record_reports(&session, &db).await;
+        close_reported(&session, &job.id).await;
+        // Measured on the pinned bytes (14.0 s), not on what the object became (17.0 s).
+        assert_near(
+            &offsets(&reports, &clips[2]),
+            &audio.clips[2].2,
+            "clip 3 on the pinned audio",
+        );
+        assert_eq!(
+            renditions::of_runs(&db, "e0000001").await.unwrap()[&job.id],
+            key
+        );
+        // The next job finds the changed object: deleted, fetched again, true offsets.
+        let (job, reports) = research(&session, &db, "e0000001", &url, &clips[1..2]).await;
+        let note = decoded_note(&job);
+        assert!(
+            note.contains("downloaded") && note.contains("the pinned audio"),
+            "{note}"
+        );
+        assert_near(&offsets(&reports, &clips[1]), &audio.clips[1].2, "clip 2");
+        assert_eq!(hash_file(&object).unwrap().0, Key::parse(&key).unwrap());
+        researcher.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_entry_that_is_not_a_file_is_replaced_by_the_next_download() {
+    for (config, session, db) in stores("researcher-media-notfile").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 3).await;
+        let url = server.route("/e1.wav", Route::audio(&audio.episode));
+        let work = work_dir("media-notfile");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-notfile");
+        research(&session, &db, "e0000001", &url, &clips[..1]).await;
+        let key = sha(&audio.episode);
+        let object = work.join("media").join(&key);
+        // A careless restore left a directory where the object was.
+        std::fs::remove_file(&object).unwrap();
+        std::fs::create_dir_all(object.join("inner")).unwrap();
+        let len = audio.episode.len() as u64;
+        let (job, _) = research(&session, &db, "e0000001", &url, &clips[1..2]).await;
+        assert!(decoded_note(&job).contains("downloaded"));
+        assert_eq!(server.bytes_served("/e1.wav"), 2 * len);
+        assert!(
+            object.is_file(),
+            "the directory was not replaced by the object"
+        );
+        // Healed: the next job reads the store.
+        let (job, _) = research(&session, &db, "e0000001", &url, &clips[2..3]).await;
+        let note = decoded_note(&job);
+        assert!(note.contains("from the media store"), "{note}");
+        assert_eq!(server.bytes_served("/e1.wav"), 2 * len);
+        researcher.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_be_written_is_said_in_the_jobs_event() {
+    for (config, session, db) in stores("researcher-media-unwritable").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 2).await;
+        let e1 = server.route("/e1.wav", Route::audio(&audio.episode));
+        let e2 = server.route("/e2.wav", Route::audio(&audio.episode));
+        let work = work_dir("media-unwritable");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-unwritable");
+        let (job, _) = research(&session, &db, "e0000001", &e1, &clips[..1]).await;
+        assert!(!decoded_note(&job).contains("not kept"), "{job:#?}");
+        // The store's directory is gone and a file holds its name: nothing can be written.
+        let dir = work.join("media");
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::write(&dir, b"not a directory").unwrap();
+        let (job, reports) = research(&session, &db, "e0000002", &e2, &clips[1..2]).await;
+        let note = decoded_note(&job);
+        assert!(note.contains("not kept in the media store: "), "{note}");
+        // The research itself is unaffected.
+        assert_near(&offsets(&reports, &clips[1]), &audio.clips[1].2, "clip 2");
+        researcher.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reupload_later_jobs_ask_with_both_etags_and_download_nothing() {
+    for (config, session, db) in stores("researcher-media-reupload").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 4).await;
+        let url = tagged(&server, audio.episode.clone(), "\"v1\"");
+        let work = work_dir("media-reupload");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-reupload");
+        research(&session, &db, "e0000001", &url, &clips[..1]).await;
+        // Re-uploaded: other audio under a new, stable ETag.
+        let other = std::sync::Arc::new(rotated(&audio.episode, 3.0));
+        tagged(&server, other.clone(), "\"v2\"");
+        let (job, _) = research(&session, &db, "e0000001", &url, &clips[1..2]).await;
+        let note = decoded_note(&job);
+        assert!(note.contains("the server now serves other audio"), "{note}");
+        // The re-validation got a whole body, and the event says so.
+        assert!(
+            note.contains(&format!(
+                "({} episode bytes downloaded by the re-validation)",
+                other.len()
+            )),
+            "{note}"
+        );
+        let served = server.bytes_served("/e1.wav");
+        // Later jobs: one 304, no body, nothing recorded or counted again.
+        for clip in &clips[2..4] {
+            let (job, reports) =
+                research(&session, &db, "e0000001", &url, std::slice::from_ref(clip)).await;
+            let note = decoded_note(&job);
+            assert!(
+                note.contains("0 episode bytes downloaded")
+                    && note.contains("still serves the other audio recorded before"),
+                "{note}"
+            );
+            let i = clips.iter().position(|c| c == clip).unwrap();
+            assert_near(&offsets(&reports, clip), &audio.clips[i].2, "on the pin");
+        }
+        assert_eq!(
+            server.bytes_served("/e1.wav"),
+            served,
+            "a later job downloaded the new body"
+        );
+        let asked = server.if_none_match("/e1.wav");
+        assert_eq!(
+            asked.last().unwrap().as_deref(),
+            Some("\"v1\", \"v2\""),
+            "{asked:?}"
+        );
+        assert_eq!(renditions::list(&db, "e0000001").await.unwrap().len(), 2);
+        assert_eq!(renditions::counts(&db).await.unwrap().changed, 1);
+        researcher.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revalidation_body_that_does_not_decode_whole_is_not_a_rendition() {
+    for (config, session, db) in stores("researcher-media-broken-200").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 2).await;
+        let url = tagged(&server, audio.episode.clone(), "\"v1\"");
+        let work = work_dir("media-broken-200");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-broken-200");
+        research(&session, &db, "e0000001", &url, &clips[..1]).await;
+        // The server's file cut at 60 %: a whole 200 with a new ETag and a true
+        // Content-Length, but the WAV's samples stop before its header says.
+        let cut = audio.episode.len() * 6 / 10;
+        tagged(
+            &server,
+            std::sync::Arc::new(audio.episode[..cut].to_vec()),
+            "\"v2\"",
+        );
+        let (job, reports) = research(&session, &db, "e0000001", &url, &clips[1..2]).await;
+        let note = decoded_note(&job);
+        assert!(
+            note.contains("broken response") && !note.contains("now serves other audio"),
+            "{note}"
+        );
+        assert_near(
+            &offsets(&reports, &clips[1]),
+            &audio.clips[1].2,
+            "on the pin",
+        );
+        assert_eq!(
+            renditions::list(&db, "e0000001").await.unwrap().len(),
+            1,
+            "a broken body was recorded as a rendition"
+        );
+        assert_eq!(renditions::counts(&db).await.unwrap().changed, 0);
+        researcher.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_304_to_a_request_without_validators_says_so() {
+    for (config, session, db) in stores("researcher-media-304-unasked").await {
+        let server = Server::start().await;
+        let clips = serve_clips(&db, &server, 1).await;
+        let url = server.route("/e1.mp3", Route::Status(304));
+        let work = work_dir("media-304-unasked");
+        let researcher = start(
+            &config,
+            &db,
+            settings(&work),
+            "researcher-media-304-unasked",
+        );
+        let job = plan(&session, "e0000001", &url, &clips).await;
+        let failed = finished(&session, &job.id).await;
+        assert_eq!(failed.status, JobState::Failed, "{failed:#?}");
+        let message = failed.message.unwrap_or_default();
+        assert!(
+            message.contains("304 Not Modified to a request without validators")
+                && !message.contains("redirect"),
+            "{message}"
+        );
+        researcher.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_pin_that_no_longer_decodes_fails_naming_the_store() {
+    for (config, session, db) in stores("researcher-media-undecodable").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 1).await;
+        let url = server.route("/e1.wav", Route::audio(&audio.episode));
+        let work = work_dir("media-undecodable");
+        // A pin whose bytes this decoder refuses (as after an upgrade that checks more
+        // than the one that pinned them): a WAV whose samples stop at 60 %.
+        let cut = &audio.episode[..audio.episode.len() * 6 / 10];
+        let key = sha(cut);
+        std::fs::create_dir_all(work.join("media")).unwrap();
+        std::fs::write(work.join("media").join(&key), cut).unwrap();
+        renditions::record(
+            &db,
+            &renditions::Rendition {
+                episode: "e0000001".into(),
+                sha256: key.clone(),
+                bytes: cut.len() as u64,
+                duration_s: Some(12.0),
+                fetched_at: time::OffsetDateTime::now_utc(),
+                url: url.clone(),
+                final_url: url.clone(),
+                etag: None,
+                last_modified: None,
+            },
+        )
+        .await
+        .unwrap();
+        let researcher = start(
+            &config,
+            &db,
+            settings(&work),
+            "researcher-media-undecodable",
+        );
+        let job = plan(&session, "e0000001", &url, &clips).await;
+        let failed = finished(&session, &job.id).await;
+        assert_eq!(failed.status, JobState::Failed, "{failed:#?}");
+        let message = failed.message.unwrap_or_default();
+        assert!(
+            message.contains("incomplete")
+                && message.contains(&format!(
+                    "the audio was read from the media store: rendition {key}"
+                )),
+            "{message}"
+        );
+        assert_eq!(server.hits("/e1.wav"), 0, "the episode was downloaded");
+        researcher.stop().await;
+    }
 }

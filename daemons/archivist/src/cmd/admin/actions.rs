@@ -159,7 +159,7 @@ fn render_bulk(items: &[BulkItem]) -> String {
 
 /// Runs `retry`.
 pub async fn retry(global: &GlobalOpts, args: RetryArgs) -> Result<ExitCode> {
-    let session = crate::context::connect_initialised(global).await?;
+    let session = crate::context::connect_to_write(global).await?;
     let settings = args
         .actor
         .settings()
@@ -183,7 +183,7 @@ pub async fn retry(global: &GlobalOpts, args: RetryArgs) -> Result<ExitCode> {
 
 /// Runs `cancel`.
 pub async fn cancel(global: &GlobalOpts, args: CancelArgs) -> Result<ExitCode> {
-    let session = crate::context::connect_initialised(global).await?;
+    let session = crate::context::connect_to_write(global).await?;
     let report = actions::cancel(
         &session,
         &args.actor.settings(),
@@ -198,7 +198,7 @@ pub async fn cancel(global: &GlobalOpts, args: CancelArgs) -> Result<ExitCode> {
 /// Runs `delete`: shows the job, asks (unless `--yes`), then deletes it at the version
 /// shown.
 pub async fn delete(global: &GlobalOpts, args: DeleteArgs) -> Result<ExitCode> {
-    let session = crate::context::connect_initialised(global).await?;
+    let session = crate::context::connect_to_write(global).await?;
     let settings = args.actor.settings();
     if args.force {
         return delete_unreadable(global, &args, &session, &settings).await;

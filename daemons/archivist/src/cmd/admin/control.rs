@@ -117,7 +117,7 @@ fn render_pause(r: &PauseReport) -> String {
 
 /// Runs `hold`.
 pub async fn hold(global: &GlobalOpts, args: HoldArgs) -> Result<ExitCode> {
-    let session = crate::context::connect_initialised(global).await?;
+    let session = crate::context::connect_to_write(global).await?;
     match (&args.target.job, args.target.catalog()) {
         (Some(job), _) => {
             let report = actions::hold(
@@ -142,7 +142,7 @@ pub async fn hold(global: &GlobalOpts, args: HoldArgs) -> Result<ExitCode> {
 
 /// Runs `release`.
 pub async fn release(global: &GlobalOpts, args: ReleaseArgs) -> Result<ExitCode> {
-    let session = crate::context::connect_initialised(global).await?;
+    let session = crate::context::connect_to_write(global).await?;
     match (&args.target.job, args.target.catalog()) {
         (Some(job), _) => {
             let settings = args
@@ -166,7 +166,7 @@ pub async fn release(global: &GlobalOpts, args: ReleaseArgs) -> Result<ExitCode>
 
 /// Runs `pause`.
 pub async fn pause(global: &GlobalOpts, args: PauseArgs) -> Result<ExitCode> {
-    let session = crate::context::connect_initialised(global).await?;
+    let session = crate::context::connect_to_write(global).await?;
     let report = control::pause(&session, &args.actor.settings(), args.state, &args.reason).await?;
     emit(global.output, &report, render_pause)?;
     Ok(ExitCode::SUCCESS)
@@ -174,7 +174,7 @@ pub async fn pause(global: &GlobalOpts, args: PauseArgs) -> Result<ExitCode> {
 
 /// Runs `resume`.
 pub async fn resume(global: &GlobalOpts, args: ResumeArgs) -> Result<ExitCode> {
-    let session = crate::context::connect_initialised(global).await?;
+    let session = crate::context::connect_to_write(global).await?;
     let report = control::resume(&session, args.state).await?;
     emit(global.output, &report, render_pause)?;
     Ok(ExitCode::SUCCESS)

@@ -63,17 +63,11 @@ pub fn printable(text: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            '\u{200e}'
-            | '\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2066}'..='\u{2069}'
-            | '\u{061c}'
-            | '\u{200b}'
-            | '\u{2028}'
-            | '\u{2029}'
-            | '\u{feff}' => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
+            // The rest is the library's rule, shared with the web console's pages.
+            c => match archivist_admin::text::escape(c) {
+                Some(e) => out.push_str(&e),
+                None => out.push(c),
+            },
         }
     }
     out

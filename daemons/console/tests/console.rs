@@ -1,0 +1,661 @@
+//! The console's server against a real ZooKeeper (each test its own chroot) and a real
+//! SQLite database, over real HTTP on loopback: the findings of the outside try of #24
+//! that a page's HTML or status shows. (The browser test is
+//! `daemons/archivist/tests/console.rs`.)
+
+#[path = "../../admin/tests/fixtures/mod.rs"]
+mod fixtures;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use archivist_admin::AdminSettings;
+use archivist_console::{Console, ConsoleSettings};
+use archivist_engine::schema::paths;
+use archivist_engine::{zk, Session};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// An answer: status, headers (lower-case names, one `name: value` a line), body.
+struct Answer {
+    status: u16,
+    headers: String,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            (n.trim() == name).then(|| v.trim())
+        })
+    }
+}
+
+/// `GET path` with `Host: host` (the bound address when `None`).
+async fn get_with_host(addr: SocketAddr, path: &str, host: Option<&str>) -> Answer {
+    let host = host.map(str::to_string).unwrap_or_else(|| addr.to_string());
+    request(addr, "GET", path, &[("Host", host)], "").await
+}
+
+async fn get(addr: SocketAddr, path: &str) -> Answer {
+    get_with_host(addr, path, None).await
+}
+
+/// A console over a fresh tree and its database, on a free loopback port.
+struct Served {
+    session: Session,
+    addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn serve(name: &str) -> Served {
+    let (_config, session) = archivist_testkit::fresh_tree(name).await;
+    let (addr, stop) = serve_on(&session, &session, ConsoleSettings::default()).await;
+    Served {
+        session,
+        addr,
+        stop,
+    }
+}
+
+/// A console over `session` with `settings`, on the database of the tree `tree` works
+/// on, on a free loopback port; stops when the token is cancelled.
+async fn serve_on(
+    tree: &Session,
+    session: &Session,
+    settings: ConsoleSettings,
+) -> (SocketAddr, CancellationToken) {
+    let db = archivist_testkit::db::tree_database(tree.chroot()).await;
+    let console = Console::new(session.clone(), db, AdminSettings::default(), settings);
+    let stop = CancellationToken::new();
+    let (addr, _task) = archivist_console::serve(
+        console,
+        "127.0.0.1:0".parse().expect("address"),
+        stop.clone(),
+    )
+    .await
+    .expect("serve");
+    (addr, stop)
+}
+
+/// Expires `session` on the server, as a partition longer than the session timeout or
+/// an ensemble restart does: a second client joins the same session and closes it.
+async fn expire(session: &Session) {
+    let info = session.client().session().clone();
+    let twin = zk::Client::connector()
+        .with_session(info)
+        .connect(&archivist_testkit::zk_connect())
+        .await
+        .expect("join the session");
+    drop(twin);
+    assert!(
+        archivist_testkit::eventually(Duration::from_secs(30), || async { session.is_lost() })
+            .await,
+        "the session did not expire"
+    );
+}
+
+/// F1: after its session expired, the console answered 503 on every ZooKeeper page
+/// for ever while /healthz said ok. Now it makes a new session, and /healthz says 503
+/// while it cannot.
+#[tokio::test]
+async fn an_expired_session_is_replaced_and_healthz_tells_the_truth() {
+    let served = serve("console-expiry").await;
+    let job = fixtures::failed_job(&served.session, "e0000001", "HTTP 404").await;
+    assert_eq!(get(served.addr, "/jobs").await.status, 200);
+    expire(&served.session).await;
+    let jobs = get(served.addr, "/jobs").await;
+    assert_eq!(jobs.status, 200, "{}", jobs.body);
+    assert!(jobs.body.contains(&job.id));
+    assert_eq!(
+        get(served.addr, &format!("/jobs/{}", job.id)).await.status,
+        200
+    );
+    assert_eq!(get(served.addr, "/").await.status, 200);
+    let health = get(served.addr, "/healthz").await;
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+
+    // A tree that is gone cannot be read: /healthz says so.
+    let root = served.session.chroot().to_string();
+    let raw = zk::Client::connector()
+        .connect(&archivist_testkit::zk_connect())
+        .await
+        .expect("connect");
+    archivist_testkit::delete_tree(&raw, &format!("{root}{}", paths::META))
+        .await
+        .expect("delete /meta");
+    let health = get(served.addr, "/healthz").await;
+    assert_eq!(health.status, 503, "{}", health.body);
+    assert!(health.body.starts_with("zookeeper: "), "{}", health.body);
+}
+
+/// F2: any Host was served (DNS rebinding), and no security header was sent.
+#[tokio::test]
+async fn a_foreign_host_is_refused_and_every_answer_has_security_headers() {
+    let served = serve("console-host").await;
+    for host in [
+        "attacker.example",
+        "attacker.example:80",
+        "127.0.0.1.nip.io",
+    ] {
+        let a = get_with_host(served.addr, "/jobs", Some(host)).await;
+        assert_eq!(a.status, 421, "{host}: {}", a.body);
+        assert!(!a.body.contains("Jobs"), "nothing of the page");
+    }
+    for host in [
+        served.addr.to_string(),
+        format!("localhost:{}", served.addr.port()),
+    ] {
+        let a = get_with_host(served.addr, "/jobs", Some(&host)).await;
+        assert_eq!(a.status, 200, "{host}");
+        let csp = a.header("content-security-policy").expect("a CSP");
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+            "{csp}"
+        );
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert_eq!(a.header("x-frame-options"), Some("DENY"));
+        assert_eq!(a.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(a.header("referrer-policy"), Some("same-origin"));
+        // No inline script for the CSP to forbid: the scripts are files.
+        assert!(!a.body.contains("<script>"), "{}", a.body);
+        assert!(a.body.contains("<script src=\"/static/refresh.js\">"));
+    }
+    let js = get(served.addr, "/static/refresh.js").await;
+    assert_eq!(js.status, 200);
+    assert!(js.body.contains("stale"));
+}
+
+/// F4: ids that are not ids reached ZooKeeper: a job's child znode was served as a job
+/// (200), `..` and NUL answered 503.
+#[tokio::test]
+async fn ids_that_are_not_ids_are_404_and_never_read() {
+    let served = serve("console-ids").await;
+    let job = fixtures::failed_job(&served.session, "e0000001", "HTTP 404").await;
+    // A copy of the job's record under the job: a node that is not a job.
+    let (bytes, _) = served
+        .session
+        .client()
+        .get_data(&paths::job(&job.id))
+        .await
+        .expect("the job's record");
+    archivist_testkit::write_node(
+        &served.session,
+        &format!("{}/x", paths::job(&job.id)),
+        &bytes,
+    )
+    .await;
+    for path in [
+        format!("/jobs/{}%2Fx", job.id),
+        "/jobs/..%2Fmeta".to_string(),
+        "/jobs/..".to_string(),
+        format!("/jobs/{}%00", job.id),
+        "/jobs/%2Fzookeeper%2Fconfig".to_string(),
+        "/episodes/e0000001%2Fx".to_string(),
+        "/episodes/..".to_string(),
+        "/clips/c000001%2Fx".to_string(),
+        "/clips/%07".to_string(),
+    ] {
+        let a = get(served.addr, &path).await;
+        assert_eq!(a.status, 404, "{path}: {}", a.body);
+        assert!(a.body.contains("is not an id"), "{path}: {}", a.body);
+    }
+}
+
+/// F7: a damaged job record made its page 503, as if ZooKeeper failed.
+#[tokio::test]
+async fn a_damaged_job_record_is_a_500_that_says_to_run_fsck() {
+    let served = serve("console-damaged").await;
+    archivist_testkit::write_node(&served.session, &paths::job("j0000000077"), b"\xff\xfe{").await;
+    let a = get(served.addr, "/jobs/j0000000077").await;
+    assert_eq!(a.status, 500, "{}", a.body);
+    assert!(a.body.contains("archivist fsck"), "{}", a.body);
+}
+
+/// F9: a repeated parameter got a bare text/plain 400 from axum.
+#[tokio::test]
+async fn a_repeated_parameter_gets_the_consoles_error_page() {
+    let served = serve("console-params").await;
+    let a = get(served.addr, "/jobs?state=failed&state=recorded").await;
+    assert_eq!(a.status, 400);
+    assert!(a
+        .header("content-type")
+        .unwrap_or("")
+        .starts_with("text/html"));
+    assert!(a.body.contains("duplicate field"), "{}", a.body);
+}
+
+/// F3 and F8 on a real page: a `javascript:` media URL is neither a link nor the
+/// player's source, and control and bidi characters of a title are shown escaped.
+#[tokio::test]
+async fn an_episode_with_a_script_url_and_control_characters_is_shown_safely() {
+    let served = serve("console-episode").await;
+    let db = archivist_testkit::db::tree_database(served.session.chroot()).await;
+    let id = paths::episode_id(1);
+    let record = archivist_engine::schema::records::EpisodeRecord {
+        schema: archivist_engine::schema::SCHEMA_VERSION,
+        id: id.clone(),
+        air_date: None,
+        fields: archivist_testkit::catalog::fields(
+            "Bell\u{7} and \u{1b}[31m \u{202e}3pm.exe",
+            " JaVaScRiPt:alert(7)//",
+            time::OffsetDateTime::UNIX_EPOCH,
+        ),
+    };
+    archivist_db::catalog::put(
+        &db,
+        &[archivist_db::catalog::CatalogRecord::Episode(record)],
+    )
+    .await
+    .expect("the episode");
+    fixtures::clip(&served.session, 1, "Jingle").await;
+    fixtures::clip(&served.session, 2, "Sting").await;
+    fixtures::research(
+        &served.session,
+        &id,
+        "j0000000001",
+        &[1, 2],
+        &[(1, 12.5, 0.9)],
+    )
+    .await;
+    let a = get(served.addr, &format!("/episodes/{id}")).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body.matches("class=\"mark").count(), 1, "{}", a.body);
+    assert!(
+        !a.body.to_lowercase().contains("href=\"javascript"),
+        "{}",
+        a.body
+    );
+    assert!(
+        !a.body.to_lowercase().contains("src=\" javascript"),
+        "{}",
+        a.body
+    );
+    assert!(
+        !a.body.to_lowercase().contains("src=\"javascript"),
+        "{}",
+        a.body
+    );
+    assert!(a.body.contains("id=\"unplayable\""), "{}", a.body);
+    assert!(
+        a.body.contains("Bell\\x07 and \\x1b[31m \\u{202e}3pm.exe"),
+        "{}",
+        a.body
+    );
+    assert!(!a.body.contains('\u{7}') && !a.body.contains('\u{202e}'));
+}
+
+/// A request with a method, headers (`Host` is the bound address unless given) and a
+/// form body, over HTTP/1.0 so the body is not chunked.
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &str,
+) -> Answer {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut head = format!("{method} {path} HTTP/1.0\r\n");
+    if !headers.iter().any(|(k, _)| *k == "Host") {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if method == "POST" {
+        head.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    head.push_str(body);
+    stream.write_all(head.as_bytes()).await.expect("send");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut raw))
+        .await
+        .expect("an answer within a minute")
+        .expect("read");
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (h, b) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = h.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    Answer {
+        status,
+        headers: lines
+            .map(|l| match l.split_once(':') {
+                Some((n, v)) => format!("{}:{v}", n.to_ascii_lowercase()),
+                None => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        body: b.to_string(),
+    }
+}
+
+/// The value of the first `name="NAME" value="…"` field in a page.
+fn field(page: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let at = page
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no {name} field in {page}"))
+        + marker.len();
+    page[at..].split('"').next().unwrap_or("").to_string()
+}
+
+async fn status_of(s: &Session, id: &str) -> String {
+    fixtures::read(s, id).await.0.status.to_string()
+}
+
+const TOKEN: &str = "a-test-token-of-32-characters-xx";
+
+/// Part 2 of #24: actions need the token (a signed-in session), the session's CSRF
+/// token and an `Origin` naming the console; they run through the admin library (a
+/// failed job goes to pending), one or every job a filter matches (the count shown
+/// first), and are recorded in the job's events as `console:<name>`. A console without
+/// a token refuses them all.
+#[tokio::test]
+async fn actions_need_a_signed_in_session_csrf_and_origin_and_record_the_actor() {
+    let (_config, session) = archivist_testkit::fresh_tree("console-actions").await;
+    let settings = ConsoleSettings {
+        actions_token: Some(archivist_console::settings::Token(TOKEN.into())),
+        ..ConsoleSettings::default()
+    };
+    let (addr, stop) = serve_on(&session, &session, settings).await;
+    let origin = ("Origin", format!("http://{addr}"));
+    let one = fixtures::failed_job(
+        &session,
+        "e0000001",
+        "GET http://h/1.mp3 returned 404 Not Found",
+    )
+    .await;
+    let mut many = Vec::new();
+    for n in 2..=4 {
+        let m = format!("GET http://h/{n}.mp3 returned 404 Not Found");
+        many.push(fixtures::failed_job(&session, &format!("e000000{n}"), &m).await);
+    }
+    let other = fixtures::failed_job(&session, "e0000009", "not audio").await;
+
+    // Not signed in: refused, nothing moved.
+    let a = request(
+        addr,
+        "POST",
+        &format!("/jobs/{}/retry", one.id),
+        std::slice::from_ref(&origin),
+        "csrf=x",
+    )
+    .await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    // A wrong token, or a sign-in from another origin: refused.
+    let a = request(
+        addr,
+        "POST",
+        "/login",
+        std::slice::from_ref(&origin),
+        "name=alice&token=wrong",
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    let login = format!("name=alice&token={TOKEN}");
+    let a = request(
+        addr,
+        "POST",
+        "/login",
+        &[("Origin", "http://attacker.example".into())],
+        &login,
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    let a = request(
+        addr,
+        "POST",
+        "/login",
+        std::slice::from_ref(&origin),
+        &login,
+    )
+    .await;
+    assert_eq!(a.status, 303, "{}", a.body);
+    let cookie = a
+        .header("set-cookie")
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_string();
+    assert!(a.header("set-cookie").unwrap_or("").contains("HttpOnly"));
+    let signed = ("Cookie", cookie.clone());
+
+    let page = request(
+        addr,
+        "GET",
+        &format!("/jobs/{}", one.id),
+        std::slice::from_ref(&signed),
+        "",
+    )
+    .await;
+    let csrf = field(&page.body, "csrf");
+    assert_eq!(csrf.len(), 64);
+    // Signed in, but another origin, or a wrong CSRF token: refused.
+    let path = format!("/jobs/{}/retry", one.id);
+    let evil = ("Origin", "http://attacker.example".to_string());
+    let a = request(
+        addr,
+        "POST",
+        &path,
+        &[signed.clone(), evil],
+        &format!("csrf={csrf}"),
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    let a = request(
+        addr,
+        "POST",
+        &path,
+        &[signed.clone(), origin.clone()],
+        "csrf=0000",
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    let a = request(
+        addr,
+        "POST",
+        &path,
+        std::slice::from_ref(&signed),
+        &format!("csrf={csrf}"),
+    )
+    .await;
+    assert_eq!(a.status, 403, "no Origin");
+    assert_eq!(status_of(&session, &one.id).await, "failed");
+
+    // Signed in, same origin, the session's token: retried, recorded as console:alice.
+    let a = request(
+        addr,
+        "POST",
+        &path,
+        &[signed.clone(), origin.clone()],
+        &format!("csrf={csrf}"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let (job, _) = fixtures::read(&session, &one.id).await;
+    assert_eq!(job.status.to_string(), "pending");
+    let last = job.events.last().expect("an event");
+    assert_eq!(
+        (last.by.as_str(), last.step.as_str()),
+        ("console:alice", "retry")
+    );
+
+    // On a filter: the count first, then exactly those jobs.
+    let group = archivist_admin::browse::reason_of(many[0].message.as_deref());
+    let confirm = request(
+        addr,
+        "GET",
+        &format!(
+            "/jobs/bulk?action=retry&state=failed&group={}",
+            archivist_console::overview::urlencode(&group)
+        ),
+        std::slice::from_ref(&signed),
+        "",
+    )
+    .await;
+    assert_eq!(confirm.status, 200, "{}", confirm.body);
+    assert!(
+        confirm.body.contains("<span id=\"count\">3</span>"),
+        "{}",
+        confirm.body
+    );
+    let jobs = field(&confirm.body, "jobs");
+    let body = format!("csrf={csrf}&jobs={}", jobs.replace(' ', "+"));
+    let a = request(
+        addr,
+        "POST",
+        "/jobs/bulk/retry",
+        &[signed.clone(), origin.clone()],
+        &body,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    for j in &many {
+        assert_eq!(status_of(&session, &j.id).await, "pending", "{}", j.id);
+    }
+    assert_eq!(
+        status_of(&session, &other.id).await,
+        "failed",
+        "outside the filter"
+    );
+    stop.cancel();
+
+    // A console without a token: read-only, whatever is sent.
+    let served = serve("console-actions-ro").await;
+    let a = request(
+        served.addr,
+        "POST",
+        "/login",
+        &[("Origin", format!("http://{}", served.addr))],
+        &login,
+    )
+    .await;
+    assert_eq!(a.status, 403);
+    assert!(a.body.contains("read-only"));
+}
+
+/// A loopback TCP proxy in front of the real ZooKeeper that can be cut (every relayed
+/// connection dropped, new ones closed at once) and restored: an outage of ZooKeeper
+/// as the console sees it, without touching the shared server.
+struct Switch {
+    addr: String,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    relays: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Switch {
+    async fn start() -> Switch {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let addr = listener.local_addr().expect("address").to_string();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let relays = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (is_up, held) = (up.clone(), relays.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !is_up.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let upstream = archivist_testkit::zk_connect();
+                let upstream = upstream.split(',').next().unwrap_or("").to_string();
+                let relay = tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                held.lock().expect("relays").push(relay.abort_handle());
+            }
+        });
+        Switch { addr, up, relays }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        for r in self.relays.lock().expect("relays").drain(..) {
+            r.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// F1 as an operator saw it: ZooKeeper unreachable for longer than the session timeout,
+/// then back. While it is gone a page answers 503 at once (it used to hang until the
+/// session expired) and /healthz says 503; once it is back the console makes a new
+/// session and serves again (it used to answer 503 for ever).
+#[tokio::test]
+async fn the_console_survives_a_zookeeper_outage_longer_than_its_session() {
+    let (_config, direct) = archivist_testkit::fresh_tree("console-outage").await;
+    let job = fixtures::failed_job(&direct, "e0000001", "HTTP 404").await;
+    let switch = Switch::start().await;
+    let through = archivist_engine::ZkConfig::new(switch.addr.clone())
+        .with_chroot(direct.chroot())
+        .with_session_timeout(Duration::from_secs(4))
+        .with_connect_timeout(Duration::from_secs(2));
+    let session = Session::connect_existing(&through)
+        .await
+        .expect("connect through the proxy");
+    let (addr, stop) = serve_on(&direct, &session, ConsoleSettings::default()).await;
+    let page = format!("/jobs/{}", job.id);
+    assert_eq!(get(addr, &page).await.status, 200);
+
+    switch.cut();
+    assert!(
+        archivist_testkit::eventually(Duration::from_secs(10), || async {
+            session.state() != zk::SessionState::SyncConnected
+        })
+        .await,
+        "the client did not notice the outage"
+    );
+    let asked = std::time::Instant::now();
+    let a = get(addr, &page).await;
+    assert_eq!(a.status, 503, "{}", a.body);
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "answered after {:?}",
+        asked.elapsed()
+    );
+    // Past the session timeout: the session is lost, and a new one cannot be made yet.
+    assert!(
+        archivist_testkit::eventually(Duration::from_secs(20), || async { session.is_lost() })
+            .await,
+        "the session was not lost"
+    );
+    assert_eq!(get(addr, &page).await.status, 503);
+    assert_eq!(get(addr, "/healthz").await.status, 503);
+
+    switch.restore();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let a = get(addr, &page).await;
+        if a.status == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the console did not recover: {} {}",
+            a.status,
+            a.body
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let health = get(addr, "/healthz").await;
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+    stop.cancel();
+}
