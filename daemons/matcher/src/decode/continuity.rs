@@ -27,6 +27,9 @@ pub(super) struct Continuity {
     /// Such a step back, taken for end trimming until more than [`END_PAGE_S`] of audio
     /// follows it: (the reason if it was not, frames since).
     pending: Option<(String, u64)>,
+    /// Whether a packet went back to sample 0: a second stream from its beginning (two
+    /// FLAC files joined), which the caller can name.
+    restarted: bool,
 }
 
 impl Continuity {
@@ -37,6 +40,7 @@ impl Continuity {
             next: None,
             ogg: false,
             pending: None,
+            restarted: false,
         }
     }
 
@@ -54,6 +58,11 @@ impl Continuity {
         }
     }
 
+    /// Whether a packet went back to sample 0 (see `check`): the stream starts again.
+    pub(super) fn restarted(&self) -> bool {
+        self.restarted
+    }
+
     /// Why `packet` cannot follow the previous one (it starts later than that one
     /// ended: audio lost between them; or earlier: audio repeated), if it cannot. `rate` turns frames into seconds.
     pub(super) fn check(&mut self, packet: &Packet, rate: u32) -> Option<String> {
@@ -68,6 +77,7 @@ impl Continuity {
             }
         }
         if start < expected {
+            self.restarted |= start == 0;
             // A page or frame repeated (a resumed download re-appending bytes, a muxer
             // fault): its audio is decoded twice and every later offset would be late.
             let repeated = expected - start;

@@ -78,3 +78,64 @@ fn compare(buf: &[u8]) -> Option<String> {
         )
     })
 }
+
+/// The byte at which a second native FLAC stream starts in `source`: its `fLaC` marker
+/// followed by a STREAMINFO block header (type 0, 34 bytes long), which no frame's bytes
+/// plausibly hold by chance. Two FLAC files joined (`cat a.flac b.flac`): the second's
+/// frame numbers start again at 0. Read only when the frames already went back to 0,
+/// to name the cause; rewinds.
+pub(super) fn second_stream<R: Read + Seek + ?Sized>(source: &mut R) -> Option<u64> {
+    const SIG: usize = 8;
+    let found = (|| {
+        source.seek(SeekFrom::Start(4)).ok()?;
+        let mut buf = vec![0u8; 1 << 16];
+        // Bytes carried over from the previous read, so a marker across reads is seen.
+        let mut kept = 0usize;
+        let mut base = 4u64;
+        loop {
+            let n = source.read(&mut buf[kept..]).ok()?;
+            if n == 0 {
+                return None;
+            }
+            let filled = kept + n;
+            if let Some(i) = buf[..filled].windows(SIG).position(is_stream_start) {
+                return Some(base + i as u64);
+            }
+            kept = filled.min(SIG - 1);
+            buf.copy_within(filled - kept..filled, 0);
+            base += (filled - kept) as u64;
+        }
+    })();
+    let _ = source.seek(SeekFrom::Start(0));
+    found
+}
+
+/// `fLaC` then a STREAMINFO metadata block header (last-block flag either way).
+fn is_stream_start(b: &[u8]) -> bool {
+    &b[..4] == b"fLaC" && b[4] & 0x7f == 0 && b[5..8] == [0, 0, 34]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The second stream is found wherever it starts, across the 64 KiB reads too, and
+    /// a `fLaC` without a STREAMINFO header after it is not a stream.
+    #[test]
+    fn a_second_stream_is_found_across_reads() {
+        let marker = b"fLaC\x80\x00\x00\x22";
+        for at in [100usize, 65_536 - 3, 65_536 + 4, 200_000] {
+            let mut b = vec![0x55u8; 300_000];
+            b[..4].copy_from_slice(b"fLaC");
+            b[at..at + 8].copy_from_slice(marker);
+            assert_eq!(
+                second_stream(&mut std::io::Cursor::new(b)),
+                Some(at as u64),
+                "{at}"
+            );
+        }
+        let mut b = vec![0x55u8; 1000];
+        b[500..504].copy_from_slice(b"fLaC");
+        assert_eq!(second_stream(&mut std::io::Cursor::new(b)), None);
+    }
+}

@@ -602,6 +602,14 @@ pub fn decode_source_with(
             check_rate(Some(rate), &input)?;
             return Err(DecodeError::Corrupt { input, reason });
         }
+        if let Some(codec) = wav_fmt::unsupported_codec(&mut source) {
+            return Err(DecodeError::UnsupportedCodec {
+                input,
+                reason: format!(
+                    "{codec} is not supported (this build decodes PCM, float, A-law, mu-law and ADPCM in WAV; serve the audio in its own container, MP3 as .mp3)"
+                ),
+            });
+        }
         wav::check_data_chunks(&mut source).map_err(|reason| DecodeError::Corrupt {
             input: input.clone(),
             reason,
@@ -621,6 +629,17 @@ pub fn decode_source_with(
             input: input.clone(),
             reason,
         })?;
+    // Two MP4 files joined: only the first's tables would be read.
+    if mp4_statement != mp4::Statement::NotMp4 && source.is_seekable() {
+        if let Some(at) = mp4::second_file(&mut source) {
+            return Err(DecodeError::Unsupported {
+                input,
+                reason: format!(
+                    "a second MP4 file (its ftyp box) starts at byte {at} after the first one's boxes: two files joined, of which only the first would be examined (decode and encode them again as one file)"
+                ),
+            });
+        }
+    }
     // Sample-table counts the boxes cannot hold: refused before the reader allocates.
     if let Some(moov) = &moov {
         let len = source.byte_len().unwrap_or(u64::MAX);
@@ -917,6 +936,11 @@ pub fn decode_source_with(
             pos: 0,
         });
     }
+    // Ogg Opus: the reader counts the last granule position, which includes the pre-skip
+    // the decoder drops (a pre-skip of 48312 was refused as "decoded 119.000 s of the
+    // 120.007 s the container declares").
+    let ogg_opus_pre_skip = (opus::is_opus(&params) && mp4_statement == mp4::Statement::NotMp4)
+        .then(|| opus::head_pre_skip(params.extra_data.as_deref().unwrap_or_default()));
     // The duration the container declares: MP3 only with a LAME tag (without one the
     // reader estimates it from the first frame's bitrate, wrong for VBR).
     let expected_frames = match &trim {
@@ -930,7 +954,10 @@ pub fn decode_source_with(
         None if is_mp3 && params.delay.is_none() => None,
         // A WAV written to a pipe declares no length: read to the end of the body.
         None if wav_streamed => None,
-        None => params.n_frames,
+        None => match ogg_opus_pre_skip {
+            Some(skip) => params.n_frames.map(|n| n.saturating_sub(skip)),
+            None => params.n_frames,
+        },
     };
     let head = tail.as_ref().map(|t| t.head.as_slice()).unwrap_or_default();
     let native_flac = params.codec == sc::CODEC_TYPE_FLAC && head.starts_with(b"fLaC");
@@ -1080,6 +1107,10 @@ pub fn decode_source_with(
             pos: 0,
         };
         let mut broke: Option<String> = None;
+        // Two files joined (a chained Ogg, two FLAC files): what the container declares
+        // is the first file's length, so it is not set against what decoded ("decoded
+        // 60.022 s of the 60.000 s ... incomplete" read as a contradiction).
+        let mut joined = false;
         let mut ended = false;
         loop {
             let next = if ended {
@@ -1117,8 +1148,9 @@ pub fn decode_source_with(
                         }
                         Err(SymError::ResetRequired) => {
                             // A new logical stream (chained Ogg) with its own tracks.
+                            joined = true;
                             broke = Some(
-                                "the stream switches to new tracks midway (chained streams are not supported)"
+                                "a second Ogg stream with its own tracks follows the first (a chained Ogg: files joined, or a live stream's next track); chained streams are not supported, and the first alone is not the whole episode"
                                     .to_string(),
                             );
                             ended = true;
@@ -1352,6 +1384,16 @@ pub fn decode_source_with(
         if let (Some(plan), None) = (&mp3_plan, &broke) {
             broke = plan.check(mp3_packets);
         }
+        // Frames back at sample 0 in a native FLAC: find where the second file starts.
+        if native_flac && continuity.as_ref().is_some_and(|c| c.restarted()) {
+            let mut stream = format.into_inner();
+            if let Some(at) = flac_head::second_stream(&mut stream) {
+                joined = true;
+                broke = Some(format!(
+                    "a second FLAC stream (its fLaC marker and STREAMINFO) starts at byte {at}: two FLAC files joined, and the second's frames number from 0 again, so every offset in it would be wrong (decode and encode them again as one file)"
+                ));
+            }
+        }
         let flac_tail = tail.as_ref().zip(flac_block).filter(|_| broke.is_none());
         if let Some((t, block)) = flac_tail {
             // The reader drops a last frame it cannot delimit (bytes follow it that are
@@ -1417,7 +1459,7 @@ pub fn decode_source_with(
         let incomplete = |reason: String| DecodeError::Incomplete {
             input: input.clone(),
             decoded_s: state.decoded_s,
-            expected_s,
+            expected_s: expected_s.filter(|_| !joined),
             reason,
         };
         if let Some(reason) = broke {

@@ -205,19 +205,7 @@ fn walk_top_level<R: Read + Seek + ?Sized>(src: &mut R) -> Option<u64> {
     let mut pos = 0u64;
     let (mut moov, mut mdat, mut fragmented) = (false, false, false);
     while pos < len {
-        let mut head = [0u8; 16];
-        src.seek(SeekFrom::Start(pos)).ok()?;
-        let got = src.read(&mut head[..8]).ok()?;
-        let kind: [u8; 4] = head[4..8].try_into().ok()?;
-        let size = match be_u32(&head)? {
-            1 if got == 8 && src.read_exact(&mut head[8..16]).is_ok() => be_u64(&head[8..])?,
-            0 if got == 8 => len - pos, // "to the end of the file"
-            n => u64::from(n),
-        };
-        let is_box = got == 8
-            && kind.iter().all(|b| b.is_ascii_graphic() || *b == b' ')
-            && size >= 8
-            && pos.checked_add(size).is_some_and(|end| end <= len);
+        let (kind, size, is_box) = box_head(src, pos, len)?;
         if pos == 0 && &kind != b"ftyp" {
             return None;
         }
@@ -235,6 +223,54 @@ fn walk_top_level<R: Read + Seek + ?Sized>(src: &mut R) -> Option<u64> {
         pos += size;
     }
     None
+}
+
+/// The top-level box header at `pos` of a source `len` bytes long: its kind, its size,
+/// and whether it is a whole box (printable kind, at least its header, ending within the
+/// source).
+fn box_head<R: Read + Seek + ?Sized>(
+    src: &mut R,
+    pos: u64,
+    len: u64,
+) -> Option<([u8; 4], u64, bool)> {
+    let mut head = [0u8; 16];
+    src.seek(SeekFrom::Start(pos)).ok()?;
+    let got = src.read(&mut head[..8]).ok()?;
+    let kind: [u8; 4] = head[4..8].try_into().ok()?;
+    let size = match be_u32(&head)? {
+        1 if got == 8 && src.read_exact(&mut head[8..16]).is_ok() => be_u64(&head[8..])?,
+        0 if got == 8 => len - pos, // "to the end of the file"
+        n => u64::from(n),
+    };
+    let is_box = got == 8
+        && kind.iter().all(|b| b.is_ascii_graphic() || *b == b' ')
+        && size >= 8
+        && pos.checked_add(size).is_some_and(|end| end <= len);
+    Some((kind, size, is_box))
+}
+
+/// Where a second MP4 file starts among an MP4's top-level boxes (an `ftyp` box after
+/// the first: `cat a.m4a b.m4a`), if one does; rewinds. The reader would play the first
+/// file's tables over both files' bytes (it failed as "unsupported feature: aac:
+/// coupling channel element"), and the second file would never be examined.
+pub fn second_file<R: Read + Seek + ?Sized>(src: &mut R) -> Option<u64> {
+    let found = (|| {
+        let len = src.seek(SeekFrom::End(0)).ok()?;
+        let mut pos = 0u64;
+        while pos < len {
+            let (kind, size, is_box) = box_head(src, pos, len)?;
+            if !is_box || (pos == 0 && &kind != b"ftyp") {
+                return None;
+            }
+            if pos > 0 && &kind == b"ftyp" {
+                return Some(pos);
+            }
+            pos += size;
+        }
+        None
+    })();
+    let _ = src.seek(SeekFrom::Start(0));
+    found
 }
 
 fn from_moov(moov: &[u8]) -> Result<Option<Gapless>, String> {

@@ -57,9 +57,7 @@ impl OpusDecoder {
             }
         };
         let inner = opus::Decoder::new(RATE, layout).map_err(|e| format!("libopus: {e}"))?;
-        let pre_skip = head
-            .get(10..12)
-            .map_or(0, |b| usize::from(u16::from_le_bytes([b[0], b[1]])));
+        let pre_skip = head_pre_skip(head) as usize;
         Ok(OpusDecoder {
             inner: Mutex::new(inner),
             params: params.clone(),
@@ -124,6 +122,16 @@ impl Decoder for OpusDecoder {
     fn last_decoded(&self) -> AudioBufferRef<'_> {
         self.buf.as_audio_buffer_ref()
     }
+}
+
+/// The pre-skip an OpusHead states (bytes 10-11, little-endian; RFC 7845 section 5.1):
+/// samples at 48 kHz the decoder drops first. One rule for the decoder, which drops
+/// them, and the declared duration, which is the last granule position less them
+/// (RFC 7845 section 4.3). `head` is Ogg's OpusHead, not MP4's `dOps`, which holds the
+/// pre-skip big-endian.
+pub(super) fn head_pre_skip(head: &[u8]) -> u64 {
+    head.get(10..12)
+        .map_or(0, |b| u64::from(u16::from_le_bytes([b[0], b[1]])))
 }
 
 /// Whether `params` is Opus (decoded here, not by symphonia).

@@ -30,6 +30,45 @@ pub(super) fn check_fmt(source: &mut Box<dyn MediaSource>) -> Result<(), (u32, S
     }
 }
 
+/// The codec a WAV's `fmt ` chunk names when symphonia's WAV reader does not decode it
+/// (it decodes PCM, IEEE float, A-law, mu-law and MS/IMA ADPCM): the reader refused it
+/// as "unsupported wave format", which reached an operator as "not an audio file" with
+/// the codec unnamed (MP3 in WAV, GSM 6.10, G.726). `None` for any other source.
+/// Rewinds the source.
+pub(super) fn unsupported_codec(source: &mut Box<dyn MediaSource>) -> Option<String> {
+    let fmt = read_fmt(source);
+    let _ = source.seek(SeekFrom::Start(0));
+    let f = fmt?;
+    let tag = if f.tag == EXTENSIBLE {
+        f.sub_tag?
+    } else {
+        f.tag
+    };
+    if [PCM, MS_ADPCM, FLOAT, ALAW, MULAW, IMA_ADPCM].contains(&tag) {
+        return None;
+    }
+    Some(format!("{} in WAV (format tag 0x{tag:04x})", tag_name(tag)))
+}
+
+/// The codec a WAV format tag names (Microsoft's registered tags most often met).
+fn tag_name(tag: u16) -> &'static str {
+    match tag {
+        0x0050 => "MPEG-1 audio (Layer I/II)",
+        0x0055 => "MP3",
+        0x0031 => "GSM 6.10",
+        0x0040 | 0x0045 | 0x0064 => "G.721/G.726 ADPCM",
+        0x0022 => "DSP Group TrueSpeech",
+        0x0161..=0x0163 => "WMA",
+        0x0092 | 0x2000 => "AC-3",
+        0x2001 => "DTS",
+        0x00ff | 0x1600 | 0x1610 | 0x4143 => "AAC",
+        0x6750 | 0x674f => "Vorbis",
+        0x704f => "Opus",
+        0xf1ac => "FLAC",
+        _ => "an unknown codec",
+    }
+}
+
 /// The fields of a `fmt ` chunk this check needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Fmt {
@@ -44,9 +83,11 @@ struct Fmt {
 }
 
 const PCM: u16 = 1;
+const MS_ADPCM: u16 = 2;
 const FLOAT: u16 = 3;
 const ALAW: u16 = 6;
 const MULAW: u16 = 7;
+const IMA_ADPCM: u16 = 0x11;
 const EXTENSIBLE: u16 = 0xfffe;
 
 impl Fmt {

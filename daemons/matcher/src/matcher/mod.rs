@@ -132,8 +132,7 @@ impl Matcher {
             });
         }
         let p = PreparedClip::new(clip);
-        let rms = p.norm / (clip.len() as f64).sqrt();
-        let rms_db = 20.0 * (rms.max(1e-30)).log10() as f32;
+        let rms_db = 20.0 * signal_rms(&p.samples).max(1e-30).log10() as f32;
         if rms_db < -80.0 {
             return Err(MatchError::SilentClip {
                 clip: label.to_owned(),
@@ -440,4 +439,31 @@ fn unreachable_index() -> &'static FeatureIndex {
     // Fast mode always builds the index in `from_samples`.
     static EMPTY: std::sync::OnceLock<FeatureIndex> = std::sync::OnceLock::new();
     EMPTY.get_or_init(|| FeatureIndex::new(&[]))
+}
+
+/// Samples at each end of a clip left out of [`signal_rms`]: the resampler's and the
+/// analysis band filter's ringing where a clip starts or stops abruptly (the band filter
+/// is 255 taps long), 50 ms at 8 kHz.
+const EDGE_SAMPLES: usize = 400;
+
+/// The RMS of a mean-removed clip away from its edges ([`EDGE_SAMPLES`]): what it holds
+/// besides a constant offset. A pure-DC clip (2 s of constant +8000) decodes to a constant
+/// with ringing at its two ends; its whole-clip RMS passed the silence test, the clip
+/// matched nothing, and "not found" was stored where the clip could not be matched at
+/// all. Clips too short to have an interior are measured whole.
+fn signal_rms(centred: &[f32]) -> f64 {
+    let inner = if centred.len() > 4 * EDGE_SAMPLES {
+        &centred[EDGE_SAMPLES..centred.len() - EDGE_SAMPLES]
+    } else {
+        centred
+    };
+    // The interior's own mean removed too (the edges' ringing moved the whole clip's).
+    let n = inner.len().max(1) as f64;
+    let mean = inner.iter().map(|v| f64::from(*v)).sum::<f64>() / n;
+    (inner
+        .iter()
+        .map(|v| (f64::from(*v) - mean).powi(2))
+        .sum::<f64>()
+        / n)
+        .sqrt()
 }

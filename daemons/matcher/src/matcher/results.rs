@@ -73,8 +73,9 @@ pub enum MatchError {
         /// Clip label.
         clip: String,
     },
-    /// The clip is digital silence (or nearly: RMS below -80 dBFS).
-    #[error("clip {clip}: silent (RMS {rms_db:.1} dBFS)")]
+    /// The clip is digital silence (or nearly: RMS below -80 dBFS), or a constant (DC)
+    /// offset, which holds nothing to match either.
+    #[error("clip {clip}: silent (RMS {rms_db:.1} dBFS, any constant offset not counted)")]
     SilentClip {
         /// Clip label.
         clip: String,
