@@ -1,9 +1,9 @@
 //! A sting whose loud attack is followed by a long, quiet, decaying tonal tail, played
-//! 2-3% fast or slow, is found by the warped detector (issue 20, held-out split A: every
+//! 2-3% slow, is found by the warped detector (issue 20, held-out split A: every
 //! speed-changed copy of the Yaru `desktop-login` sound was missed). The tail's 2 s
 //! feature segments correlate broadly and peak 100-250 ms from the attack's estimate, so
 //! the segments' votes met only at the edge of the speed grid, at a wrong start, and the
-//! candidate failed verification. Needs the Yaru sound theme (`scripts/matcher-deps.sh`).
+//! candidate failed verification. Needs the Yaru sound theme (`yaru-theme-sound`, in `scripts/deps.sh`).
 //! Not yet: in this episode (white noise, no music) the copies played 2-3% *fast* are
 //! still missed: the retry ranks the right speed on the 1% grid (pass-1 score 0.87-0.89)
 //! but its full verification fails (docs/matcher.md, run J).
