@@ -22,6 +22,8 @@ command -v prlimit >/dev/null || need+=(util-linux) # a decode under an address-
 [[ -f /usr/include/opus/opus.h ]] || need+=(libopus-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v opusenc >/dev/null || need+=(opus-tools)
+# A real sting with a long decaying tail (matcher tests/decaying_sting.rs).
+[[ -d /usr/share/sounds/Yaru ]] || need+=(yaru-theme-sound)
 # The database's PostgreSQL backend: scripts/pg.sh runs a private cluster for the tests.
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 # The web console's browser tests (daemons/archivist/tests/console.rs) drive headless

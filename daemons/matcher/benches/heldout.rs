@@ -10,6 +10,8 @@
 //! Environment: `HELDOUT_DIR` (default `.local/heldout`), `HELDOUT_SPLITS` (default
 //! `A,B`), `HELDOUT_CONFIGS` (default `full,baseline`), `HELDOUT_EPISODES` (names,
 //! default all), `HELDOUT_VERBOSE=1` (print every miss, false positive and late hit),
+//! `HELDOUT_CLIPS` (clip names, default all: for tracing one clip; recall then counts
+//! every placement, so only the traced clip's lines mean anything),
 //! `HELDOUT_MATCH_CONFIG` (a `MatchConfig` JSON object for our configs, e.g.
 //! `{"band_threshold":0.1}`; for tuning on split A).
 //!
@@ -123,9 +125,15 @@ fn main() {
                 continue;
             }
         };
+        let only_clips = std::env::var("HELDOUT_CLIPS").ok();
         let clips: Vec<(String, Vec<f32>)> = truth
             .clips
             .iter()
+            .filter(|c| {
+                only_clips
+                    .as_deref()
+                    .is_none_or(|o| o.split(',').any(|n| n == c.name))
+            })
             .map(|c| {
                 let d = decode_file(&sd.join(&c.file))
                     .unwrap_or_else(|e| panic!("clip {}: {e}", c.name));

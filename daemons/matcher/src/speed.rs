@@ -173,8 +173,14 @@ pub(crate) fn detect<S: Samples + ?Sized>(
                 (a.min(t), b.max(t))
             });
             let _ = bin;
+            // The strongest segment's start (the sharpest peak: a sting's attack, not
+            // its tail); the mean of the two extremes before.
+            let best_t = m
+                .values()
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map_or(0.5 * (lo_t + hi_t), |v| v.1);
             Cand {
-                t0: 0.5 * (lo_t + hi_t),
+                t0: best_t,
                 speed: 1.0 + si as f64 * 0.005,
                 lo,
                 hi,
@@ -285,7 +291,20 @@ fn verify_candidate<S: Samples + ?Sized>(
         Some((_, _, conf)) => (cfg.warped_threshold.min(conf + cfg.retime_margin), 0.0),
         None => (cfg.warped_threshold, normal_run),
     };
-    let Some(o) = verify(episode, clip, rt, c, cfg, accept, min_run) else {
+    let o = verify(episode, clip, rt, c, cfg, accept, min_run).or_else(|| {
+        // The segments' votes can agree on a wrong (start, speed): a sting's quiet,
+        // decaying tail correlates broadly and its peak lands 100-250 ms off, so the
+        // only speed at which its vote meets the attack's is the edge of the grid
+        // (split A: every speed-changed copy of two 4 s Yaru stings). Try again as a
+        // clip without speed estimate, from the strongest segment's start.
+        (!c.single).then_some(())?;
+        let again = Cand {
+            single: true,
+            ..c.clone()
+        };
+        verify(episode, clip, rt, &again, cfg, accept, min_run)
+    });
+    let Some(o) = o else {
         return;
     };
     let run = o.clip_end_s - o.clip_start_s;
