@@ -67,9 +67,28 @@ pub struct DownloadSettings {
     /// Accept `file://` URLs (local files). Defaults to false: a catalog entry must not
     /// make a daemon read arbitrary local files unless the operator allows it.
     pub allow_file_urls: bool,
-    /// The `User-Agent` header. Defaults to `archivist-researcher/<version>`.
+    /// The `User-Agent` header, naming the project so a host's operator can tell who
+    /// fetches and where to read why. Defaults to [`DEFAULT_USER_AGENT`]; an operator
+    /// should add a contact (`archivist/0.1.0 (+https://example.org/bot; ops@example.org)`).
     pub user_agent: String,
+    /// Requests to one host in flight at once (bodies included), across every job of
+    /// this process. Defaults to 2.
+    pub per_host_concurrency: u32,
+    /// Requests a second to one host, across every job of this process (0: no limit).
+    /// Defaults to 2.
+    pub per_host_rate: f64,
+    /// Requests to one host allowed at once after a quiet spell, before
+    /// [`DownloadSettings::per_host_rate`] spaces them. Defaults to 4.
+    pub per_host_burst: u32,
 }
+
+/// The default `User-Agent`: the project, its version, and where its docs say what it
+/// fetches and why (RFC 9110 section 10.1.5: a product token and a comment).
+pub const DEFAULT_USER_AGENT: &str = concat!(
+    "archivist/",
+    env!("CARGO_PKG_VERSION"),
+    " (+docs/researcher.md#politeness; podcast clip research)"
+);
 
 impl Default for DownloadSettings {
     fn default() -> Self {
@@ -84,7 +103,10 @@ impl Default for DownloadSettings {
             min_bytes_per_s: 16 << 10,
             max_retry_after: Duration::from_secs(120),
             allow_file_urls: false,
-            user_agent: concat!("archivist-researcher/", env!("CARGO_PKG_VERSION")).to_string(),
+            user_agent: DEFAULT_USER_AGENT.to_string(),
+            per_host_concurrency: 2,
+            per_host_rate: 2.0,
+            per_host_burst: 4,
         }
     }
 }
@@ -138,6 +160,21 @@ impl DownloadSettings {
     /// Allows `file://` URLs. Defaults to false.
     pub fn with_file_urls(mut self, allow: bool) -> Self {
         self.allow_file_urls = allow;
+        self
+    }
+
+    /// Sets the per-host limits: requests in flight (at least 1), requests a second
+    /// (0: none) and the burst (at least 1). Defaults to 2, 2/s and 4.
+    pub fn with_per_host(mut self, concurrency: u32, rate: f64, burst: u32) -> Self {
+        self.per_host_concurrency = concurrency.max(1);
+        self.per_host_rate = rate;
+        self.per_host_burst = burst.max(1);
+        self
+    }
+
+    /// Sets the `User-Agent`. Defaults to [`DEFAULT_USER_AGENT`].
+    pub fn with_user_agent(mut self, agent: impl Into<String>) -> Self {
+        self.user_agent = agent.into();
         self
     }
 }
