@@ -24,13 +24,14 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use object_store::aws::AmazonS3Builder;
 use object_store::buffered::BufWriter;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, PutPayload};
+use object_store::{ObjectStore, PutPayload, RetryConfig};
 use tokio::io::AsyncWriteExt;
 
 use crate::backend::{Backend, Read, Written};
@@ -94,7 +95,15 @@ impl S3Bucket {
         if options.bucket.is_empty() {
             return Err(MediaError::Config("no bucket named".into()));
         }
+        // A store that is down must cost a job little: three retries within 20 s, then
+        // the job downloads the episode (object_store's default is 10 within 3 min).
+        let retry = RetryConfig {
+            max_retries: 3,
+            retry_timeout: Duration::from_secs(20),
+            ..RetryConfig::default()
+        };
         let mut builder = AmazonS3Builder::new()
+            .with_retry(retry)
             .with_bucket_name(&options.bucket)
             .with_region(&options.region)
             .with_access_key_id(&options.access_key_id)

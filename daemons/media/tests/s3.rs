@@ -164,3 +164,30 @@ async fn wrong_credentials_are_refused_and_never_shown() {
     assert!(!err.contains("not-the-secret"), "{err}");
     assert!(err.contains("s3://"), "{err}");
 }
+
+/// Measurement, on demand (`cargo test -p archivist-media --test s3 -- --ignored`): an
+/// hour of 128 kbit/s MP3 (57.6 MB) stored and read back through the store.
+#[tokio::test]
+#[ignore = "a measurement, not a check"]
+async fn measure_an_hour_of_mp3_round_trip() {
+    let Some(opts) = options() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let store = MediaStore::s3(&opts, 1 << 30).unwrap();
+    let bytes: Vec<u8> = (0..57_600_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let (src, key) = write(tmp.path(), "hour.mp3", &bytes);
+    drop(bytes);
+    let started = std::time::Instant::now();
+    store.put(&key, &src).await.unwrap();
+    let put = started.elapsed();
+    let started = std::time::Instant::now();
+    let dest = tmp.path().join("hour.media");
+    assert!(matches!(
+        store.get(&key, &dest).await.unwrap(),
+        Lookup::Hit { .. }
+    ));
+    let get = started.elapsed();
+    eprintln!("57.6 MB: put (hash + upload) {put:?}, get (download + hash) {get:?}");
+    store.delete(&key).await.unwrap();
+}
