@@ -710,6 +710,7 @@ async fn researchers_sharing_an_s3_bucket_download_an_episode_once() {
     let len = audio.episode.len() as u64;
     let url = server.route("/e1.wav", Route::audio(&audio.episode));
     let creds = work_dir("media-s3-creds").join("s3.env");
+    let media_creds = creds.clone();
     std::fs::write(
         &creds,
         format!(
@@ -725,7 +726,7 @@ async fn researchers_sharing_an_s3_bucket_download_an_episode_once() {
             endpoint: Some(endpoint),
             bucket: var("ARCHIVIST_TEST_S3_BUCKET"),
             prefix: format!("researcher-test/{:016x}", rand::random::<u64>()),
-            credentials_file: Some(creds),
+            credentials_file: Some(creds.clone()),
             ..S3Settings::default()
         },
         ..MediaSettings::default()
@@ -763,4 +764,6 @@ async fn researchers_sharing_an_s3_bucket_download_an_episode_once() {
         "downloaded more than once"
     );
     two.stop().await;
+    // The test secret does not stay behind in the temporary directory.
+    let _ = std::fs::remove_file(&media_creds);
 }
