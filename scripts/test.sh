@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, lints, and the whole workspace's tests against a real
-# local ZooKeeper (started here if none serves; see scripts/zk.sh) and both database
+# local ZooKeeper (started here if none serves; see scripts/zk.sh), both database
 # backends: SQLite, and a private PostgreSQL cluster (scripts/pg.sh, started here;
-# ARCHIVIST_TEST_PG names it, so the database tests run on both).
+# ARCHIVIST_TEST_PG names it, so the database tests run on both), and a real S3 server
+# for the media store's S3 backend (SeaweedFS, scripts/s3.sh, started here;
+# ARCHIVIST_TEST_S3 names it).
 #
 #   scripts/test.sh            everything
 #   scripts/test.sh -p NAME    one package (extra args go to `cargo test`)
@@ -21,6 +23,10 @@ ZK_PORT=${ARCHIVIST_TEST_ZK##*:} bash scripts/zk.sh start >/dev/null
 if [[ -z ${ARCHIVIST_TEST_PG:-} ]]; then
     ARCHIVIST_TEST_PG=$(bash scripts/pg.sh start | tail -n 1)
     export ARCHIVIST_TEST_PG
+fi
+if [[ -z ${ARCHIVIST_TEST_S3:-} ]]; then
+    bash scripts/s3.sh start >/dev/null
+    eval "$(bash scripts/s3.sh env)"
 fi
 
 if [[ $# -eq 0 ]]; then

@@ -121,9 +121,9 @@ impl<W: Write> RowSink for RowWriter<W> {
     }
 }
 
-/// The CSV header, in [`csv_line`]'s column order.
+/// The CSV header, in [`csv_line`]'s column order (docs/operations.md, "Export columns").
 pub const CSV_HEADER: &str =
-    "episode,episode_title,clip,clip_title,found,at,conf,speed,part_start,part_end,job,researcher,error";
+    "episode,episode_title,clip,clip_title,found,at,conf,speed,part_start,part_end,job,researcher,error,rendition";
 
 /// A text cell of the CSV export made safe to open in a spreadsheet or `cat` on a
 /// terminal (outside 22 finding 14): control characters but the line break (which CSV
@@ -165,6 +165,7 @@ pub fn csv_line(r: &ResultRow) -> String {
         spreadsheet_safe(&opt(&r.job)),
         spreadsheet_safe(&opt(&r.researcher)),
         spreadsheet_safe(&opt(&r.error)),
+        spreadsheet_safe(&opt(&r.rendition)),
     ];
     let mut out = String::new();
     for (i, v) in values.iter().enumerate() {
@@ -237,10 +238,13 @@ async fn walk(
         after = Some(last.episode.clone());
         let ids: Vec<String> = page.iter().map(|r| r.episode.clone()).collect();
         let titles = crate::results::episode_titles(db, &ids).await?;
+        let renditions = crate::results::page_renditions(db, &page).await?;
+        let none = BTreeMap::new();
         for record in &page {
             summary.episodes += 1;
             let title = titles.get(&record.episode).map_or("", String::as_str);
-            for row in rows_of(record, title, clip_titles, &|_| true) {
+            let runs = renditions.get(&record.episode).unwrap_or(&none);
+            for row in rows_of(record, title, clip_titles, runs, &|_| true) {
                 sink.row(&row)?;
                 summary.rows += 1;
             }

@@ -41,17 +41,32 @@ pub struct ResultRow {
     pub researcher: Option<String>,
     /// Per-clip error instead of a result.
     pub error: Option<String>,
+    /// The audio the row's run researched: the first 12 hex digits of its rendition's
+    /// sha256 (as `results --episode` names renditions); none for runs stored before
+    /// renditions were recorded (issue 23).
+    pub rendition: Option<String>,
+}
+
+/// How many hex digits of a rendition's sha256 name it in rows and listings.
+pub const RENDITION_PREFIX: usize = 12;
+
+/// A rendition's short name: the first [`RENDITION_PREFIX`] hex digits of its sha256.
+pub fn rendition_prefix(sha256: &str) -> String {
+    sha256.get(..RENDITION_PREFIX).unwrap_or(sha256).to_string()
 }
 
 /// Every row of one research record (optionally only for one clip).
+/// `renditions` is the rendition of each of the episode's runs, by job.
 pub(crate) fn rows_of(
     record: &ResearchRecord,
     episode_title: &str,
     clip_titles: &BTreeMap<String, String>,
+    renditions: &BTreeMap<String, String>,
     keep: &dyn Fn(u32) -> bool,
 ) -> Vec<ResultRow> {
     let mut rows = Vec::new();
     for run in &record.runs {
+        let rendition = renditions.get(&run.job).map(|sha| rendition_prefix(sha));
         for number in run.clips.iter() {
             if !keep(number) {
                 continue;
@@ -70,6 +85,7 @@ pub(crate) fn rows_of(
                 job: Some(run.job.clone()),
                 researcher: Some(run.researcher.clone()),
                 error: record.errors.get(&clip).cloned(),
+                rendition: rendition.clone(),
                 clip,
             };
             match record.found.get(&base.clip).filter(|o| !o.is_empty()) {
@@ -165,6 +181,18 @@ async fn rendition_lines(db: &Database, episode: &str) -> Result<Vec<RenditionLi
     Ok(lines)
 }
 
+/// The rendition of each run of a page of the research archive (in episode order), by
+/// episode and job: one query for the page.
+pub(crate) async fn page_renditions(
+    db: &Database,
+    page: &[ResearchRecord],
+) -> Result<BTreeMap<String, BTreeMap<String, String>>> {
+    let (Some(first), Some(last)) = (page.first(), page.last()) else {
+        return Ok(BTreeMap::new());
+    };
+    Ok(archivist_db::renditions::of_runs_between(db, &first.episode, &last.episode).await?)
+}
+
 /// The catalog's clips, id to title: the clips are few (thousands), read a page at a
 /// time from the database, the catalog's home since issue 22.
 pub(crate) async fn clip_titles(db: &Database) -> Result<BTreeMap<String, String>> {
@@ -229,7 +257,8 @@ pub async fn episode_results(db: &Database, episode: &str) -> Result<EpisodeResu
     let researched = record.researched();
     let in_catalog = researched.count_in(&catalog);
     let keep = |n: u32| catalog.contains(n);
-    let rows = rows_of(&record, &title, &clip_titles, &keep);
+    let runs = archivist_db::renditions::of_runs(db, episode).await?;
+    let rows = rows_of(&record, &title, &clip_titles, &runs, &keep);
     Ok(EpisodeResults {
         episode: episode.to_string(),
         title,
@@ -368,14 +397,18 @@ async fn clip_rows(
             break;
         };
         after = Some(last.episode.clone());
+        let runs = page_renditions(db, &page).await?;
         let mut page_rows = Vec::new();
         let mut in_page = Vec::new();
+        let none = BTreeMap::new();
         for record in page.iter().filter(|r| r.is_researched(number)) {
             summary.episodes_researched += 1;
-            let mine: Vec<ResultRow> = rows_of(record, "", &BTreeMap::new(), &|n| n == number)
-                .into_iter()
-                .filter(|r| r.found || r.error.is_some())
-                .collect();
+            let of_runs = runs.get(&record.episode).unwrap_or(&none);
+            let mine: Vec<ResultRow> =
+                rows_of(record, "", &BTreeMap::new(), of_runs, &|n| n == number)
+                    .into_iter()
+                    .filter(|r| r.found || r.error.is_some())
+                    .collect();
             if mine.iter().any(|r| r.found) {
                 summary.episodes_found += 1;
             }

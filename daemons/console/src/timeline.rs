@@ -130,6 +130,7 @@ mod tests {
             job: None,
             researcher: None,
             error: None,
+            rendition: None,
         }
     }
 

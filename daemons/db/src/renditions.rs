@@ -333,6 +333,33 @@ pub async fn of_runs(db: &Database, episode: &str) -> Result<BTreeMap<String, St
     Ok(rows.into_iter().collect())
 }
 
+/// The rendition each run was measured on, of every episode whose id lies from `first`
+/// to `last` (both included, in the database's order of ids: the range of one page of
+/// the research archive, which is read in that order), by episode and then job. One
+/// query per page of an export instead of one per episode.
+///
+/// # Errors
+/// The database failing.
+pub async fn of_runs_between(
+    db: &Database,
+    first: &str,
+    last: &str,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, DbError> {
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT episode, job, sha256 FROM run_renditions WHERE episode >= $1 AND episode <= $2",
+    )
+    .bind(first)
+    .bind(last)
+    .fetch_all(db.pool())
+    .await
+    .context(|| format!("reading the renditions of the runs of episodes {first} to {last}"))?;
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (episode, job, sha256) in rows {
+        out.entry(episode).or_default().insert(job, sha256);
+    }
+    Ok(out)
+}
+
 /// Every rendition of the episode, first fetched first.
 ///
 /// # Errors

@@ -1,6 +1,6 @@
-//! Where objects live: the trait a backend implements. The local directory
-//! ([`crate::LocalDir`]) is the first; an S3-compatible one (the `object_store` crate) is
-//! meant to follow behind the same trait, so the researcher does not change.
+//! Where objects live: the trait a backend implements: a local directory
+//! ([`crate::LocalDir`]) or an S3-compatible bucket ([`crate::S3Bucket`], the
+//! `object_store` crate), so the researcher does not change with the backend.
 //!
 //! A backend moves bytes and nothing more: verifying content against its key, metrics
 //! and what a corrupt object means are [`crate::MediaStore`]'s, one rule in one place.

@@ -43,6 +43,21 @@ pub enum MediaError {
         /// What was evicted, with sizes.
         evicted: Vec<(crate::Key, u64)>,
     },
+    /// A remote store (S3-compatible) refused or failed a request. The reason is the
+    /// client's message, which never holds the credentials.
+    #[error("media store: {location}: {action}: {reason}")]
+    Remote {
+        /// The bucket and object.
+        location: String,
+        /// What was being done.
+        action: &'static str,
+        /// The client's message.
+        reason: String,
+    },
+    /// The remote store's settings cannot make a client (no bucket, an unreadable
+    /// credentials file).
+    #[error("media store: S3 settings: {0}")]
+    Config(String),
     /// A blocking task of the store failed (a panic).
     #[error("media store: a background task failed: {0}")]
     Task(String),

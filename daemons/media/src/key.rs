@@ -88,6 +88,27 @@ pub(crate) fn copy_hashing(
     Ok((Key(hex), size))
 }
 
+/// sha256 of bytes fed piece by piece (a stream from a remote store), giving a [`Key`].
+#[derive(Debug, Default)]
+pub(crate) struct KeyHasher(Sha256);
+
+impl KeyHasher {
+    /// Adds bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// The key of everything fed.
+    pub fn finish(self) -> Key {
+        Key(self
+            .0
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

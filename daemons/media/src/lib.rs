@@ -6,8 +6,9 @@
 //!   and on the way out (a corrupt object is a miss that deletes it and says so),
 //!   and counts hits, misses, bytes, evictions and verify failures.
 //! - [`Backend`] is where bytes live; [`LocalDir`] is a directory bounded by size with
-//!   least-recently-used eviction (its doc says how use is tracked). An S3-compatible
-//!   backend (the `object_store` crate) fits the same trait.
+//!   least-recently-used eviction (its doc says how use is tracked); [`S3Bucket`] is an
+//!   S3-compatible bucket (the `object_store` crate) shared by researchers on many
+//!   machines, bounded the same way (its doc says how use is kept there).
 //!
 //! Why hand-written on `std::fs` rather than a crate: the local backend is a handful of
 //! atomic file operations (temporary file, fsync, rename), and what the store adds, a
@@ -30,6 +31,7 @@ mod backend;
 mod error;
 mod key;
 mod local;
+mod s3;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +41,7 @@ pub use backend::{Backend, Read, Written};
 pub use error::MediaError;
 pub use key::{hash_file, Key};
 pub use local::LocalDir;
+pub use s3::{S3Bucket, S3Options};
 
 /// The answer of [`MediaStore::get`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +134,16 @@ impl MediaStore {
         max_bytes: u64,
     ) -> Result<MediaStore, MediaError> {
         Ok(MediaStore::new(Arc::new(LocalDir::open(dir, max_bytes)?)))
+    }
+
+    /// A store in an S3-compatible bucket bounded to `max_bytes` ([`S3Bucket`]).
+    ///
+    /// # Errors
+    /// The options cannot make a client.
+    pub fn s3(options: &S3Options, max_bytes: u64) -> Result<MediaStore, MediaError> {
+        Ok(MediaStore::new(Arc::new(S3Bucket::connect(
+            options, max_bytes,
+        )?)))
     }
 
     /// The counts so far.

@@ -19,6 +19,7 @@
 pub mod clips;
 pub mod download;
 mod job;
+pub mod media;
 mod serve;
 pub mod settings;
 
@@ -52,7 +53,7 @@ pub enum ResearcherError {
     /// The HTTP client could not be built.
     #[error(transparent)]
     Download(#[from] DownloadError),
-    /// The media store's directory cannot be used.
+    /// The media store cannot be used (its directory; its bucket's settings).
     #[error(transparent)]
     Media(#[from] archivist_media::MediaError),
 }
@@ -88,9 +89,7 @@ pub async fn run(
 ) -> Result<(), ResearcherError> {
     prepare_work_dir(&settings)?;
     let downloader = Downloader::new(settings.download.clone())?;
-    let media_dir = settings.media.dir_for(&settings.work_dir);
-    let media = archivist_media::MediaStore::local(&media_dir, settings.media.max_bytes)?;
-    tracing::info!(dir = %media_dir.display(), max_bytes = settings.media.max_bytes, "media store");
+    let media = media::open(&settings)?;
     let worker = Arc::new(job::Worker {
         me: identity.name.clone(),
         db: db.clone(),

@@ -67,9 +67,28 @@ pub struct DownloadSettings {
     /// Accept `file://` URLs (local files). Defaults to false: a catalog entry must not
     /// make a daemon read arbitrary local files unless the operator allows it.
     pub allow_file_urls: bool,
-    /// The `User-Agent` header. Defaults to `archivist-researcher/<version>`.
+    /// The `User-Agent` header, naming the project so a host's operator can tell who
+    /// fetches and where to read why. Defaults to [`DEFAULT_USER_AGENT`]; an operator
+    /// should add a contact (`archivist/0.1.0 (+https://example.org/bot; ops@example.org)`).
     pub user_agent: String,
+    /// Requests to one host in flight at once (bodies included), across every job of
+    /// this process. Defaults to 2.
+    pub per_host_concurrency: u32,
+    /// Requests a second to one host, across every job of this process (0: no limit).
+    /// Defaults to 2.
+    pub per_host_rate: f64,
+    /// Requests to one host allowed at once after a quiet spell, before
+    /// [`DownloadSettings::per_host_rate`] spaces them. Defaults to 4.
+    pub per_host_burst: u32,
 }
+
+/// The default `User-Agent`: the project, its version, and where its docs say what it
+/// fetches and why (RFC 9110 section 10.1.5: a product token and a comment).
+pub const DEFAULT_USER_AGENT: &str = concat!(
+    "archivist/",
+    env!("CARGO_PKG_VERSION"),
+    " (+docs/researcher.md#politeness; podcast clip research)"
+);
 
 impl Default for DownloadSettings {
     fn default() -> Self {
@@ -84,7 +103,10 @@ impl Default for DownloadSettings {
             min_bytes_per_s: 16 << 10,
             max_retry_after: Duration::from_secs(120),
             allow_file_urls: false,
-            user_agent: concat!("archivist-researcher/", env!("CARGO_PKG_VERSION")).to_string(),
+            user_agent: DEFAULT_USER_AGENT.to_string(),
+            per_host_concurrency: 2,
+            per_host_rate: 2.0,
+            per_host_burst: 4,
         }
     }
 }
@@ -140,6 +162,21 @@ impl DownloadSettings {
         self.allow_file_urls = allow;
         self
     }
+
+    /// Sets the per-host limits: requests in flight (at least 1), requests a second
+    /// (0: none) and the burst (at least 1). Defaults to 2, 2/s and 4.
+    pub fn with_per_host(mut self, concurrency: u32, rate: f64, burst: u32) -> Self {
+        self.per_host_concurrency = concurrency.max(1);
+        self.per_host_rate = rate;
+        self.per_host_burst = burst.max(1);
+        self
+    }
+
+    /// Sets the `User-Agent`. Defaults to [`DEFAULT_USER_AGENT`].
+    pub fn with_user_agent(mut self, agent: impl Into<String>) -> Self {
+        self.user_agent = agent.into();
+        self
+    }
 }
 
 /// The media store: downloaded episodes kept by content hash, so later jobs of the
@@ -160,6 +197,12 @@ pub struct MediaSettings {
     /// and the job still researches the pinned ones. Only when the pin has a validator.
     /// Defaults to true.
     pub revalidate: bool,
+    /// Where objects live: `local` (the directory [`MediaSettings::dir`], default) or
+    /// `s3` (an S3-compatible bucket, [`MediaSettings::s3`]), which researchers on many
+    /// machines share.
+    pub backend: MediaBackend,
+    /// The bucket, for `backend: s3`.
+    pub s3: S3Settings,
     /// For tests only (never read from a file): how long a job waits after copying
     /// its audio out of the store before decoding it, so a test can change the stored
     /// object while a job holds its copy. Zero by default.
@@ -174,6 +217,8 @@ impl Default for MediaSettings {
             dir: None,
             max_bytes: 50 << 30,
             revalidate: true,
+            backend: MediaBackend::Local,
+            s3: S3Settings::default(),
             hold_after_read: Duration::ZERO,
         }
     }
@@ -183,6 +228,49 @@ impl MediaSettings {
     /// The store's directory for a researcher whose work directory is `work_dir`.
     pub fn dir_for(&self, work_dir: &std::path::Path) -> PathBuf {
         self.dir.clone().unwrap_or_else(|| work_dir.join("media"))
+    }
+}
+
+/// Which backend holds the media store's objects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MediaBackend {
+    /// A local directory (one machine, or a shared file system).
+    #[default]
+    Local,
+    /// An S3-compatible bucket (researchers on many machines).
+    S3,
+}
+
+/// An S3-compatible bucket for the media store. The credentials are never in this
+/// file's settings: they come from `credentials_file`, else from the environment's
+/// `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, and are never logged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct S3Settings {
+    /// The endpoint URL (`http://minio.internal:9000`); none: AWS's for the region.
+    pub endpoint: Option<String>,
+    /// The bucket (it must exist). No default.
+    pub bucket: String,
+    /// The region. Defaults to `us-east-1` (what most S3-compatible servers accept).
+    pub region: String,
+    /// Objects are kept under this prefix. Defaults to `archivist/media`.
+    pub prefix: String,
+    /// A file of `AWS_ACCESS_KEY_ID=...` and `AWS_SECRET_ACCESS_KEY=...` lines (as an
+    /// env file; `#` comments), readable by the researcher only. Defaults to none: the
+    /// environment's variables of those names.
+    pub credentials_file: Option<PathBuf>,
+}
+
+impl Default for S3Settings {
+    fn default() -> Self {
+        S3Settings {
+            endpoint: None,
+            bucket: String::new(),
+            region: "us-east-1".into(),
+            prefix: "archivist/media".into(),
+            credentials_file: None,
+        }
     }
 }
 
@@ -345,6 +433,16 @@ mod tests {
         assert_eq!(s.media, MediaSettings::default());
         let s: ResearcherSettings = serde_yaml::from_str("media:\n  max_bytes: 1000\n").unwrap();
         assert_eq!((s.media.max_bytes, s.media.revalidate), (1000, true));
+        assert_eq!(s.media.backend, MediaBackend::Local);
+        let s: ResearcherSettings = serde_yaml::from_str(
+            "media:\n  backend: s3\n  s3:\n    endpoint: http://127.0.0.1:9000\n    bucket: b\n",
+        )
+        .unwrap();
+        assert_eq!(s.media.backend, MediaBackend::S3);
+        assert_eq!(
+            (s.media.s3.bucket.as_str(), s.media.s3.region.as_str()),
+            ("b", "us-east-1")
+        );
         assert_eq!(
             s.media.dir_for(std::path::Path::new("/w")),
             PathBuf::from("/w/media")

@@ -449,6 +449,73 @@ async fn status_and_results_show_pinned_and_changed_renditions() {
     );
 }
 
+/// Each exported row names the audio its run researched (issue 23): the first 12 hex
+/// digits of the run's rendition, in every format and in `results`; runs stored before
+/// renditions were recorded have none.
+#[tokio::test]
+async fn each_exported_row_names_the_rendition_its_run_researched() {
+    use archivist_admin::export::{csv_line, CSV_HEADER};
+    let (_c, s) = archivist_testkit::fresh_tree("rules-export-renditions").await;
+    let db = archivist_testkit::db::tree_database(s.chroot()).await;
+    let one = fixtures::episode(&s, 1, "One").await;
+    let two = fixtures::episode(&s, 2, "Two").await;
+    let three = fixtures::episode(&s, 3, "Three").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::clip(&s, 2, "Sting").await;
+    fixtures::research(&s, &one, "j0000000011", &[1, 2], &[(1, 3.0, 0.9)]).await;
+    fixtures::research(&s, &two, "j0000000012", &[1, 2], &[(2, 7.5, 0.8)]).await;
+    fixtures::research(&s, &three, "j0000000013", &[1], &[]).await;
+    let (a, b) = ("a1".repeat(32), "b2".repeat(32));
+    archivist_db::renditions::record_run(&db, &one, "j0000000011", &a)
+        .await
+        .unwrap();
+    archivist_db::renditions::record_run(&db, &two, "j0000000012", &b)
+        .await
+        .unwrap();
+    // A run of another episode and another job of the episode: not these rows'.
+    archivist_db::renditions::record_run(&db, &two, "j0000000099", &a)
+        .await
+        .unwrap();
+    let settings = AdminSettings {
+        batch_size: 2,
+        ..AdminSettings::default()
+    };
+    let rows = results::export(&db, &settings, &Silent).await.unwrap().rows;
+    let seen: Vec<(String, String, bool, Option<String>)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.episode.clone(),
+                r.clip.clone(),
+                r.found,
+                r.rendition.clone(),
+            )
+        })
+        .collect();
+    let short = |x: &str| Some(x[..12].to_string());
+    assert_eq!(
+        seen,
+        vec![
+            (one.clone(), "c000001".into(), true, short(&a)),
+            (one.clone(), "c000002".into(), false, short(&a)),
+            (two.clone(), "c000001".into(), false, short(&b)),
+            (two.clone(), "c000002".into(), true, short(&b)),
+            (three.clone(), "c000001".into(), false, None),
+        ]
+    );
+    assert!(CSV_HEADER.ends_with(",error,rendition"));
+    assert!(
+        csv_line(&rows[0]).ends_with(",a1a1a1a1a1a1"),
+        "{}",
+        csv_line(&rows[0])
+    );
+    assert!(csv_line(&rows[4]).ends_with(','), "{}", csv_line(&rows[4]));
+    let json = serde_json::to_value(&rows[2]).unwrap();
+    assert_eq!(json["rendition"], "b2b2b2b2b2b2");
+    let by_episode = results::episode_results(&db, &two).await.unwrap().rows;
+    assert!(by_episode.iter().all(|r| r.rendition == short(&b)));
+}
+
 /// Research stored in the database that no longer parses: `export` and `results --clip`
 /// (which read the archive from the database since issue 22e) fail with an error naming
 /// the episode, never rows that leave it out silently (issue 17's rule).

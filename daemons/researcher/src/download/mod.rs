@@ -8,6 +8,7 @@
 mod encoding;
 mod error;
 mod hosts;
+mod politeness;
 mod probe;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::DownloadError;
 use hosts::HostBackoff;
+use politeness::Politeness;
 pub use probe::{check_audio, probe_audio, Refusal};
 
 use crate::settings::DownloadSettings;
@@ -96,6 +98,8 @@ pub struct Downloader {
     /// Per host: not before this instant (a `Retry-After` or a failure's backoff), shared
     /// by every download of this process (episodes and clips).
     hosts: HostBackoff,
+    /// Per host: requests in flight and requests a second, shared likewise.
+    politeness: Politeness,
 }
 
 /// A `304 Not Modified` to a request that asked nothing: no body, and nothing it could
@@ -188,6 +192,7 @@ impl Downloader {
             })?;
         Ok(Downloader {
             client,
+            politeness: Politeness::new(&settings),
             settings,
             hosts: HostBackoff::default(),
         })
@@ -428,6 +433,8 @@ impl Downloader {
         known: Option<&[Validators]>,
         progress: Progress<'_>,
     ) -> Result<Answer, DownloadError> {
+        // Held until the body is read (or this try fails): the host's slot and rate.
+        let _turn = self.politeness.turn(parsed.host_str().unwrap_or("")).await;
         let wait = self.settings.connect_timeout + self.settings.read_timeout;
         let mut request = self
             .client

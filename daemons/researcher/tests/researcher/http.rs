@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -107,6 +107,29 @@ struct State {
     times: HashMap<String, Vec<std::time::Instant>>,
     /// Each request's `If-None-Match`, in order.
     asked: HashMap<String, Vec<Option<String>>>,
+    /// When each request's head arrived and its answer ended.
+    spans: Vec<(Instant, Option<Instant>)>,
+    /// Each request's `User-Agent`, in order.
+    agents: Vec<Option<String>>,
+}
+
+/// Records a request's span until dropped (whichever way its answer ends).
+struct InFlight(Arc<Mutex<State>>, usize);
+
+impl InFlight {
+    fn new(state: &Arc<Mutex<State>>) -> InFlight {
+        let mut st = state.lock().unwrap();
+        st.spans.push((Instant::now(), None));
+        InFlight(state.clone(), st.spans.len() - 1)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut st) = self.0.lock() {
+            st.spans[self.1].1 = Some(Instant::now());
+        }
+    }
 }
 
 /// A running server.
@@ -118,7 +141,12 @@ pub struct Server {
 
 impl Server {
     pub async fn start() -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        Server::start_on("127.0.0.1").await
+    }
+
+    /// A server on another loopback address (`127.0.0.2`: another host to a client).
+    pub async fn start_on(ip: &str) -> Server {
+        let listener = TcpListener::bind((ip, 0)).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let state: Arc<Mutex<State>> = Arc::default();
         let st = state.clone();
@@ -155,6 +183,36 @@ impl Server {
             .get(path)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// The most requests this server answered at once: at some request's arrival, how
+    /// many others had arrived and went on for more than `slack` after it (a request
+    /// whose last bytes the client already has may take a moment to close here).
+    pub fn most_at_once(&self, slack: Duration) -> usize {
+        let spans = self.state.lock().unwrap().spans.clone();
+        let now = Instant::now();
+        spans
+            .iter()
+            .map(|(at, _)| {
+                spans
+                    .iter()
+                    .filter(|(start, end)| start <= at && end.unwrap_or(now) > *at + slack)
+                    .count()
+                    .max(1)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// When each request arrived (any path), in order.
+    pub fn arrivals(&self) -> Vec<Instant> {
+        let spans = self.state.lock().unwrap().spans.clone();
+        spans.iter().map(|(at, _)| *at).collect()
+    }
+
+    /// The `User-Agent` of each request so far.
+    pub fn agents(&self) -> Vec<Option<String>> {
+        self.state.lock().unwrap().agents.clone()
     }
 
     /// The `If-None-Match` of each request for `path` so far.
@@ -215,11 +273,15 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
     }
     let text = String::from_utf8_lossy(&head);
     let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
-    let if_none_match = text.lines().find_map(|l| {
-        let (name, value) = l.split_once(':')?;
-        name.eq_ignore_ascii_case("if-none-match")
-            .then(|| value.trim().to_string())
-    });
+    let header = |wanted: &str| {
+        text.lines().find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case(wanted)
+                .then(|| value.trim().to_string())
+        })
+    };
+    let if_none_match = header("if-none-match");
+    let _in_flight = InFlight::new(&state);
     let served = |n: usize| {
         *state.lock().unwrap().bytes.entry(path.clone()).or_insert(0) += n as u64;
     };
@@ -238,6 +300,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             .entry(path.clone())
             .or_default()
             .push(if_none_match.clone());
+        st.agents.push(header("user-agent"));
         (st.routes.get(&path).cloned(), hit)
     };
     let mut route = route.unwrap_or(Route::Status(404));

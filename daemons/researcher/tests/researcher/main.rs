@@ -9,6 +9,7 @@ mod hostile;
 mod http;
 mod lost_reply;
 mod media_store;
+mod politeness;
 mod shutdown;
 mod support;
 mod unreadable;

@@ -679,3 +679,91 @@ async fn a_stored_pin_that_no_longer_decodes_fails_naming_the_store() {
         researcher.stop().await;
     }
 }
+
+/// `researcher.media.backend: s3` (issue 23): two researchers on different machines
+/// (work directories of their own, no local store) share an S3-compatible bucket
+/// (SeaweedFS, `scripts/s3.sh`; credentials from a file): the episode one of them
+/// downloaded is researched by the other without downloading it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn researchers_sharing_an_s3_bucket_download_an_episode_once() {
+    use archivist_researcher::settings::{MediaBackend, MediaSettings, S3Settings};
+    let Some(endpoint) = std::env::var("ARCHIVIST_TEST_S3")
+        .ok()
+        .filter(|e| !e.is_empty())
+    else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ARCHIVIST_TEST_S3 is not set under CI"
+        );
+        eprintln!("ARCHIVIST_TEST_S3 is not set (eval \"$(scripts/s3.sh env)\"): skipped");
+        return;
+    };
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let (config, session, db) = stores("researcher-media-s3")
+        .await
+        .into_iter()
+        .next()
+        .expect("a database");
+    let server = Server::start().await;
+    let audio = audio();
+    let clips = serve_clips(&db, &server, 3).await;
+    let len = audio.episode.len() as u64;
+    let url = server.route("/e1.wav", Route::audio(&audio.episode));
+    let creds = work_dir("media-s3-creds").join("s3.env");
+    let media_creds = creds.clone();
+    std::fs::write(
+        &creds,
+        format!(
+            "AWS_ACCESS_KEY_ID={}\nAWS_SECRET_ACCESS_KEY={}\n",
+            var("ARCHIVIST_TEST_S3_ACCESS_KEY"),
+            var("ARCHIVIST_TEST_S3_SECRET_KEY")
+        ),
+    )
+    .unwrap();
+    let media = MediaSettings {
+        backend: MediaBackend::S3,
+        s3: S3Settings {
+            endpoint: Some(endpoint),
+            bucket: var("ARCHIVIST_TEST_S3_BUCKET"),
+            prefix: format!("researcher-test/{:016x}", rand::random::<u64>()),
+            credentials_file: Some(creds.clone()),
+            ..S3Settings::default()
+        },
+        ..MediaSettings::default()
+    };
+    let one = start(
+        &config,
+        &db,
+        settings(&work_dir("media-s3-one")).with_media(media.clone()),
+        "researcher-s3-one",
+    );
+    let (first, _) = research(&session, &db, "e0000001", &url, &clips[..2]).await;
+    assert_eq!(first.progress.bytes, len);
+    one.stop().await;
+    let two = start(
+        &config,
+        &db,
+        settings(&work_dir("media-s3-two")).with_media(media),
+        "researcher-s3-two",
+    );
+    let (second, reports) = research(&session, &db, "e0000001", &url, &clips[2..3]).await;
+    assert_eq!(second.progress.bytes, 0, "the second machine downloaded");
+    let note = decoded_note(&second);
+    assert!(
+        note.contains("from the media store (0 episode bytes downloaded)"),
+        "{note}"
+    );
+    assert_near(
+        &offsets(&reports, &clips[2]),
+        &audio.clips[2].2,
+        "clip 3 from the bucket",
+    );
+    assert_eq!(
+        server.bytes_served("/e1.wav"),
+        len,
+        "downloaded more than once"
+    );
+    two.stop().await;
+    // The test secret does not stay behind in the temporary directory.
+    let _ = std::fs::remove_file(&media_creds);
+}
