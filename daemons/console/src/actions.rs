@@ -133,7 +133,7 @@ fn authorise(
     if console.settings().actions_token.is_none() {
         return Err(crate::readonly::REFUSAL.trim_end());
     }
-    if !same_origin(headers) {
+    if !same_origin(console, headers) {
         return Err("the request's Origin is not this console (CSRF check)");
     }
     console
@@ -143,12 +143,20 @@ fn authorise(
         .ok_or("not signed in in this tab (no live session token in the form): sign in at /login with the actions token")
 }
 
-/// Does the request's `Origin` name the console it was sent to (`http://` + its
-/// `Host`, which [`crate::guard`] has checked)? A missing `Origin` does not.
-fn same_origin(headers: &HeaderMap) -> bool {
+/// Does the request's `Origin` name the console it was sent to: `http://` + its
+/// `Host` (which [`crate::guard`] has checked), or `https://` + its `Host` when that
+/// names a host in `console.hosts` (a console behind a TLS-terminating proxy; outside
+/// try 24b, N8)? A missing `Origin` does not.
+fn same_origin(console: &Console, headers: &HeaderMap) -> bool {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let origin = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok());
-    matches!((host, origin), (Some(h), Some(o)) if o == format!("http://{h}"))
+    let (Some(host), Some(origin)) = (host, origin) else {
+        return false;
+    };
+    if origin == format!("http://{host}") {
+        return true;
+    }
+    origin == format!("https://{host}") && crate::guard::named_host(host, &console.settings().hosts)
 }
 
 /// The library's settings for an action by `op`: the CLI's, with the actor
@@ -171,7 +179,7 @@ pub async fn login_page(State(console): State<Console>) -> Result<Markup, PageEr
         html! {
             h1 { "Sign in to act on jobs" }
             form #login method="post" action="/login" {
-                label { "Your name (recorded in job events as console:NAME) " input type="text" name="name" required; }
+                label { "Your name (recorded in job events as console:NAME) " input type="text" name="name" required maxlength=(MAX_NAME) pattern="[A-Za-z0-9._-]+"; }
                 br;
                 label { "Actions token " input type="password" name="token" required; }
                 br;
@@ -197,14 +205,8 @@ pub async fn login(
     let Some(token) = console.settings().actions_token.clone() else {
         return (StatusCode::FORBIDDEN, crate::readonly::REFUSAL).into_response();
     };
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let origin = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok());
-    if !matches!((host, origin), (Some(h), Some(o)) if o == format!("http://{h}")) {
-        return (
-            StatusCode::FORBIDDEN,
-            "refused: the request's Origin is not this console\n",
-        )
-            .into_response();
+    if !same_origin(&console, &headers) {
+        return refused("the request's Origin is not this console (CSRF check)");
     }
     let Ok(Form(form)) = form else {
         return PageError::Invalid("the sign-in form is incomplete".into()).into_response();
@@ -214,8 +216,8 @@ pub async fn login(
         return refused("wrong token");
     }
     let name = form.name.trim();
-    if let Err(e) = PageError::check_id("operator", name) {
-        return PageError::Invalid(e.to_string()).into_response();
+    if let Err(e) = check_name(name) {
+        return PageError::Invalid(e).into_response();
     }
     let token = console.inner.sessions.start(name.to_string());
     tracing::warn!(target: "archivist::console::audit", name, "console sign-in");
@@ -254,6 +256,22 @@ pub async fn logout(
         html! { p #signed-out { "Signed out. " a href="/login" { "Sign in again" } } },
     )
     .into_response()
+}
+
+/// Most characters of a sign-in name (it goes into every event the operator writes;
+/// outside try 24b, N7: a 400 000-character name filled job records past ZooKeeper's
+/// node limit).
+pub const MAX_NAME: usize = 64;
+
+/// A sign-in name: 1 to [`MAX_NAME`] of `A-Z a-z 0-9 . _ -`.
+fn check_name(name: &str) -> Result<(), String> {
+    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > MAX_NAME || !name.chars().all(safe) {
+        return Err(format!(
+            "the name must be 1 to {MAX_NAME} of A-Z a-z 0-9 . _ - (it is recorded as console:NAME)"
+        ));
+    }
+    Ok(())
 }
 
 /// The forms of one job's actions, each posting the job at the version shown

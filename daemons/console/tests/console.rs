@@ -601,6 +601,59 @@ async fn actions_need_a_session_token_in_the_body_and_origin_and_record_the_acto
     assert!(a.body.contains("read-only"));
 }
 
+/// Outside try 24b, N7 and N8: a sign-in name is at most 64 characters of a safe set;
+/// a console behind a TLS-terminating proxy, reached by a name in `console.hosts`,
+/// accepts the browser's `Origin: https://name`, but `https://` with an address does
+/// not pass.
+#[tokio::test]
+async fn sign_in_names_are_short_and_https_origins_pass_for_configured_names() {
+    let (_config, session) = archivist_testkit::fresh_tree("console-names").await;
+    let settings = ConsoleSettings {
+        actions_token: Some(archivist_console::settings::Token(TOKEN.into())),
+        hosts: vec!["console.internal".into()],
+        ..ConsoleSettings::default()
+    };
+    let (addr, stop) = serve_on(&session, &session, settings).await;
+    let origin = ("Origin", format!("http://{addr}"));
+    for bad in ["a".repeat(65), "al ice".into(), "al%3Cb%3E".into()] {
+        let a = request(
+            addr,
+            "POST",
+            "/login",
+            std::slice::from_ref(&origin),
+            &format!("name={bad}&token={TOKEN}"),
+        )
+        .await;
+        assert_eq!(a.status, 400, "{bad}: {}", a.body);
+    }
+    let ok = format!("name={}&token={TOKEN}", "a".repeat(64));
+    let a = request(addr, "POST", "/login", std::slice::from_ref(&origin), &ok).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let named = format!("console.internal:{}", addr.port());
+    let a = request(
+        addr,
+        "POST",
+        "/login",
+        &[
+            ("Host", named.clone()),
+            ("Origin", format!("https://{named}")),
+        ],
+        &ok,
+    )
+    .await;
+    assert_eq!(a.status, 200, "behind a TLS proxy: {}", a.body);
+    let a = request(
+        addr,
+        "POST",
+        "/login",
+        &[("Origin", format!("https://{addr}"))],
+        &ok,
+    )
+    .await;
+    assert_eq!(a.status, 403, "https with an address: {}", a.body);
+    stop.cancel();
+}
+
 /// A loopback TCP proxy in front of the real ZooKeeper that can be cut (every relayed
 /// connection dropped, new ones closed at once) and restored: an outage of ZooKeeper
 /// as the console sees it, without touching the shared server.
