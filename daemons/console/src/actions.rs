@@ -274,19 +274,59 @@ fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The form that posts `action` on one job at the version shown.
+fn one_form(id: &str, version: i32, action: &str, label: &str) -> Markup {
+    html! {
+        form.action method="post" action={ "/jobs/" (id) "/" (action) } {
+            input type="hidden" name="jobs" value={ (id) "@" (version) };
+            button type="submit" name="action" value=(action) { (label) }
+        }
+    }
+}
+
 /// The forms of one job's actions, each posting the job at the version shown
 /// (`version`): the static script adds the session token when one is submitted.
+/// Delete is a link to its confirmation page ([`confirm_one`]), as `archivist delete`
+/// asks first (outside try 24b, N5).
 pub fn job_forms(id: &str, version: i32) -> Markup {
     html! {
         div #actions {
             @for a in ACTIONS {
-                form.action method="post" action={ "/jobs/" (id) "/" (a) } {
-                    input type="hidden" name="jobs" value={ (id) "@" (version) };
-                    button type="submit" name="action" value=(a) { (a) }
+                @if a == "delete" {
+                    a.delete href={ "/jobs/" (id) "/delete" } { "delete…" }
+                } @else {
+                    (one_form(id, version, a, a))
                 }
             }
         }
     }
+}
+
+/// `GET /jobs/{id}/delete`: what deleting the job would remove, and the button that
+/// deletes it at the version shown.
+pub async fn confirm_one(
+    State(console): State<Console>,
+    Path((id, action)): Path<(String, String)>,
+) -> Result<Markup, PageError> {
+    if action != "delete" {
+        return Err(PageError::NoPage);
+    }
+    if !enabled(&console) {
+        return Err(PageError::Invalid(crate::readonly::REFUSAL.trim().into()));
+    }
+    PageError::check_id("job", &id)?;
+    let session = console.session().await?;
+    let seen = actions::look(&session, &id).await?;
+    Ok(layout::page(
+        "Confirm",
+        0,
+        html! {
+            h1 { "delete job " (job_link(&id)) "?" }
+            p { "It is " span #state { (seen.job.status) } " (episode " (seen.job.episode) "). The job, its queue entry, lease and reports are deleted; a deleted job keeps no events. Nothing is done if it changes before you confirm." }
+            div #confirm { (one_form(&id, seen.version, "delete", "delete this job")) }
+            p { a href={ "/jobs/" (id) } { "Back to the job" } }
+        },
+    ))
 }
 
 /// The form of an action: the session token (added by the static script) and the jobs

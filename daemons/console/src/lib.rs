@@ -112,7 +112,10 @@ pub fn router(console: Console) -> Router {
         .route("/logout", post(actions::logout))
         .route("/jobs/bulk", get(actions::confirm))
         .route("/jobs/bulk/{action}", post(actions::bulk))
-        .route("/jobs/{id}/{action}", post(actions::act))
+        .route(
+            "/jobs/{id}/{action}",
+            get(actions::confirm_one).post(actions::act),
+        )
         .route("/episodes/{id}", get(results::episode_page))
         .route("/clips/{id}", get(results::clip_page))
         .route("/episodes/{id}/export", get(export::episode))

@@ -440,6 +440,22 @@ async fn actions_need_a_session_token_in_the_body_and_origin_and_record_the_acto
     let page = request(addr, "GET", &format!("/jobs/{}", one.id), &[], "").await;
     let posted = field(&page.body, "jobs");
     assert!(posted.starts_with(&format!("{}@", one.id)), "{posted}");
+    // Delete on a job's page is a link to a confirmation, not a one-click post (N5).
+    assert!(
+        !page
+            .body
+            .contains(&format!("action=\"/jobs/{}/delete\"", one.id)),
+        "{}",
+        page.body
+    );
+    let confirm = request(addr, "GET", &format!("/jobs/{}/delete", one.id), &[], "").await;
+    assert_eq!(confirm.status, 200, "{}", confirm.body);
+    assert!(
+        confirm.body.contains("<span id=\"state\">failed</span>"),
+        "{}",
+        confirm.body
+    );
+    assert_eq!(field(&confirm.body, "jobs"), posted);
     let path = format!("/jobs/{}/retry", one.id);
     // Everything a media server on another port of this host would receive from the
     // operator's browser (any cookies, a Referer, the page's Origin) but not the body's
