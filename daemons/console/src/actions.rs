@@ -565,6 +565,7 @@ pub async fn confirm(
         0,
         html! {
             h1 { (params.action) " " span #count { (jobs.len()) } " jobs?" }
+            p #bulk-filter { "Jobs matching " code { "/jobs?" (params.filter.filter_query()) } ", as read for this page; each is listed with its state." }
             @if more { p.error { "More jobs match: only the first " (MAX_BULK) " are acted on; act again for the rest." } }
             @if jobs.is_empty() {
                 p.muted { "No job matches." }

@@ -534,6 +534,12 @@ async fn actions_need_a_session_token_in_the_body_and_origin_and_record_the_acto
         "{}",
         confirm.body
     );
+    // The confirmation shows the filter it was built from and each job's state (N4).
+    assert!(
+        confirm.body.contains("state=failed") && confirm.body.contains(" (failed) "),
+        "{}",
+        confirm.body
+    );
     let jobs = field(&confirm.body, "jobs");
     // Meanwhile another operator retries one of them: pending now, so a cancel would
     // apply to it, but the operator confirmed cancelling the failed job the page showed.
