@@ -40,6 +40,10 @@ pub struct JobSummary {
     pub updated: OffsetDateTime,
     /// Node creation time (ZooKeeper's clock), unix ms.
     pub ctime_ms: i64,
+    /// The record's data version when read: what a later action compares against
+    /// (the console's confirmation posts it, so a job that moved is refused).
+    #[serde(skip)]
+    pub version: i32,
 }
 
 impl JobSummary {
@@ -57,6 +61,7 @@ impl JobSummary {
             progress: job.progress.fraction,
             updated: job.updated,
             ctime_ms: stat.ctime_ms,
+            version: stat.version,
         }
     }
 }

@@ -471,10 +471,15 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             format!("console:\n  refresh_s: 0\n  actions_token: {token}\n"),
         )
         .expect("actions config");
+        // At the default log level (no RUST_LOG): the actions' log lines must be there
+        // anyway (outside try 24b, N2: a deleted job keeps no events).
+        env.extra.push(("RUST_LOG".into(), None));
+        let acting_log = dir.join("console-actions.log");
         let mut acting = env.spawn(
             &["--config", actions_config.to_str().unwrap(), "console", "--addr", "127.0.0.1:0"],
-            &dir.join("console-actions.log"),
+            &acting_log,
         );
+        env.extra.pop();
         let line = acting.wait_for_line("console at ", Duration::from_secs(30));
         assert!(line.contains("actions enabled"), "{line}");
         let url = line
@@ -514,7 +519,15 @@ fn the_console_shows_the_run_plays_from_a_mark_and_refuses_actions_in_a_browser(
             let events = shown["job"]["events"].as_array().expect("events");
             let last = events.last().expect("an event");
             assert_eq!(last["by"], "console:browser", "{last}");
+            let line = std::fs::read_to_string(&acting_log)
+                .unwrap_or_default()
+                .lines()
+                .find(|l| l.contains("console action") && l.contains(job.as_str()))
+                .map(str::to_string);
+            let line = line.unwrap_or_else(|| panic!("no console action line for {job} in the default log"));
+            assert!(line.contains("console:browser") && line.contains("retry"), "{line}");
         }
+        assert!(log_has(&acting_log, "console sign-in"), "the sign-in is logged");
         client.close().await.expect("close the browser");
         assert!(acting.stop(Duration::from_secs(10)), "the actions console did not stop");
     });

@@ -4,12 +4,18 @@
 //!
 //! Enabled only when a token is configured (`console.actions_token` or
 //! `console.actions_token_file`); the console is read-only otherwise ([`crate::readonly`]).
-//! An operator signs in at `/login` with the token and a name; the console then keeps a
-//! session for that browser (a random id in an `HttpOnly`, `SameSite=Strict` cookie) with
-//! its own CSRF token. Every action is a `POST` that must carry that CSRF token in a
-//! form field and an `Origin` header naming the console itself; anything else is refused
-//! with 403 before anything is read. Every action is recorded in the job's events with
-//! the actor `console:<name>` (the name given at sign-in).
+//! An operator signs in at `/login` with the token and a name; the console answers with
+//! a random session token that the page keeps in the tab's `sessionStorage` (no cookie:
+//! cookies ignore ports, so a cookie reached every service on the console's host, such
+//! as a media server the episode player fetches from; outside try of #24, N0). The
+//! static script ([`crate::assets`]) puts the token into each action form's body when
+//! it is submitted; every action is a `POST` that must carry a live session token in its
+//! body and an `Origin` header naming the console itself; anything else is refused with
+//! 403 before anything is read. A browser never sends the body token on its own, so it
+//! is also the CSRF token. Each job is posted with the version the page showed
+//! (`j0000000007@12`) and acted on only at that version (N1). Every action is recorded
+//! in the job's events with the actor `console:<name>` and logged at WARN with the actor
+//! (a deleted job keeps no events; N2).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,12 +23,13 @@ use std::time::{Duration, Instant};
 
 use archivist_admin::actions::{self, ActionReport};
 use archivist_admin::browse;
+use archivist_admin::jobs::JobSummary;
 use archivist_admin::AdminSettings;
 use archivist_engine::Session;
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 use maud::{html, Markup};
 use serde::Deserialize;
 
@@ -31,8 +38,8 @@ use crate::jobs::ListParams;
 use crate::layout::{self, job_link};
 use crate::Console;
 
-/// The cookie that names a signed-in browser's session.
-pub const COOKIE: &str = "archivist_console";
+/// The form field that carries the session token (put there by the static script).
+pub const SESSION_FIELD: &str = "session";
 /// How long a sign-in lasts.
 pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 /// Most jobs one bulk action acts on (the confirmation lists them all).
@@ -43,21 +50,20 @@ pub const BULK_SCAN: usize = 100_000;
 /// The actions, as their names in forms and addresses.
 pub const ACTIONS: [&str; 5] = ["retry", "hold", "release", "cancel", "delete"];
 
-/// A signed-in browser.
+/// A signed-in browser tab.
 #[derive(Clone)]
 struct Signed {
     name: String,
-    csrf: String,
     at: Instant,
 }
 
-/// Signed-in browsers, by session id.
+/// Signed-in tabs, by session token.
 #[derive(Default)]
 pub struct Sessions {
     by_id: Mutex<HashMap<String, Signed>>,
 }
 
-/// 32 random bytes as hex: session ids and CSRF tokens.
+/// 32 random bytes as hex: session tokens.
 fn random_hex() -> String {
     use rand::RngCore;
     let mut bytes = [0u8; 32];
@@ -65,57 +71,49 @@ fn random_hex() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Who a request's cookie says is signed in, with their CSRF token.
+/// Who a request's session token says is signed in.
 pub struct Operator {
     /// The name given at sign-in.
     pub name: String,
-    /// The session's CSRF token.
-    pub csrf: String,
 }
 
 impl Sessions {
-    fn start(&self, name: String) -> (String, Signed) {
-        let id = random_hex();
+    fn start(&self, name: String) -> String {
+        let token = random_hex();
         let signed = Signed {
             name,
-            csrf: random_hex(),
             at: Instant::now(),
         };
         if let Ok(mut map) = self.by_id.lock() {
             map.retain(|_, s| s.at.elapsed() < SESSION_TTL);
-            map.insert(id.clone(), signed.clone());
+            map.insert(token.clone(), signed);
         }
-        (id, signed)
+        token
     }
 
-    fn of(&self, headers: &HeaderMap) -> Option<Operator> {
-        let id = cookie(headers, COOKIE)?;
+    fn end(&self, token: &str) -> bool {
+        self.by_id
+            .lock()
+            .map(|mut map| map.remove(token).is_some())
+            .unwrap_or(false)
+    }
+
+    fn of(&self, token: &str) -> Option<Operator> {
+        if token.len() != 64 {
+            return None;
+        }
         let map = self.by_id.lock().ok()?;
-        let s = map.get(&id).filter(|s| s.at.elapsed() < SESSION_TTL)?;
+        let s = map.get(token).filter(|s| s.at.elapsed() < SESSION_TTL)?;
         Some(Operator {
             name: s.name.clone(),
-            csrf: s.csrf.clone(),
         })
     }
 }
 
-/// The value of cookie `name` in the request.
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_string())
-}
-
-/// The signed-in operator of a request, if actions are enabled and the request's
-/// cookie names a live session.
-pub fn operator(console: &Console, headers: &HeaderMap) -> Option<Operator> {
-    console.settings().actions_token.as_ref()?;
-    console.inner.sessions.of(headers)
+/// Are actions enabled (a token configured)? Pages then show the action forms; only a
+/// post with a live session token in its body acts.
+pub fn enabled(console: &Console) -> bool {
+    console.settings().actions_token.is_some()
 }
 
 /// A refused write: 403 and why, before anything was read.
@@ -124,31 +122,41 @@ fn refused(why: &str) -> Response {
     (StatusCode::FORBIDDEN, format!("refused: {why}\n")).into_response()
 }
 
-/// Checks a write: actions enabled, a signed-in operator, the form's CSRF token is
-/// the session's, and `Origin` names this console (the request's own `Host`).
-/// Otherwise why not.
-fn authorise(console: &Console, headers: &HeaderMap, csrf: &str) -> Result<Operator, &'static str> {
+/// Checks a write: actions enabled, `Origin` names this console (the request's own
+/// `Host`), and the form's body carries a live session token (cookies and other
+/// headers count for nothing). Otherwise why not.
+fn authorise(
+    console: &Console,
+    headers: &HeaderMap,
+    token: &str,
+) -> Result<Operator, &'static str> {
     if console.settings().actions_token.is_none() {
         return Err(crate::readonly::REFUSAL.trim_end());
     }
-    if !same_origin(headers) {
+    if !same_origin(console, headers) {
         return Err("the request's Origin is not this console (CSRF check)");
     }
-    let Some(op) = console.inner.sessions.of(headers) else {
-        return Err("not signed in: sign in at /login with the actions token");
-    };
-    if csrf.is_empty() || !crate::settings::Token(op.csrf.clone()).matches(csrf) {
-        return Err("the form's CSRF token is not this session's");
-    }
-    Ok(op)
+    console
+        .inner
+        .sessions
+        .of(token)
+        .ok_or("not signed in in this tab (no live session token in the form): sign in at /login with the actions token")
 }
 
-/// Does the request's `Origin` name the console it was sent to (`http://` + its
-/// `Host`, which [`crate::guard`] has checked)? A missing `Origin` does not.
-fn same_origin(headers: &HeaderMap) -> bool {
+/// Does the request's `Origin` name the console it was sent to: `http://` + its
+/// `Host` (which [`crate::guard`] has checked), or `https://` + its `Host` when that
+/// names a host in `console.hosts` (a console behind a TLS-terminating proxy; outside
+/// try 24b, N8)? A missing `Origin` does not.
+fn same_origin(console: &Console, headers: &HeaderMap) -> bool {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let origin = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok());
-    matches!((host, origin), (Some(h), Some(o)) if o == format!("http://{h}"))
+    let (Some(host), Some(origin)) = (host, origin) else {
+        return false;
+    };
+    if origin == format!("http://{host}") {
+        return true;
+    }
+    origin == format!("https://{host}") && crate::guard::named_host(host, &console.settings().hosts)
 }
 
 /// The library's settings for an action by `op`: the CLI's, with the actor
@@ -171,7 +179,7 @@ pub async fn login_page(State(console): State<Console>) -> Result<Markup, PageEr
         html! {
             h1 { "Sign in to act on jobs" }
             form #login method="post" action="/login" {
-                label { "Your name (recorded in job events as console:NAME) " input type="text" name="name" required; }
+                label { "Your name (recorded in job events as console:NAME) " input type="text" name="name" required maxlength=(MAX_NAME) pattern="[A-Za-z0-9._-]+"; }
                 br;
                 label { "Actions token " input type="password" name="token" required; }
                 br;
@@ -197,14 +205,8 @@ pub async fn login(
     let Some(token) = console.settings().actions_token.clone() else {
         return (StatusCode::FORBIDDEN, crate::readonly::REFUSAL).into_response();
     };
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let origin = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok());
-    if !matches!((host, origin), (Some(h), Some(o)) if o == format!("http://{h}")) {
-        return (
-            StatusCode::FORBIDDEN,
-            "refused: the request's Origin is not this console\n",
-        )
-            .into_response();
+    if !same_origin(&console, &headers) {
+        return refused("the request's Origin is not this console (CSRF check)");
     }
     let Ok(Form(form)) = form else {
         return PageError::Invalid("the sign-in form is incomplete".into()).into_response();
@@ -214,54 +216,178 @@ pub async fn login(
         return refused("wrong token");
     }
     let name = form.name.trim();
-    if let Err(e) = PageError::check_id("operator", name) {
-        return PageError::Invalid(e.to_string()).into_response();
+    if let Err(e) = check_name(name) {
+        return PageError::Invalid(e).into_response();
     }
-    let (id, _) = console.inner.sessions.start(name.to_string());
-    tracing::info!(name, "console sign-in");
+    let token = console.inner.sessions.start(name.to_string());
+    tracing::warn!(target: "archivist::console::audit", name, "console sign-in");
     (
-        [(
-            header::SET_COOKIE,
-            format!("{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict"),
-        )],
-        Redirect::to("/"),
+        [(header::CACHE_CONTROL, "no-store")],
+        layout::signed_in(name, &token),
     )
         .into_response()
 }
 
-/// The forms of one job's actions, for a signed-in operator.
-pub fn job_forms(id: &str, op: &Operator) -> Markup {
+/// The sign-out form: the session token (added by the static script).
+#[derive(Debug, Deserialize)]
+pub struct LogoutForm {
+    #[serde(default)]
+    session: String,
+}
+
+/// `POST /logout`: ends the session the body's token names (Origin checked).
+pub async fn logout(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    form: Result<Form<LogoutForm>, FormRejection>,
+) -> Response {
+    let Ok(Form(form)) = form else {
+        return refused("the form does not decode (no session token)");
+    };
+    let op = match authorise(&console, &headers, &form.session) {
+        Ok(op) => op,
+        Err(why) => return refused(why),
+    };
+    console.inner.sessions.end(&form.session);
+    tracing::warn!(target: "archivist::console::audit", name = %op.name, "console sign-out");
+    layout::page(
+        "Signed out",
+        0,
+        html! { p #signed-out { "Signed out. " a href="/login" { "Sign in again" } } },
+    )
+    .into_response()
+}
+
+/// Most characters of a sign-in name (it goes into every event the operator writes;
+/// outside try 24b, N7: a 400 000-character name filled job records past ZooKeeper's
+/// node limit).
+pub const MAX_NAME: usize = 64;
+
+/// A sign-in name: 1 to [`MAX_NAME`] of `A-Z a-z 0-9 . _ -`.
+fn check_name(name: &str) -> Result<(), String> {
+    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > MAX_NAME || !name.chars().all(safe) {
+        return Err(format!(
+            "the name must be 1 to {MAX_NAME} of A-Z a-z 0-9 . _ - (it is recorded as console:NAME)"
+        ));
+    }
+    Ok(())
+}
+
+/// The form that posts `action` on one job at the version shown.
+fn one_form(id: &str, version: i32, action: &str, label: &str) -> Markup {
+    html! {
+        form.action method="post" action={ "/jobs/" (id) "/" (action) } {
+            input type="hidden" name="jobs" value={ (id) "@" (version) };
+            button type="submit" name="action" value=(action) { (label) }
+        }
+    }
+}
+
+/// The forms of one job's actions, each posting the job at the version shown
+/// (`version`): the static script adds the session token when one is submitted.
+/// Delete is a link to its confirmation page ([`confirm_one`]), as `archivist delete`
+/// asks first (outside try 24b, N5).
+pub fn job_forms(id: &str, version: i32) -> Markup {
     html! {
         div #actions {
             @for a in ACTIONS {
-                form.action method="post" action={ "/jobs/" (id) "/" (a) } {
-                    input type="hidden" name="csrf" value=(op.csrf);
-                    button type="submit" name="action" value=(a) { (a) }
+                @if a == "delete" {
+                    a.delete href={ "/jobs/" (id) "/delete" } { "delete…" }
+                } @else {
+                    (one_form(id, version, a, a))
                 }
             }
         }
     }
 }
 
-/// The form of an action: its CSRF token.
-#[derive(Debug, Deserialize)]
-pub struct ActionForm {
-    csrf: String,
-    /// Jobs of a bulk action, space-separated (what the confirmation listed).
-    #[serde(default)]
-    jobs: String,
+/// `GET /jobs/{id}/delete`: what deleting the job would remove, and the button that
+/// deletes it at the version shown.
+pub async fn confirm_one(
+    State(console): State<Console>,
+    Path((id, action)): Path<(String, String)>,
+) -> Result<Markup, PageError> {
+    if action != "delete" {
+        return Err(PageError::NoPage);
+    }
+    if !enabled(&console) {
+        return Err(PageError::Invalid(crate::readonly::REFUSAL.trim().into()));
+    }
+    PageError::check_id("job", &id)?;
+    let session = console.session().await?;
+    let seen = actions::look(&session, &id).await?;
+    Ok(layout::page(
+        "Confirm",
+        0,
+        html! {
+            h1 { "delete job " (job_link(&id)) "?" }
+            p { "It is " span #state { (seen.job.status) } " (episode " (seen.job.episode) "). The job, its queue entry, lease and reports are deleted; a deleted job keeps no events. Nothing is done if it changes before you confirm." }
+            div #confirm { (one_form(&id, seen.version, "delete", "delete this job")) }
+            p { a href={ "/jobs/" (id) } { "Back to the job" } }
+        },
+    ))
 }
 
-/// Runs `action` on one job as seen now, with the library's compare-and-set rules.
+/// The form of an action: the session token (added by the static script) and the jobs
+/// as `id@version`, space-separated (what the page showed).
+#[derive(Debug, Deserialize)]
+pub struct ActionForm {
+    #[serde(default)]
+    session: String,
+    #[serde(default)]
+    jobs: String,
+    /// The submit button's name (single-job forms), ignored.
+    #[serde(default)]
+    #[allow(dead_code)]
+    action: String,
+}
+
+/// What became of one posted job.
+enum Result1 {
+    /// The action ran (its report says whether it changed anything).
+    Ran(ActionReport),
+    /// The job is not at the version the page showed: nothing done.
+    Moved(String),
+    /// Refused or failed.
+    Failed(String),
+}
+
+/// One posted job: `id@version`, or why not.
+fn parse_job(item: &str) -> Result<(String, i32), String> {
+    let Some((id, version)) = item.split_once('@') else {
+        return Err(format!(
+            "{item:.80}: no version (the page's form posts id@version): reload the page and act again"
+        ));
+    };
+    let version = version
+        .parse::<i32>()
+        .map_err(|_| format!("{item:.80}: the version is not a number"))?;
+    PageError::check_id("job", id).map_err(|e| e.to_string())?;
+    Ok((id.to_string(), version))
+}
+
+/// Runs `action` on one job only if it is still at the version the operator saw, with
+/// the library's compare-and-set rules (the `*_seen` functions re-check that version
+/// under the job's lock).
 async fn run_one(
     session: &Session,
     settings: &AdminSettings,
     action: &str,
     id: &str,
-) -> Result<ActionReport, String> {
-    let seen = actions::look(session, id)
-        .await
-        .map_err(|e| e.to_string())?;
+    version: i32,
+) -> Result1 {
+    let seen = match actions::look(session, id).await {
+        Ok(seen) => seen,
+        Err(e) => return Result1::Failed(e.to_string()),
+    };
+    if seen.version != version {
+        tracing::warn!(target: "archivist::console::audit", actor = %settings.actor, job = id, action, shown = version, now = seen.version, "console action refused: the job changed since the page showed it");
+        return Result1::Moved(format!(
+            "changed since the confirmation page (version {version} shown, now {} and {}): nothing done",
+            seen.version, seen.job.status
+        ));
+    }
     let reason = Some("from the web console");
     let done = match action {
         "retry" => actions::retry_seen(session, settings, &seen).await,
@@ -269,28 +395,52 @@ async fn run_one(
         "release" => actions::release_seen(session, settings, &seen).await,
         "cancel" => actions::cancel_seen(session, settings, &seen, reason).await,
         "delete" => actions::delete_seen(session, settings, &seen).await,
-        other => return Err(format!("{other:?} is not an action")),
+        other => return Result1::Failed(format!("{other:?} is not an action")),
     };
-    // A deleted job keeps no events: the log names who deleted it.
-    tracing::info!(actor = %settings.actor, job = id, action, ok = done.is_ok(), "console action");
-    done.map_err(|e| e.to_string())
+    // A deleted job keeps no events: the log names who deleted it, at WARN so the
+    // default filter of every command keeps it (outside try of #24, N2).
+    match &done {
+        Ok(rep) => {
+            tracing::warn!(target: "archivist::console::audit", actor = %settings.actor, job = id, action, outcome = ?rep.outcome, "console action")
+        }
+        Err(e) => {
+            tracing::warn!(target: "archivist::console::audit", actor = %settings.actor, job = id, action, error = %e, "console action refused")
+        }
+    }
+    match done {
+        Ok(rep) => Result1::Ran(rep),
+        Err(e) => Result1::Failed(e.to_string()),
+    }
 }
 
-fn results_page(action: &str, results: &[(String, Result<ActionReport, String>)]) -> Markup {
-    let done = results.iter().filter(|(_, r)| r.is_ok()).count();
+fn results_page(action: &str, results: &[(String, Result1)]) -> Markup {
+    let count = |f: fn(&Result1) -> bool| results.iter().filter(|(_, r)| f(r)).count();
+    let done =
+        count(|r| matches!(r, Result1::Ran(rep) if rep.outcome != actions::Outcome::Unchanged));
+    let unchanged =
+        count(|r| matches!(r, Result1::Ran(rep) if rep.outcome == actions::Outcome::Unchanged));
+    let moved = count(|r| matches!(r, Result1::Moved(_)));
+    let failed = count(|r| matches!(r, Result1::Failed(_)));
     layout::page(
         "Action",
         0,
         html! {
             h1 { (action) ": " (done) " of " (results.len()) " jobs" }
+            p #tally {
+                span #done { (done) } " done, "
+                span #unchanged { (unchanged) } " already so (nothing done), "
+                span #moved { (moved) } " changed since the confirmation page (nothing done), "
+                span #refused { (failed) } " refused"
+            }
             table #results {
                 tr { th { "Job" } th { "Outcome" } }
                 @for (id, r) in results {
                     tr.result data-job=(id) {
                         td { (job_link(id)) }
                         @match r {
-                            Ok(rep) => td.ok { (rep.detail) },
-                            Err(e) => td.error { (e) },
+                            Result1::Ran(rep) => td.ok { (rep.detail) },
+                            Result1::Moved(e) => td.error.moved { (e) },
+                            Result1::Failed(e) => td.error { (e) },
                         }
                     }
                 }
@@ -315,45 +465,57 @@ pub async fn act(
     headers: HeaderMap,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Response {
-    run(&console, &headers, form, &action, |_| vec![id]).await
+    run(&console, &headers, form, &action, Some(&id)).await
 }
 
-/// Checks the write ([`authorise`]), the action and every id, then runs the action on
-/// each job of `ids(form)` in turn, each with its own compare-and-set, and shows what
-/// happened to each.
+/// Checks the write ([`authorise`]), the action and every posted `id@version` (one
+/// job, `only`, for a job page's form), then runs the action on each job in turn (a
+/// job posted twice once), each only at the version shown, and shows what happened to
+/// each.
 async fn run(
     console: &Console,
     headers: &HeaderMap,
     form: Result<Form<ActionForm>, FormRejection>,
     action: &str,
-    ids: impl FnOnce(&ActionForm) -> Vec<String>,
+    only: Option<&str>,
 ) -> Response {
     let Ok(Form(form)) = form else {
-        return refused("the form is incomplete (no CSRF token)");
+        return refused("the form does not decode (no session token)");
     };
-    let op = match authorise(console, headers, &form.csrf) {
+    let op = match authorise(console, headers, &form.session) {
         Ok(op) => op,
         Err(why) => return refused(why),
     };
     if let Err(e) = check_action(action) {
         return e.into_response();
     }
-    let ids = ids(&form);
-    if let Some(Err(e)) = ids
-        .iter()
-        .map(|id| PageError::check_id("job", id))
-        .find(Result::is_err)
-    {
-        return e.into_response();
+    let mut jobs: Vec<(String, i32)> = Vec::new();
+    for item in form.jobs.split_whitespace().take(MAX_BULK) {
+        match parse_job(item) {
+            Ok(job) if jobs.iter().all(|(id, _)| *id != job.0) => jobs.push(job),
+            Ok(_) => {}
+            Err(e) => return PageError::Invalid(e).into_response(),
+        }
+    }
+    if let Some(id) = only {
+        if let Err(e) = PageError::check_id("job", id) {
+            return e.into_response();
+        }
+        if jobs.len() != 1 || jobs[0].0 != id {
+            return PageError::Invalid(format!(
+                "the form must post exactly job {id} with the version shown (id@version)"
+            ))
+            .into_response();
+        }
     }
     let session = match console.session().await {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
     let settings = settings_for(console, &op);
-    let mut results = Vec::with_capacity(ids.len());
-    for id in ids {
-        let result = run_one(&session, &settings, action, &id).await;
+    let mut results = Vec::with_capacity(jobs.len());
+    for (id, version) in jobs {
+        let result = run_one(&session, &settings, action, &id, version).await;
         results.push((id, result));
     }
     results_page(action, &results).into_response()
@@ -364,17 +526,14 @@ async fn run(
 async fn matching(
     console: &Console,
     params: &ListParams,
-) -> Result<(Vec<String>, bool), PageError> {
+) -> Result<(Vec<JobSummary>, bool), PageError> {
     let mut query = params.query(console)?;
     query.after = None;
     query.limit = MAX_BULK;
     query.scan_limit = BULK_SCAN;
     let session = console.session().await?;
     let page = browse::page(&session, console.admin(), &query).await?;
-    Ok((
-        page.jobs.into_iter().map(|j| j.id).collect(),
-        page.next.is_some(),
-    ))
+    Ok((page.jobs, page.next.is_some()))
 }
 
 /// The bulk confirmation's query: an action and the jobs list's filter.
@@ -386,36 +545,37 @@ pub struct BulkParams {
 }
 
 /// `GET /jobs/bulk?action=&state=&...`: the count of jobs the filter matches and the
-/// form that acts on exactly those.
+/// form that acts on exactly those, each at the version shown.
 pub async fn confirm(
     State(console): State<Console>,
-    headers: HeaderMap,
     query: Result<Query<BulkParams>, QueryRejection>,
 ) -> Result<Markup, PageError> {
     let params = crate::jobs::params(query)?;
     check_action(&params.action)?;
-    let Some(op) = operator(&console, &headers) else {
-        return Err(PageError::Invalid(
-            "sign in at /login with the actions token to act on jobs".into(),
-        ));
-    };
+    if !enabled(&console) {
+        return Err(PageError::Invalid(crate::readonly::REFUSAL.trim().into()));
+    }
     let (jobs, more) = matching(&console, &params.filter).await?;
+    let posted: Vec<String> = jobs
+        .iter()
+        .map(|j| format!("{}@{}", j.id, j.version))
+        .collect();
     Ok(layout::page(
         "Confirm",
         0,
         html! {
             h1 { (params.action) " " span #count { (jobs.len()) } " jobs?" }
+            p #bulk-filter { "Jobs matching " code { "/jobs?" (params.filter.filter_query()) } ", as read for this page; each is listed with its state." }
             @if more { p.error { "More jobs match: only the first " (MAX_BULK) " are acted on; act again for the rest." } }
             @if jobs.is_empty() {
                 p.muted { "No job matches." }
             } @else {
-                p { "Each job is acted on as it is when the action runs (compare-and-set): one that moved meanwhile is refused, not changed." }
-                form #confirm method="post" action={ "/jobs/bulk/" (params.action) } {
-                    input type="hidden" name="csrf" value=(op.csrf);
-                    input type="hidden" name="jobs" value=(jobs.join(" "));
+                p { "Each job is acted on only if it is still as shown here (compare-and-set at the version read for this page): one that changed since is refused, not changed." }
+                form.action #confirm method="post" action={ "/jobs/bulk/" (params.action) } {
+                    input type="hidden" name="jobs" value=(posted.join(" "));
                     button type="submit" { (params.action) " " (jobs.len()) " jobs" }
                 }
-                p.muted #bulk-jobs { @for j in &jobs { (job_link(j)) " " } }
+                p.muted #bulk-jobs { @for j in &jobs { (job_link(&j.id)) " (" (j.status) ") " } }
             }
         },
     ))
@@ -429,12 +589,5 @@ pub async fn bulk(
     headers: HeaderMap,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Response {
-    run(&console, &headers, form, &action, |f| {
-        f.jobs
-            .split_whitespace()
-            .take(MAX_BULK)
-            .map(str::to_string)
-            .collect()
-    })
-    .await
+    run(&console, &headers, form, &action, None).await
 }

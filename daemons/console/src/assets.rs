@@ -9,6 +9,8 @@ use axum::response::IntoResponse;
 pub const STYLE_PATH: &str = "/static/console.css";
 /// Where the refresh script is served.
 pub const REFRESH_PATH: &str = "/static/refresh.js";
+/// Where the session script (sign-in, sign-out, action forms) is served.
+pub const SESSION_PATH: &str = "/static/session.js";
 /// Where the player script (episode pages) is served.
 pub const PLAYER_PATH: &str = "/static/player.js";
 
@@ -34,6 +36,7 @@ svg.timeline .mark { cursor: pointer; }
 .charts figcaption { font-size: .9em; margin-bottom: .3em; }
 .charts p { flex-basis: 100%; margin: 0; }
 svg.chart { width: 480px; max-width: 100%; height: 96px; background: #f7f7f7; border: 1px solid #ccc; }
+nav .who { color: #fff; margin-left: 1em; }
 pre.message { white-space: pre-wrap; background: #fff4f4; padding: .5em; border: 1px solid #e0b4b4; }
 "#;
 
@@ -104,6 +107,66 @@ document.addEventListener("click", function (e) {
   if (p) p.catch(function () {});
 });
 "##;
+
+/// Keeps the actions session in the tab, never in a cookie (outside try of #24, N0: a
+/// cookie reached every port of the console's host). On the sign-in answer
+/// (`body[data-session]`) it stores the token and name in `sessionStorage` and opens
+/// the overview. On every page, when a `form.action` (a job's buttons, a bulk
+/// confirmation) is submitted, it puts the token into the form's body as `session`;
+/// without one it stops the post and says to sign in. A signed-in tab shows who it is
+/// signed in as and a sign-out button, which forgets the token here and ends the
+/// session on the console.
+const SESSION: &str = r#"
+(function () {
+  var KEY = "archivist-session", WHO = "archivist-operator";
+  var b = document.body;
+  if (b.dataset.session) {
+    sessionStorage.setItem(KEY, b.dataset.session);
+    sessionStorage.setItem(WHO, b.dataset.operator || "");
+    location.replace("/");
+    return;
+  }
+  function token() { return sessionStorage.getItem(KEY) || ""; }
+  document.addEventListener("submit", function (e) {
+    var f = e.target;
+    if (!f.classList || !f.classList.contains("action")) return;
+    if (!token()) {
+      e.preventDefault();
+      alert("Not signed in in this tab: sign in at /login first.");
+      return;
+    }
+    var old = f.querySelector("input[name=session]");
+    if (old) old.remove();
+    var i = document.createElement("input");
+    i.type = "hidden"; i.name = "session"; i.value = token();
+    f.appendChild(i);
+  }, true);
+  var nav = document.querySelector("nav");
+  if (nav && token()) {
+    var f = document.createElement("form");
+    f.className = "action"; f.id = "logout"; f.method = "post"; f.action = "/logout";
+    f.style.display = "inline";
+    var s = document.createElement("span");
+    s.className = "who";
+    s.textContent = "signed in as " + (sessionStorage.getItem(WHO) || "") + " ";
+    var btn = document.createElement("button");
+    btn.type = "submit"; btn.textContent = "sign out";
+    f.appendChild(s); f.appendChild(btn);
+    f.addEventListener("submit", function () {
+      setTimeout(function () { sessionStorage.removeItem(KEY); sessionStorage.removeItem(WHO); }, 0);
+    });
+    nav.appendChild(f);
+  }
+})();
+"#;
+
+/// `GET /static/session.js`.
+pub async fn session() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        SESSION,
+    )
+}
 
 /// `GET /static/console.css`.
 pub async fn style() -> impl IntoResponse {

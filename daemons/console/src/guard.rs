@@ -31,6 +31,13 @@ fn host_part(value: &str) -> &str {
     value.rsplit_once(':').map_or(value, |(h, _)| h)
 }
 
+/// Is this `Host` value one of the names in `console.hosts` (not an address or
+/// `localhost`)? Only those may be reached over `https://` through a proxy.
+pub fn named_host(value: &str, names: &[String]) -> bool {
+    let host = host_part(value.trim()).trim_end_matches('.');
+    names.iter().any(|n| n.eq_ignore_ascii_case(host))
+}
+
 /// May a request with this `Host` value be served? See the module's doc.
 pub fn host_allowed(value: &str, names: &[String]) -> bool {
     let host = host_part(value.trim()).trim_end_matches('.');

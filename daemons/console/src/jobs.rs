@@ -7,7 +7,6 @@ use archivist_admin::jobs::{self, JobDetail, JobFilter};
 use archivist_engine::schema::JobState;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
 use maud::{html, Markup};
 use serde::Deserialize;
 
@@ -98,10 +97,9 @@ pub fn params<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, PageError
 /// `GET /jobs?state=&reason=&group=&episode=&clip=&after=`.
 pub async fn list_page(
     State(console): State<Console>,
-    headers: HeaderMap,
     query: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Markup, PageError> {
-    let operator = crate::actions::operator(&console, &headers);
+    let actions = crate::actions::enabled(&console);
     let params = params(query)?;
     let query = params.query(&console)?;
     let session = console.session().await?;
@@ -130,7 +128,7 @@ pub async fn list_page(
                 button type="submit" { "Filter" }
                 a href="/jobs" { "clear" }
             }
-            @if operator.is_some() {
+            @if actions {
                 p #bulk { "On every job this filter matches: "
                     @for a in crate::actions::ACTIONS {
                         a.bulk href={ "/jobs/bulk?action=" (a) "&" (params.filter_query()) } { (a) "…" } " "
@@ -174,10 +172,9 @@ pub async fn list_page(
 pub async fn job_page(
     State(console): State<Console>,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Result<Markup, PageError> {
     PageError::check_id("job", &id)?;
-    let operator = crate::actions::operator(&console, &headers);
+    let actions = crate::actions::enabled(&console);
     let session = console.session().await?;
     let detail = jobs::show(&session, console.admin(), &id).await?;
     Ok(layout::page(
@@ -185,7 +182,7 @@ pub async fn job_page(
         console.settings().refresh_s,
         html! {
             h1 { "Job " (id) }
-            @if let Some(op) = &operator { (crate::actions::job_forms(&id, op)) }
+            @if actions { (crate::actions::job_forms(&id, detail.stat.version)) }
             div #job data-live { (layout::read_at(detail.now_ms)) (render(&detail)) }
         },
     ))

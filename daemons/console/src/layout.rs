@@ -31,6 +31,7 @@ pub fn page(title: &str, refresh_s: u64, body: Markup) -> Markup {
                 }
                 main { (body) }
                 script src=(assets::REFRESH_PATH) {}
+                script src=(assets::SESSION_PATH) {}
             }
         }
     };
@@ -46,6 +47,30 @@ pub fn page(title: &str, refresh_s: u64, body: Markup) -> Markup {
     } else {
         PreEscaped(html)
     }
+}
+
+/// The answer to a sign-in: the session token for the static script to keep in the
+/// tab's `sessionStorage` (never a cookie: see [`crate::actions`]); the script then
+/// opens the overview. Without scripts, nothing can act (the link still leads on).
+pub fn signed_in(name: &str, token: &str) -> Markup {
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "Signed in · Archivist" }
+                link rel="stylesheet" href=(assets::STYLE_PATH);
+            }
+            body data-refresh="0" data-session=(token) data-operator=(name) {
+                main #signed-in {
+                    p { "Signed in as " (name) ". " a href="/" { "Continue" } }
+                    noscript { p.error { "Actions need JavaScript: the session token is kept by the page, not in a cookie." } }
+                }
+                script src=(assets::SESSION_PATH) {}
+            }
+        }
+    };
+    page
 }
 
 /// When the page's data was read, inside a live block (the refresh swaps it).

@@ -109,9 +109,13 @@ pub fn router(console: Console) -> Router {
         .route("/jobs", get(jobs::list_page))
         .route("/jobs/{id}", get(jobs::job_page))
         .route("/login", get(actions::login_page).post(actions::login))
+        .route("/logout", post(actions::logout))
         .route("/jobs/bulk", get(actions::confirm))
         .route("/jobs/bulk/{action}", post(actions::bulk))
-        .route("/jobs/{id}/{action}", post(actions::act))
+        .route(
+            "/jobs/{id}/{action}",
+            get(actions::confirm_one).post(actions::act),
+        )
         .route("/episodes/{id}", get(results::episode_page))
         .route("/clips/{id}", get(results::clip_page))
         .route("/episodes/{id}/export", get(export::episode))
@@ -123,6 +127,7 @@ pub fn router(console: Console) -> Router {
         .route(assets::STYLE_PATH, get(assets::style))
         .route(assets::REFRESH_PATH, get(assets::refresh))
         .route(assets::PLAYER_PATH, get(assets::player))
+        .route(assets::SESSION_PATH, get(assets::session))
         .fallback(error::not_found)
         .layer(axum::middleware::from_fn_with_state(
             console.clone(),

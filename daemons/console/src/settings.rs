@@ -128,6 +128,12 @@ impl ConsoleSettings {
         };
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("console.actions_token_file {}: {e}", path.display()))?;
+        if readable_by_others(path) {
+            tracing::warn!(
+                path = %path.display(),
+                "console.actions_token_file is readable by group or others: chmod 600 it"
+            );
+        }
         let token = text.lines().next().unwrap_or("").trim().to_string();
         if token.is_empty() {
             return Err(format!(
@@ -138,6 +144,14 @@ impl ConsoleSettings {
         self.actions_token = Some(Token(token));
         self.check()
     }
+}
+
+/// Can group or others read the file at `path` (any of its mode's `0o077` bits)? A
+/// token file should be the owner's only, as the SASL password file (outside try 24b,
+/// N6); it is still used, with a warning.
+pub fn readable_by_others(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0)
 }
 
 /// The default address: loopback.
@@ -181,5 +195,23 @@ mod tests {
             ..ConsoleSettings::default()
         };
         assert!(hosts.check().is_err());
+    }
+
+    #[test]
+    fn a_token_file_others_can_read_is_told_apart() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("console-token-{}", std::process::id()));
+        std::fs::write(&path, "a-token-of-at-least-16\n").expect("write");
+        for (mode, loose) in [
+            (0o600, false),
+            (0o400, false),
+            (0o640, true),
+            (0o644, true),
+            (0o606, true),
+        ] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            assert_eq!(super::readable_by_others(&path), loose, "{mode:o}");
+        }
+        let _ = std::fs::remove_file(&path);
     }
 }

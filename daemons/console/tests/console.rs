@@ -358,13 +358,43 @@ async fn status_of(s: &Session, id: &str) -> String {
 
 const TOKEN: &str = "a-test-token-of-32-characters-xx";
 
-/// Part 2 of #24: actions need the token (a signed-in session), the session's CSRF
-/// token and an `Origin` naming the console; they run through the admin library (a
-/// failed job goes to pending), one or every job a filter matches (the count shown
-/// first), and are recorded in the job's events as `console:<name>`. A console without
-/// a token refuses them all.
+/// The value of the first `NAME="…"` attribute in a page.
+fn attr(page: &str, name: &str) -> String {
+    let marker = format!("{name}=\"");
+    let at = page
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no {name} in {page}"))
+        + marker.len();
+    page[at..].split('"').next().unwrap_or("").to_string()
+}
+
+/// Signs in as `name`; the session token the answer gives the page to keep.
+async fn sign_in(addr: SocketAddr, name: &str) -> String {
+    let a = request(
+        addr,
+        "POST",
+        "/login",
+        &[("Origin", format!("http://{addr}"))],
+        &format!("name={name}&token={TOKEN}"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.header("set-cookie").is_none(), "no cookie: {}", a.headers);
+    assert_eq!(a.header("cache-control"), Some("no-store"));
+    let token = attr(&a.body, "data-session");
+    assert_eq!(token.len(), 64, "{}", a.body);
+    token
+}
+
+/// Part 2 of #24 and its second outside try: actions need the token (a signed-in
+/// session whose token is in the form's body: nothing a browser sends by itself, so no
+/// cookie that other ports of the host would get, N0) and an `Origin` naming the
+/// console; they run through the admin library (a failed job goes to pending), one or
+/// every job a filter matches (the count shown first), each only at the version the
+/// page showed (N1), and are recorded in the job's events as `console:<name>`. A
+/// console without a token refuses them all.
 #[tokio::test]
-async fn actions_need_a_signed_in_session_csrf_and_origin_and_record_the_actor() {
+async fn actions_need_a_session_token_in_the_body_and_origin_and_record_the_actor() {
     let (_config, session) = archivist_testkit::fresh_tree("console-actions").await;
     let settings = ConsoleSettings {
         actions_token: Some(archivist_console::settings::Token(TOKEN.into())),
@@ -379,22 +409,12 @@ async fn actions_need_a_signed_in_session_csrf_and_origin_and_record_the_actor()
     )
     .await;
     let mut many = Vec::new();
-    for n in 2..=4 {
+    for n in 2..=5 {
         let m = format!("GET http://h/{n}.mp3 returned 404 Not Found");
         many.push(fixtures::failed_job(&session, &format!("e000000{n}"), &m).await);
     }
     let other = fixtures::failed_job(&session, "e0000009", "not audio").await;
 
-    // Not signed in: refused, nothing moved.
-    let a = request(
-        addr,
-        "POST",
-        &format!("/jobs/{}/retry", one.id),
-        std::slice::from_ref(&origin),
-        "csrf=x",
-    )
-    .await;
-    assert_eq!(a.status, 403, "{}", a.body);
     // A wrong token, or a sign-in from another origin: refused.
     let a = request(
         addr,
@@ -415,74 +435,72 @@ async fn actions_need_a_signed_in_session_csrf_and_origin_and_record_the_actor()
     )
     .await;
     assert_eq!(a.status, 403);
-    let a = request(
-        addr,
-        "POST",
-        "/login",
-        std::slice::from_ref(&origin),
-        &login,
-    )
-    .await;
-    assert_eq!(a.status, 303, "{}", a.body);
-    let cookie = a
-        .header("set-cookie")
-        .and_then(|c| c.split(';').next())
-        .expect("a session cookie")
-        .to_string();
-    assert!(a.header("set-cookie").unwrap_or("").contains("HttpOnly"));
-    let signed = ("Cookie", cookie.clone());
+    let token = sign_in(addr, "alice").await;
 
-    let page = request(
-        addr,
-        "GET",
-        &format!("/jobs/{}", one.id),
-        std::slice::from_ref(&signed),
-        "",
-    )
-    .await;
-    let csrf = field(&page.body, "csrf");
-    assert_eq!(csrf.len(), 64);
-    // Signed in, but another origin, or a wrong CSRF token: refused.
+    let page = request(addr, "GET", &format!("/jobs/{}", one.id), &[], "").await;
+    let posted = field(&page.body, "jobs");
+    assert!(posted.starts_with(&format!("{}@", one.id)), "{posted}");
+    // Delete on a job's page is a link to a confirmation, not a one-click post (N5).
+    assert!(
+        !page
+            .body
+            .contains(&format!("action=\"/jobs/{}/delete\"", one.id)),
+        "{}",
+        page.body
+    );
+    let confirm = request(addr, "GET", &format!("/jobs/{}/delete", one.id), &[], "").await;
+    assert_eq!(confirm.status, 200, "{}", confirm.body);
+    assert!(
+        confirm.body.contains("<span id=\"state\">failed</span>"),
+        "{}",
+        confirm.body
+    );
+    assert_eq!(field(&confirm.body, "jobs"), posted);
     let path = format!("/jobs/{}/retry", one.id);
+    // Everything a media server on another port of this host would receive from the
+    // operator's browser (any cookies, a Referer, the page's Origin) but not the body's
+    // session token: refused (N0).
+    let a = request(
+        addr,
+        "POST",
+        &path,
+        &[
+            origin.clone(),
+            ("Cookie", format!("archivist_console={token}")),
+            ("Referer", format!("http://{addr}/episodes/e0000001")),
+        ],
+        &format!("jobs={posted}"),
+    )
+    .await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    // The token in a header instead of the body: refused.
+    let a = request(
+        addr,
+        "POST",
+        &path,
+        &[origin.clone(), ("Authorization", format!("Bearer {token}"))],
+        &format!("jobs={posted}"),
+    )
+    .await;
+    assert_eq!(a.status, 403, "{}", a.body);
+    // The token, but another origin, no Origin, or a wrong token: refused.
     let evil = ("Origin", "http://attacker.example".to_string());
-    let a = request(
-        addr,
-        "POST",
-        &path,
-        &[signed.clone(), evil],
-        &format!("csrf={csrf}"),
-    )
-    .await;
+    let body = format!("session={token}&jobs={posted}");
+    let a = request(addr, "POST", &path, &[evil], &body).await;
     assert_eq!(a.status, 403);
-    let a = request(
-        addr,
-        "POST",
-        &path,
-        &[signed.clone(), origin.clone()],
-        "csrf=0000",
-    )
-    .await;
-    assert_eq!(a.status, 403);
-    let a = request(
-        addr,
-        "POST",
-        &path,
-        std::slice::from_ref(&signed),
-        &format!("csrf={csrf}"),
-    )
-    .await;
+    let a = request(addr, "POST", &path, &[], &body).await;
     assert_eq!(a.status, 403, "no Origin");
+    let wrong = format!("session={}&jobs={posted}", "0".repeat(64));
+    let a = request(addr, "POST", &path, std::slice::from_ref(&origin), &wrong).await;
+    assert_eq!(a.status, 403);
+    // A job posted without the version shown: not acted on.
+    let bare = format!("session={token}&jobs={}", one.id);
+    let a = request(addr, "POST", &path, std::slice::from_ref(&origin), &bare).await;
+    assert_eq!(a.status, 400, "{}", a.body);
     assert_eq!(status_of(&session, &one.id).await, "failed");
 
-    // Signed in, same origin, the session's token: retried, recorded as console:alice.
-    let a = request(
-        addr,
-        "POST",
-        &path,
-        &[signed.clone(), origin.clone()],
-        &format!("csrf={csrf}"),
-    )
-    .await;
+    // The session token in the body, same origin: retried, recorded as console:alice.
+    let a = request(addr, "POST", &path, std::slice::from_ref(&origin), &body).await;
     assert_eq!(a.status, 200, "{}", a.body);
     let (job, _) = fixtures::read(&session, &one.id).await;
     assert_eq!(job.status.to_string(), "pending");
@@ -491,45 +509,104 @@ async fn actions_need_a_signed_in_session_csrf_and_origin_and_record_the_actor()
         (last.by.as_str(), last.step.as_str()),
         ("console:alice", "retry")
     );
+    // The same form again (the job moved since that page): refused, nothing done.
+    let a = request(addr, "POST", &path, std::slice::from_ref(&origin), &body).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.body.contains("<span id=\"moved\">1</span>"), "{}", a.body);
+    assert!(a.body.contains("<span id=\"done\">0</span>"), "{}", a.body);
 
-    // On a filter: the count first, then exactly those jobs.
+    // On a filter: the count first, then exactly those jobs, each as shown.
     let group = archivist_admin::browse::reason_of(many[0].message.as_deref());
     let confirm = request(
         addr,
         "GET",
         &format!(
-            "/jobs/bulk?action=retry&state=failed&group={}",
+            "/jobs/bulk?action=cancel&state=failed&group={}",
             archivist_console::overview::urlencode(&group)
         ),
-        std::slice::from_ref(&signed),
+        &[],
         "",
     )
     .await;
     assert_eq!(confirm.status, 200, "{}", confirm.body);
     assert!(
-        confirm.body.contains("<span id=\"count\">3</span>"),
+        confirm.body.contains("<span id=\"count\">4</span>"),
+        "{}",
+        confirm.body
+    );
+    // The confirmation shows the filter it was built from and each job's state (N4).
+    assert!(
+        confirm.body.contains("state=failed") && confirm.body.contains(" (failed) "),
         "{}",
         confirm.body
     );
     let jobs = field(&confirm.body, "jobs");
-    let body = format!("csrf={csrf}&jobs={}", jobs.replace(' ', "+"));
+    // Meanwhile another operator retries one of them: pending now, so a cancel would
+    // apply to it, but the operator confirmed cancelling the failed job the page showed.
+    let moved = &many[3];
+    let cli = AdminSettings::default().with_actor("cli-carol");
+    archivist_admin::actions::retry(&session, &cli, &moved.id)
+        .await
+        .expect("another client retries one job");
+    // Confirming (one job posted twice).
+    let first = jobs.split(' ').next().expect("a job").to_string();
+    let body = format!("session={token}&jobs={}+{first}", jobs.replace(' ', "+"));
     let a = request(
         addr,
         "POST",
-        "/jobs/bulk/retry",
-        &[signed.clone(), origin.clone()],
+        "/jobs/bulk/cancel",
+        std::slice::from_ref(&origin),
         &body,
     )
     .await;
     assert_eq!(a.status, 200, "{}", a.body);
-    for j in &many {
-        assert_eq!(status_of(&session, &j.id).await, "pending", "{}", j.id);
+    for j in &many[..3] {
+        assert_eq!(status_of(&session, &j.id).await, "cancelled", "{}", j.id);
     }
+    let (job, _) = fixtures::read(&session, &moved.id).await;
+    assert_eq!(
+        job.status.to_string(),
+        "pending",
+        "the moved job is not cancelled"
+    );
+    assert_eq!(
+        job.events.last().expect("an event").by,
+        "cli-carol",
+        "the moved job is left alone"
+    );
+    assert!(a.body.contains("<span id=\"done\">3</span>"), "{}", a.body);
+    assert!(a.body.contains("<span id=\"moved\">1</span>"), "{}", a.body);
+    assert!(
+        a.body.contains("cancel: 3 of 4 jobs"),
+        "a job posted twice counts once: {}",
+        a.body
+    );
     assert_eq!(
         status_of(&session, &other.id).await,
         "failed",
         "outside the filter"
     );
+
+    // Signing out ends the session: its token no longer acts.
+    let a = request(
+        addr,
+        "POST",
+        "/logout",
+        std::slice::from_ref(&origin),
+        &format!("session={token}"),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let again = format!("session={token}&jobs={}@0", other.id);
+    let a = request(
+        addr,
+        "POST",
+        &format!("/jobs/{}/retry", other.id),
+        std::slice::from_ref(&origin),
+        &again,
+    )
+    .await;
+    assert_eq!(a.status, 403, "{}", a.body);
     stop.cancel();
 
     // A console without a token: read-only, whatever is sent.
@@ -544,6 +621,59 @@ async fn actions_need_a_signed_in_session_csrf_and_origin_and_record_the_actor()
     .await;
     assert_eq!(a.status, 403);
     assert!(a.body.contains("read-only"));
+}
+
+/// Outside try 24b, N7 and N8: a sign-in name is at most 64 characters of a safe set;
+/// a console behind a TLS-terminating proxy, reached by a name in `console.hosts`,
+/// accepts the browser's `Origin: https://name`, but `https://` with an address does
+/// not pass.
+#[tokio::test]
+async fn sign_in_names_are_short_and_https_origins_pass_for_configured_names() {
+    let (_config, session) = archivist_testkit::fresh_tree("console-names").await;
+    let settings = ConsoleSettings {
+        actions_token: Some(archivist_console::settings::Token(TOKEN.into())),
+        hosts: vec!["console.internal".into()],
+        ..ConsoleSettings::default()
+    };
+    let (addr, stop) = serve_on(&session, &session, settings).await;
+    let origin = ("Origin", format!("http://{addr}"));
+    for bad in ["a".repeat(65), "al ice".into(), "al%3Cb%3E".into()] {
+        let a = request(
+            addr,
+            "POST",
+            "/login",
+            std::slice::from_ref(&origin),
+            &format!("name={bad}&token={TOKEN}"),
+        )
+        .await;
+        assert_eq!(a.status, 400, "{bad}: {}", a.body);
+    }
+    let ok = format!("name={}&token={TOKEN}", "a".repeat(64));
+    let a = request(addr, "POST", "/login", std::slice::from_ref(&origin), &ok).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let named = format!("console.internal:{}", addr.port());
+    let a = request(
+        addr,
+        "POST",
+        "/login",
+        &[
+            ("Host", named.clone()),
+            ("Origin", format!("https://{named}")),
+        ],
+        &ok,
+    )
+    .await;
+    assert_eq!(a.status, 200, "behind a TLS proxy: {}", a.body);
+    let a = request(
+        addr,
+        "POST",
+        "/login",
+        &[("Origin", format!("https://{addr}"))],
+        &ok,
+    )
+    .await;
+    assert_eq!(a.status, 403, "https with an address: {}", a.body);
+    stop.cancel();
 }
 
 /// A loopback TCP proxy in front of the real ZooKeeper that can be cut (every relayed
