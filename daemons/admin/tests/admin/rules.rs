@@ -466,14 +466,14 @@ async fn each_exported_row_names_the_rendition_its_run_researched() {
     fixtures::research(&s, &two, "j0000000012", &[1, 2], &[(2, 7.5, 0.8)]).await;
     fixtures::research(&s, &three, "j0000000013", &[1], &[]).await;
     let (a, b) = ("a1".repeat(32), "b2".repeat(32));
-    archivist_db::renditions::record_run(&db, &one, "j0000000011", &a)
+    archivist_db::renditions::record_run(&db, &one, "j0000000011", &a, true)
         .await
         .unwrap();
-    archivist_db::renditions::record_run(&db, &two, "j0000000012", &b)
+    archivist_db::renditions::record_run(&db, &two, "j0000000012", &b, true)
         .await
         .unwrap();
     // A run of another episode and another job of the episode: not these rows'.
-    archivist_db::renditions::record_run(&db, &two, "j0000000099", &a)
+    archivist_db::renditions::record_run(&db, &two, "j0000000099", &a, true)
         .await
         .unwrap();
     let settings = AdminSettings {
