@@ -89,12 +89,31 @@ async fn serve_on(
 /// an ensemble restart does: a second client joins the same session and closes it.
 async fn expire(session: &Session) {
     let info = session.client().session().clone();
-    let twin = zk::Client::connector()
-        .with_session(info)
-        .connect(&archivist_testkit::zk_connect())
-        .await
-        .expect("join the session");
-    drop(twin);
+    // On a loaded machine a join can time out: try again (a join that did land already
+    // moved the session, so the next one, or the expiry, follows).
+    let mut last = None;
+    for _ in 0..5 {
+        match zk::Client::connector()
+            .with_session(info.clone())
+            .with_connection_timeout(Duration::from_secs(10))
+            .connect(&archivist_testkit::zk_connect())
+            .await
+        {
+            Ok(twin) => {
+                drop(twin);
+                last = None;
+                break;
+            }
+            Err(_) if session.is_lost() => {
+                last = None;
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    if let Some(e) = last {
+        panic!("join the session: {e}");
+    }
     assert!(
         archivist_testkit::eventually(Duration::from_secs(30), || async { session.is_lost() })
             .await,
