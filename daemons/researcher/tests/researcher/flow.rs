@@ -171,36 +171,8 @@ async fn jobs_go_from_pending_to_recorded_with_the_right_offsets_and_clips_are_f
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_cancel_is_obeyed_within_seconds() {
     for (config, session, db) in stores("researcher-cancel").await {
-        let server = Server::start().await;
-        let audio = audio();
-        let mut catalog = Vec::new();
-        let mut clip_ids = Vec::new();
-        for (i, (id, wav, _)) in audio.clips.iter().enumerate() {
-            let route = if i == 0 {
-                Route::audio(wav)
-            } else {
-                Route::slow_audio(wav, Duration::from_millis(1500))
-            };
-            catalog.push((id.clone(), server.route(&format!("/clips/{id}.wav"), route)));
-            clip_ids.push(id.clone());
-        }
-        add_clips(&db, &catalog).await;
-        let url = server.route("/e.wav", Route::audio(&audio.episode));
-        let job = plan(&session, "e0000001", &url, &clip_ids).await;
-        let researcher = start(
-            &config,
-            &db,
-            settings(&work_dir("cancel")),
-            "researcher-cancel",
-        );
-
-        assert!(
-            eventually(Duration::from_secs(30), || async {
-                !reports(&session, &job.id).await.is_empty()
-            })
-            .await,
-            "first clip reported"
-        );
+        let (_server, job, _url, _clip_ids, researcher) =
+            researching_slowly(&config, &session, &db, "cancel").await;
         // The admin writes `request: cancel` on the locked job (version-checked).
         let (mut current, version) = archivist_engine::jobs::read(&session, &job.id)
             .await
@@ -270,35 +242,8 @@ async fn an_admin_cancel_is_obeyed_within_seconds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_researcher_whose_lock_is_deleted_stops_and_writes_nothing_more() {
     for (config, session, db) in stores("researcher-lock-deleted").await {
-        let server = Server::start().await;
-        let audio = audio();
-        let mut catalog = Vec::new();
-        let mut clip_ids = Vec::new();
-        for (i, (id, wav, _)) in audio.clips.iter().enumerate() {
-            let route = if i == 0 {
-                Route::audio(wav)
-            } else {
-                Route::slow_audio(wav, Duration::from_millis(1500))
-            };
-            catalog.push((id.clone(), server.route(&format!("/clips/{id}.wav"), route)));
-            clip_ids.push(id.clone());
-        }
-        add_clips(&db, &catalog).await;
-        let url = server.route("/e.wav", Route::audio(&audio.episode));
-        let job = plan(&session, "e0000001", &url, &clip_ids).await;
-        let researcher = start(
-            &config,
-            &db,
-            settings(&work_dir("lock-deleted")),
-            "researcher-lock-deleted",
-        );
-        assert!(
-            eventually(Duration::from_secs(30), || async {
-                !reports(&session, &job.id).await.is_empty()
-            })
-            .await,
-            "first clip reported"
-        );
+        let (_server, job, url, clip_ids, researcher) =
+            researching_slowly(&config, &session, &db, "lock-deleted").await;
         // An operator deletes the lock by hand; the reaper expires the unlocked job.
         session
             .client()
@@ -408,4 +353,52 @@ async fn a_stale_clip_error_is_researched_again_and_a_current_one_skipped() {
             .as_deref()
         );
     }
+}
+
+/// A researcher working on one job whose first clip comes at once and the others slowly
+/// (1.5 s each), returned once the first clip is reported: the job is researching, its
+/// lock held, for a few seconds more. Returns the server (keep it), the job, the episode's
+/// URL, the clip ids and the researcher.
+async fn researching_slowly(
+    config: &archivist_engine::ZkConfig,
+    session: &archivist_engine::Session,
+    db: &archivist_db::Database,
+    name: &str,
+) -> (
+    Server,
+    archivist_engine::schema::records::JobRecord,
+    String,
+    Vec<String>,
+    Running,
+) {
+    let server = Server::start().await;
+    let audio = audio();
+    let mut catalog = Vec::new();
+    let mut clip_ids = Vec::new();
+    for (i, (id, wav, _)) in audio.clips.iter().enumerate() {
+        let route = if i == 0 {
+            Route::audio(wav)
+        } else {
+            Route::slow_audio(wav, Duration::from_millis(1500))
+        };
+        catalog.push((id.clone(), server.route(&format!("/clips/{id}.wav"), route)));
+        clip_ids.push(id.clone());
+    }
+    add_clips(db, &catalog).await;
+    let url = server.route("/e.wav", Route::audio(&audio.episode));
+    let job = plan(session, "e0000001", &url, &clip_ids).await;
+    let researcher = start(
+        config,
+        db,
+        settings(&work_dir(name)),
+        &format!("researcher-{name}"),
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            !reports(session, &job.id).await.is_empty()
+        })
+        .await,
+        "first clip reported"
+    );
+    (server, job, url, clip_ids, researcher)
 }
