@@ -78,6 +78,24 @@ fn offsets(reports: &[ReportRecord], clip: &str) -> Vec<f64> {
         .collect()
 }
 
+/// `job` downloaded no episode byte, says it read the media store, and found `clip` at
+/// `want`.
+fn assert_researched_from_the_store(
+    job: &JobRecord,
+    reports: &[ReportRecord],
+    clip: &str,
+    want: &[f64],
+    what: &str,
+) {
+    assert_eq!(job.progress.bytes, 0, "{what}: the job downloaded");
+    let note = decoded_note(job);
+    assert!(
+        note.contains("from the media store (0 episode bytes downloaded)"),
+        "{what}: {note}"
+    );
+    assert_near(&offsets(reports, clip), want, what);
+}
+
 fn assert_near(got: &[f64], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
     for (g, w) in got.iter().zip(want) {
@@ -112,14 +130,10 @@ async fn an_episode_is_downloaded_once_and_a_new_clip_against_stored_episodes_do
             assert_eq!(first.progress.bytes, len);
             assert!(decoded_note(&first).contains("pinned as the episode's audio"));
             let (second, reports) = research(&session, &db, episode, url, &clips[2..3]).await;
-            assert_eq!(second.progress.bytes, 0, "the second job downloaded");
-            let note = decoded_note(&second);
-            assert!(
-                note.contains("from the media store (0 episode bytes downloaded)"),
-                "{note}"
-            );
-            assert_near(
-                &offsets(&reports, &clips[2]),
+            assert_researched_from_the_store(
+                &second,
+                &reports,
+                &clips[2],
                 &audio.clips[2].2,
                 "clip 3 from the store",
             );
@@ -747,14 +761,10 @@ async fn researchers_sharing_an_s3_bucket_download_an_episode_once() {
         "researcher-s3-two",
     );
     let (second, reports) = research(&session, &db, "e0000001", &url, &clips[2..3]).await;
-    assert_eq!(second.progress.bytes, 0, "the second machine downloaded");
-    let note = decoded_note(&second);
-    assert!(
-        note.contains("from the media store (0 episode bytes downloaded)"),
-        "{note}"
-    );
-    assert_near(
-        &offsets(&reports, &clips[2]),
+    assert_researched_from_the_store(
+        &second,
+        &reports,
+        &clips[2],
         &audio.clips[2].2,
         "clip 3 from the bucket",
     );
