@@ -13,6 +13,19 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
 bash scripts/deps.sh
+# A full run builds every test binary once: no incremental caches (they double the
+# build's disk use and a fresh build gains nothing from them).
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+# The whole build needs about $need_gb GB on the target directory's disk; say so
+# before starting rather than failing 15 minutes in with "No space left on device".
+need_gb=8
+target_dir=${CARGO_TARGET_DIR:-$repo/target}
+probe=$target_dir
+while [[ ! -d $probe ]]; do probe=$(dirname "$probe"); done
+free_gb=$(( $(df -Pk "$probe" | awk 'NR==2 {print $4}') / 1024 / 1024 ))
+if (( free_gb < need_gb )); then
+    echo "warning: ${free_gb} GB free under $probe; a fresh build of every test needs about ${need_gb} GB" >&2
+fi
 # Every archivist a test starts without naming its database or media store uses the
 # defaults under $XDG_DATA_HOME: a fresh directory here, never the user's own
 # ~/.local/share/archivist (whose database another build may have migrated further).
