@@ -5,11 +5,15 @@
 //! blip. The session lives on and reconnects through the same proxy.
 //!
 //! [`LostReply::cut_next`] loses the reply to the next request; [`LostReply::cut_next_multi`]
-//! to the next multi (a state transition), whatever reads come before it. Shared by the
+//! to the next multi (a state transition), whatever reads come before it;
+//! [`LostReply::cut_multi_after`] to a later one. [`LostReply::slow_reconnect`] makes the
+//! client's reconnect after a cut take a while, as after a leader change (a read right
+//! after the reset then fails too). Shared by the
 //! engine's and the daemons' lost-reply tests (outside testing of issues 17 and 21).
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -26,6 +30,27 @@ const MULTI: i32 = 14;
 pub struct LostReply {
     addr: String,
     cut: Arc<AtomicI32>,
+    knobs: Arc<Knobs>,
+}
+
+/// What the proxy's connections share besides the cut itself.
+#[derive(Debug)]
+struct Knobs {
+    /// Multis still to pass before the armed multi cut applies.
+    skip_multis: AtomicU32,
+    /// After the multi cut, the opcode of the request whose reply is lost next (0: none).
+    then_opcode: AtomicI32,
+    /// How long connections made after a cut wait before they are relayed (ms).
+    reconnect_delay_ms: AtomicU64,
+    /// Until when (ms since `epoch`) new connections wait.
+    hold_until_ms: AtomicU64,
+    epoch: Instant,
+}
+
+impl Knobs {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
 }
 
 impl LostReply {
@@ -36,16 +61,32 @@ impl LostReply {
             .expect("bind the proxy");
         let addr = listener.local_addr().expect("proxy address").to_string();
         let cut = Arc::new(AtomicI32::new(OFF));
+        let knobs = Arc::new(Knobs {
+            skip_multis: AtomicU32::new(0),
+            then_opcode: AtomicI32::new(OFF),
+            reconnect_delay_ms: AtomicU64::new(0),
+            hold_until_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+        });
         let armed = cut.clone();
+        let shared = knobs.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                tokio::spawn(relay(client, server, armed.clone()));
+                let upstream = upstream.clone();
+                let (armed, shared) = (armed.clone(), shared.clone());
+                tokio::spawn(async move {
+                    let hold = shared
+                        .hold_until_ms
+                        .load(Ordering::SeqCst)
+                        .saturating_sub(shared.now_ms());
+                    tokio::time::sleep(Duration::from_millis(hold)).await;
+                    if let Ok(server) = TcpStream::connect(&upstream).await {
+                        relay(client, server, armed, shared).await;
+                    }
+                });
             }
         });
-        LostReply { addr, cut }
+        LostReply { addr, cut, knobs }
     }
 
     /// The address to connect to instead of ZooKeeper's.
@@ -61,6 +102,28 @@ impl LostReply {
     /// Loses the reply to the next multi the client sends (reads before it pass).
     pub fn cut_next_multi(&self) {
         self.cut.store(MULTI, Ordering::SeqCst);
+    }
+
+    /// Loses the reply to the multi after the next `skip` multis (0: the next one).
+    pub fn cut_multi_after(&self, skip: u32) {
+        self.knobs.skip_multis.store(skip, Ordering::SeqCst);
+        self.cut.store(MULTI, Ordering::SeqCst);
+    }
+
+    /// Like [`LostReply::cut_multi_after`], and then loses the reply to the next request
+    /// with ZooKeeper opcode `opcode` too (4: `getData`, the read that asks whether the
+    /// multi applied), so the caller's first look after the loss fails as well.
+    pub fn cut_multi_after_then(&self, skip: u32, opcode: i32) {
+        self.knobs.then_opcode.store(opcode, Ordering::SeqCst);
+        self.cut_multi_after(skip);
+    }
+
+    /// After each cut, connections wait `delay` before they are relayed, so the client
+    /// is without a connection that long.
+    pub fn slow_reconnect(&self, delay: Duration) {
+        self.knobs
+            .reconnect_delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Is a cut still waiting for its request?
@@ -93,7 +156,12 @@ fn opcodes(pending: &mut Vec<u8>, first: &mut bool) -> Vec<Option<i32>> {
     out
 }
 
-async fn relay(mut client: TcpStream, mut server: TcpStream, cut: Arc<AtomicI32>) {
+async fn relay(
+    mut client: TcpStream,
+    mut server: TcpStream,
+    cut: Arc<AtomicI32>,
+    knobs: Arc<Knobs>,
+) {
     let _ = client.set_nodelay(true);
     let mut armed = false;
     let mut first = true;
@@ -113,10 +181,20 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, cut: Arc<AtomicI32>
                     for op in opcodes(&mut pending, &mut first).into_iter().flatten() {
                         let want = cut.load(Ordering::SeqCst);
                         // Pings (opcode 11) are not the request a test means.
-                        if op != 11 && (want == ANY || want == op)
-                            && cut.compare_exchange(want, OFF, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+                        if op == 11 || !(want == ANY || want == op) {
+                            continue;
+                        }
+                        if want == MULTI
+                            && knobs.skip_multis.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
                         {
+                            continue;
+                        }
+                        if cut.compare_exchange(want, OFF, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
                             armed = true;
+                            let then = knobs.then_opcode.swap(OFF, Ordering::SeqCst);
+                            if want == MULTI && then != OFF {
+                                cut.store(then, Ordering::SeqCst);
+                            }
                         }
                     }
                     if server_write.write_all(&up[..n]).await.is_err() {
@@ -137,6 +215,10 @@ async fn relay(mut client: TcpStream, mut server: TcpStream, cut: Arc<AtomicI32>
         }
     }
     if armed {
+        let delay = knobs.reconnect_delay_ms.load(Ordering::SeqCst);
+        knobs
+            .hold_until_ms
+            .store(knobs.now_ms() + delay, Ordering::SeqCst);
         let _ = client.set_zero_linger();
     }
 }

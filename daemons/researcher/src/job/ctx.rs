@@ -304,6 +304,39 @@ impl JobCtx {
         !self.session.is_lost()
     }
 
+    /// Takes a newer version of the job read after a conflict or a move that did not
+    /// apply: an admin request on it is noted; a job in another state, or carrying a
+    /// request the move must yield to, is [`EngineError::WrongState`] (the job moved).
+    fn take_newer(
+        &self,
+        held: &mut Held,
+        job: JobRecord,
+        version: i32,
+        m: &Move,
+    ) -> Result<(), EngineError> {
+        self.note_request(&job);
+        let from = held.job.status;
+        held.job = job;
+        held.version = version;
+        if held.job.status != from || (m.yield_to_request && held.job.request.is_some()) {
+            return Err(EngineError::WrongState {
+                job: self.job_id.clone(),
+                expected: from,
+                actual: held.job.status,
+            });
+        }
+        Ok(())
+    }
+
+    /// The job's lease as it is now, with its version (`None`: revoked).
+    async fn lease_now(&self) -> Result<Option<(LeaseRecord, i32)>, EngineError> {
+        Ok(
+            store::read::<LeaseRecord>(&self.session, &self.lease_path())
+                .await?
+                .map(|(l, s)| (l, s.version)),
+        )
+    }
+
     /// Commits a transition of the held job, re-reading and retrying when the job's
     /// version moved (an admin request), the lease moved (a recorder extended it) or is
     /// gone, or the report already exists.
@@ -400,59 +433,61 @@ impl JobCtx {
                         tracing::info!(job = %self.job_id, episode = %self.episode, "final report already there; moving without it");
                         with_report = false;
                     } else if failed == lease_path {
-                        held.lease = store::read::<LeaseRecord>(&self.session, &lease_path)
-                            .await?
-                            .map(|(l, s)| (l, s.version));
+                        held.lease = self.lease_now().await?;
                     } else if failed == job_path {
                         let (job, version) = jobs::read(&self.session, &self.job_id).await?;
-                        self.note_request(&job);
-                        let from = held.job.status;
-                        held.job = job;
-                        held.version = version;
-                        if held.job.status != from
-                            || (m.yield_to_request && held.job.request.is_some())
-                        {
-                            return Err(EngineError::WrongState {
-                                job: self.job_id.clone(),
-                                expected: from,
-                                actual: held.job.status,
-                            });
+                        // After a lost reply, an earlier send of this very move may have
+                        // applied late (still in the server's pipeline when the job was
+                        // re-read): the conflict is then our own move, not a change.
+                        if waited.is_some() && jobs::applied(&held.job, &job, &self.me, m.step) {
+                            tracing::info!(job = %self.job_id, episode = %self.episode, state = %job.status, "an earlier send of the transition applied");
+                            held.job = job;
+                            held.version = version;
+                            held.lease = self.lease_now().await?;
+                            return Ok(());
                         }
+                        self.take_newer(&mut held, job, version, &m)?;
                     } else {
                         return Err(err);
                     }
                     last_error = Some(err.to_string());
                 }
-                // The connection dropped: the multi may or may not have applied. Re-read;
-                // the job at a newer version in the target state (with the report, if
-                // any) means it did; otherwise the version checks make a retry safe.
+                // The connection dropped: the multi may or may not have applied. The
+                // engine's one rule for that (`jobs::after_lost_reply`) re-reads the job,
+                // waiting out the reconnect, and judges by the job's own history: this
+                // move's event right after the last one we saw means it applied (with
+                // its report: the multi is atomic), whatever state the job has reached
+                // since. Before, a re-read that failed during the reconnect sent the
+                // multi again, whose version check then failed on our own applied move,
+                // read as "it moved meanwhile": the researcher walked away from a job it
+                // held and the reaper blamed a lost session (outside 17m M3).
                 Err(e) if e.is_retryable() && self.wait_for_connection(&mut waited).await => {
                     tracing::warn!(job = %self.job_id, error = %e, "connection lost during a transition; checking whether it applied");
                     attempts -= 1;
-                    let Ok((job, version)) = jobs::read(&self.session, &self.job_id).await else {
-                        continue;
-                    };
-                    let report_there = match &report_path {
-                        Some(p) if with_report => {
-                            matches!(self.session.client().check_stat(p).await, Ok(Some(_)))
+                    match jobs::after_lost_reply(&self.session, &held.job, &self.me, m.step).await?
+                    {
+                        jobs::LostReply::Applied(job, version) => {
+                            if job.status == m.to {
+                                tracing::info!(job = %self.job_id, episode = %self.episode, state = %job.status, "the transition applied unseen");
+                            } else {
+                                tracing::info!(job = %self.job_id, episode = %self.episode, state = %job.status, "the transition applied unseen and the job moved on since");
+                            }
+                            held.job = job;
+                            held.version = version;
+                            held.lease = self.lease_now().await?;
+                            return Ok(());
                         }
-                        _ => true,
-                    };
-                    // Applied unseen, and the job moved on since (a recorder closed it
-                    // at once): the move was made, nothing was lost (outside 17i G4).
-                    let moved_on = version > held.version
-                        && job.status != m.to
-                        && jobs::applied(&held.job, &job, &self.me, m.step);
-                    if moved_on {
-                        tracing::info!(job = %self.job_id, episode = %self.episode, state = %job.status, "the transition applied unseen and the job moved on since");
-                    }
-                    if moved_on || (version > held.version && job.status == m.to && report_there) {
-                        held.job = job;
-                        held.version = version;
-                        held.lease = store::read::<LeaseRecord>(&self.session, &lease_path)
-                            .await?
-                            .map(|(l, s)| (l, s.version));
-                        return Ok(());
+                        jobs::LostReply::NotApplied(job, version) => {
+                            self.take_newer(&mut held, job, version, &m)?;
+                            held.lease = self.lease_now().await?;
+                            last_error = Some(e.to_string());
+                        }
+                        jobs::LostReply::Gone => {
+                            return Err(EngineError::NotFound(format!(
+                                "job {} (deleted while its transition's reply was lost)",
+                                self.job_id
+                            )))
+                        }
                     }
                 }
                 Err(e) => return Err(e),
