@@ -140,6 +140,19 @@ pub struct EpisodeResults {
     pub rows: Vec<ResultRow>,
 }
 
+impl EpisodeResults {
+    /// The rendition the server served when last asked, if it is not the pinned one the
+    /// results were measured on: a player of the episode's URL plays other audio than
+    /// the offsets are true of (outside 23b M5).
+    pub fn serves_other_than_pin(&self) -> Option<&RenditionLine> {
+        let pinned = self.renditions.iter().any(|r| r.pinned);
+        self.renditions
+            .iter()
+            .find(|r| r.served_last && !r.pinned)
+            .filter(|_| pinned)
+    }
+}
+
 /// One rendition of an episode in `results --episode`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RenditionLine {
@@ -151,6 +164,10 @@ pub struct RenditionLine {
     pub url: String,
     /// Whether it is the pin (the audio later research is measured on).
     pub pinned: bool,
+    /// Whether it is what the server served when last asked (a download, or a
+    /// re-validation naming it): the audio a player of the episode's URL plays now, as
+    /// far as the system knows.
+    pub served_last: bool,
     /// Jobs whose research runs were measured on it.
     pub jobs: Vec<String>,
 }
@@ -162,11 +179,17 @@ async fn rendition_lines(db: &Database, episode: &str) -> Result<Vec<RenditionLi
         .await?
         .map(|p| p.rendition.sha256);
     let runs = renditions::of_runs(db, episode).await?;
+    let last = renditions::recently_seen(db, episode)
+        .await?
+        .into_iter()
+        .next()
+        .map(|r| r.sha256);
     let mut lines: Vec<RenditionLine> = renditions::list(db, episode)
         .await?
         .into_iter()
         .map(|r| RenditionLine {
             pinned: pin.as_deref() == Some(r.sha256.as_str()),
+            served_last: last.as_deref() == Some(r.sha256.as_str()),
             jobs: runs
                 .iter()
                 .filter(|(_, sha)| **sha == r.sha256)

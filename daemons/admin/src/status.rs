@@ -149,14 +149,16 @@ pub struct ResearchProgress {
     pub per_episode: Option<Vec<EpisodeProgress>>,
 }
 
-/// Renditions in `status`: the episodes pinned to the audio they are researched on, and
-/// those whose server started serving other audio.
+/// Renditions in `status`: the episodes pinned to the audio they are researched on, those
+/// whose audio changed at some time, and those whose server serves other audio now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct RenditionCounts {
     /// Episodes with a pinned rendition.
     pub pinned: i64,
-    /// Episodes with more than one rendition.
+    /// Episodes with more than one rendition (their audio changed at some time).
     pub changed: i64,
+    /// Pinned episodes whose server, when last asked, served other audio than the pin.
+    pub serving_other: i64,
 }
 
 /// A record that exists but does not decode.
@@ -676,6 +678,7 @@ pub async fn research_progress(
             RenditionCounts {
                 pinned: c.pinned,
                 changed: c.changed,
+                serving_other: c.serving_other,
             }
         },
         unreadable,

@@ -52,6 +52,11 @@ pub async fn episode_page(
                 " · results: " (crate::export::links("episodes", &res.episode)) }
             @let playable = timeline::playable(&url);
             audio #player controls preload="metadata" src=[playable] data-src=[playable] {}
+            @if let (Some(other), Some(pin)) = (res.serves_other_than_pin(), res.renditions.iter().find(|r| r.pinned)) {
+                p.error #other-audio { "The episode's host served other audio when last asked (rendition "
+                    code { (other.sha256.get(..12).unwrap_or(&other.sha256)) } ") than the audio these results were measured on (rendition "
+                    code { (pin.sha256.get(..12).unwrap_or(&pin.sha256)) } "). The player plays what the host serves now, so the marks may not match what you hear." }
+            }
             @if playable.is_none() {
                 p.error #unplayable { "The episode's media URL is not an http or https URL, so it is not played or linked: " code { (url) } }
             }
@@ -90,10 +95,11 @@ pub async fn episode_page(
                 @if !res.renditions.is_empty() {
                     h2 { "Renditions" }
                     table #renditions {
-                        tr { th { "sha256" } th.num { "Bytes" } th { "URL" } th { "Pinned" } th { "Jobs" } }
+                        tr { th { "sha256" } th.num { "Bytes" } th { "URL" } th { "Pinned" } th { "Served last" } th { "Jobs" } }
                         @for r in &res.renditions {
                             tr { td { code { (r.sha256.get(..12).unwrap_or(&r.sha256)) } } td.num { (r.bytes) } td { (r.url) }
-                                 td { @if r.pinned { "pinned" } } td { @for j in &r.jobs { (job_link(j)) " " } } }
+                                 td { @if r.pinned { "pinned" } } td { @if r.served_last { "yes" } }
+                                 td { @for j in &r.jobs { (job_link(j)) " " } } }
                         }
                     }
                 }

@@ -76,6 +76,10 @@ pub struct Counts {
     pub pinned: i64,
     /// Episodes with more than one rendition (their audio changed at least once).
     pub changed: i64,
+    /// Pinned episodes whose server, when last asked, served other audio than the pin
+    /// (the rendition seen last is not the pinned one). One whose server went back to
+    /// the pin is in `changed` but not here (outside 23b M3).
+    pub serving_other: i64,
     /// Renditions recorded.
     pub renditions: i64,
 }
@@ -360,6 +364,66 @@ pub async fn of_runs_between(
     Ok(out)
 }
 
+/// Records a sighting of a rendition already recorded, without a new body: a `304`
+/// naming it, or a `200` with its bytes. Its `last_seen` becomes now (so "what the
+/// server serves now" is the rendition seen last, [`recently_seen`]); validators given
+/// replace the stored ones, so the next conditional GET sends the server's current
+/// `ETag` and `Last-Modified` (outside 23b M1: validators that changed once while the
+/// bytes did not cost a full download on every job). True if the rendition exists.
+///
+/// # Errors
+/// The database failing.
+pub async fn saw(
+    db: &Database,
+    episode: &str,
+    sha256: &str,
+    validators: Option<(Option<&str>, Option<&str>)>,
+) -> Result<bool, DbError> {
+    let what = || format!("recording a sighting of rendition {sha256} of episode {episode}");
+    let now = ms(OffsetDateTime::now_utc());
+    let done = match validators {
+        Some((etag, last_modified)) => sqlx::query(
+            "UPDATE renditions SET last_seen = $3, etag = $4, last_modified = $5 \
+             WHERE episode = $1 AND sha256 = $2",
+        )
+        .bind(episode)
+        .bind(sha256)
+        .bind(now)
+        .bind(etag)
+        .bind(last_modified)
+        .execute(db.pool())
+        .await
+        .context(what)?,
+        None => {
+            sqlx::query("UPDATE renditions SET last_seen = $3 WHERE episode = $1 AND sha256 = $2")
+                .bind(episode)
+                .bind(sha256)
+                .bind(now)
+                .execute(db.pool())
+                .await
+                .context(what)?
+        }
+    };
+    Ok(done.rows_affected() == 1)
+}
+
+/// Every rendition of the episode, the one seen last first: the first is what the
+/// server served when it was last asked (a download, or a re-validation naming it).
+///
+/// # Errors
+/// The database failing, or a stored value that does not parse.
+pub async fn recently_seen(db: &Database, episode: &str) -> Result<Vec<Rendition>, DbError> {
+    let rows: Vec<Row> = sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM renditions r WHERE r.episode = $1 \
+         ORDER BY r.last_seen DESC, r.sha256"
+    ))
+    .bind(episode)
+    .fetch_all(db.pool())
+    .await
+    .context(|| format!("reading the renditions of episode {episode}"))?;
+    rows.into_iter().map(rendition).collect()
+}
+
 /// Every rendition of the episode, first fetched first.
 ///
 /// # Errors
@@ -380,10 +444,13 @@ pub async fn list(db: &Database, episode: &str) -> Result<Vec<Rendition>, DbErro
 /// # Errors
 /// The database failing.
 pub async fn counts(db: &Database) -> Result<Counts, DbError> {
-    let (pinned, changed, renditions): (i64, i64, i64) = sqlx::query_as(
+    let (pinned, changed, serving_other, renditions): (i64, i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT COUNT(*) FROM rendition_pins), \
          (SELECT COUNT(*) FROM (SELECT episode FROM renditions GROUP BY episode \
           HAVING COUNT(*) > 1) AS c), \
+         (SELECT COUNT(*) FROM rendition_pins p WHERE p.sha256 <> \
+          (SELECT r.sha256 FROM renditions r WHERE r.episode = p.episode \
+           ORDER BY r.last_seen DESC, r.sha256 LIMIT 1)), \
          (SELECT COUNT(*) FROM renditions)",
     )
     .fetch_one(db.pool())
@@ -392,6 +459,7 @@ pub async fn counts(db: &Database) -> Result<Counts, DbError> {
     Ok(Counts {
         pinned,
         changed,
+        serving_other,
         renditions,
     })
 }

@@ -42,6 +42,8 @@ async fn the_first_complete_download_pins_and_other_bytes_are_a_new_rendition() 
             Recorded::SameAsPin
         );
         // Other bytes at the same URL (ads inserted): a new rendition; the pin stays.
+        // (Sightings are ordered by their millisecond.)
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
         let other = rendition("e1", 'b', 1300);
         match renditions::record(&db, &other).await.unwrap() {
             Recorded::Differs { pin, first_time } => {
@@ -69,9 +71,26 @@ async fn the_first_complete_download_pins_and_other_bytes_are_a_new_rendition() 
             Counts {
                 pinned: 2,
                 changed: 1,
+                serving_other: 1,
                 renditions: 3
             }
         );
+        // A sighting of the pin (a `304` naming it) makes it what e1's server serves
+        // again, and new validators replace the stored ones.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        assert!(
+            renditions::saw(&db, "e1", &first.sha256, Some((Some("\"v2\""), None)))
+                .await
+                .unwrap()
+        );
+        let seen = renditions::recently_seen(&db, "e1").await.unwrap();
+        assert_eq!(seen[0].sha256, first.sha256);
+        assert_eq!(seen[0].etag.as_deref(), Some("\"v2\""));
+        assert_eq!(renditions::counts(&db).await.unwrap().serving_other, 0);
+        // A sighting of a rendition never recorded changes nothing.
+        assert!(!renditions::saw(&db, "e1", &"f".repeat(64), None)
+            .await
+            .unwrap());
     }
 }
 

@@ -10,7 +10,9 @@
 //!   every write remove those (where locks are not supported, those older than an
 //!   hour).
 //! - **Least recently used, tracked by mtime**: every read and write sets the object's
-//!   modification time to now, and eviction removes the objects with the oldest. The
+//!   modification time to now, and eviction removes the objects with the oldest (a
+//!   time in the future, from before a clock step back, counts as older than any
+//!   use since). The
 //!   file system keeps the order, so it survives restarts and is shared by every
 //!   process using the directory, with no index file to keep consistent (access times
 //!   would do the same but are off or coarse under `noatime`/`relatime` mounts).
@@ -145,7 +147,17 @@ impl Dir {
             };
             out.push((key, meta.len(), used));
         }
-        out.sort_by(|a, b| a.2.cmp(&b.2).then_with(|| a.0.cmp(&b.0)));
+        // A last use in the future was stamped before the clock stepped back (or came
+        // with a restored backup): every use since the step is later in truth, so
+        // those objects come first, in their own order. Sorted by time alone, such an
+        // object stayed newest until that date while the objects in use evicted each
+        // other in turn (outside 23b M4). A read stamps it with the true time.
+        let now = SystemTime::now();
+        out.sort_by(|a, b| {
+            (a.2 <= now, a.2)
+                .cmp(&(b.2 <= now, b.2))
+                .then_with(|| a.0.cmp(&b.0))
+        });
         Ok((out, tmps))
     }
 

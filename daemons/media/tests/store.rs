@@ -141,6 +141,32 @@ async fn the_least_recently_used_objects_are_evicted_to_stay_within_the_bound() 
     assert_eq!(written.evicted, vec![(keys[2].clone(), 1000)]);
 }
 
+/// Outside 23b M4: an object stamped with a future last use (a restored backup, a clock
+/// stepped back) was never evicted, while the objects in use evicted each other on every
+/// write. It is used before the step, so older than any use since: it goes first.
+#[tokio::test]
+async fn an_object_last_used_in_the_future_is_evicted_before_the_objects_in_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("media");
+    // Room for two 1000-byte objects.
+    let store = MediaStore::local(&dir, 2000).unwrap();
+    let (a_src, stale) = write(tmp.path(), "a.wav", &[1u8; 1000]);
+    let (b_src, in_use) = write(tmp.path(), "b.wav", &[2u8; 1000]);
+    store.put(&stale, &a_src).await.unwrap();
+    store.put(&in_use, &b_src).await.unwrap();
+    let future = SystemTime::now() + Duration::from_secs(4 * 365 * 24 * 3600);
+    std::fs::File::open(dir.join(stale.as_str()))
+        .unwrap()
+        .set_modified(future)
+        .unwrap();
+    age(&dir.join(in_use.as_str()), Duration::from_secs(10));
+    let (c_src, newest) = write(tmp.path(), "c.wav", &[3u8; 1000]);
+    let written = store.put(&newest, &c_src).await.unwrap();
+    assert_eq!(written.evicted, vec![(stale.clone(), 1000)]);
+    assert!(store.contains(&in_use).await.unwrap());
+    assert!(store.contains(&newest).await.unwrap());
+}
+
 #[tokio::test]
 async fn an_object_larger_than_the_store_is_not_kept_and_evicts_nothing() {
     let tmp = tempfile::tempdir().unwrap();

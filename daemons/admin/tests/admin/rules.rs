@@ -413,17 +413,25 @@ async fn status_and_results_show_pinned_and_changed_renditions() {
         etag: None,
         last_modified: None,
     };
-    let counts = |p: status::ResearchProgress| (p.renditions.pinned, p.renditions.changed);
+    let counts = |p: status::ResearchProgress| {
+        (
+            p.renditions.pinned,
+            p.renditions.changed,
+            p.renditions.serving_other,
+        )
+    };
     let before = status::research_progress(&s, &db, &AdminSettings::default(), None, &Silent)
         .await
         .unwrap();
-    assert_eq!(counts(before), (0, 0));
+    assert_eq!(counts(before), (0, 0, 0));
     for r in [
         rendition(&one, 'a'),
         rendition(&two, 'b'),
         rendition(&two, 'c'),
     ] {
         renditions::record(&db, &r).await.unwrap();
+        // Sightings are ordered by their millisecond.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
     }
     renditions::record_run(&db, &two, "j0000000007", &"c".repeat(64), true)
         .await
@@ -431,7 +439,16 @@ async fn status_and_results_show_pinned_and_changed_renditions() {
     let after = status::research_progress(&s, &db, &AdminSettings::default(), None, &Silent)
         .await
         .unwrap();
-    assert_eq!(counts(after), (2, 1));
+    // Two's server served 'c' last, not its pin 'b'.
+    assert_eq!(counts(after), (2, 1, 1));
+    // Then it went back to the pin (a `304` naming it): changed once, serving the pin.
+    assert!(renditions::saw(&db, &two, &"b".repeat(64), None)
+        .await
+        .unwrap());
+    let back = status::research_progress(&s, &db, &AdminSettings::default(), None, &Silent)
+        .await
+        .unwrap();
+    assert_eq!(counts(back), (2, 1, 0));
     let lines = results::episode_results(&db, &two)
         .await
         .unwrap()

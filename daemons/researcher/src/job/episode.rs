@@ -69,7 +69,9 @@ pub(crate) enum Revalidated {
     /// Not asked, `304` for the pin, or the question failed (logged).
     #[default]
     Unchanged,
-    /// A `200` with the pin's bytes (a server ignoring the validators): `bytes` came.
+    /// A `200` with the pin's bytes (a server ignoring the validators, or validators
+    /// that changed while the bytes did not): `bytes` came. Its validators replace the
+    /// pin's, so the next job's question can be answered `304`.
     SameBytes { bytes: u64 },
     /// A `304` naming the entity tag of `sha256`, an other rendition recorded before:
     /// the server still serves that audio (nothing new to record or count).
@@ -157,9 +159,11 @@ impl Worker {
     }
 
     /// Asks the server whether the pinned rendition is still what it serves: a
-    /// conditional GET listing the pin's entity tag and that of the latest other
-    /// rendition recorded from this URL (so a server that changed once, a re-upload,
-    /// answers `304` from then on instead of the whole new body). Other bytes are
+    /// conditional GET listing the pin's entity tag and that of the other rendition
+    /// from this URL seen last (so a server that changed, a re-upload or a revert to an
+    /// earlier one, answers `304` from then on instead of the whole body). Each answer
+    /// is a sighting of the rendition it names (`renditions::saw`): "what the server
+    /// serves now" is the rendition seen last. Other bytes are
     /// decoded whole before they count as a rendition (the checks a download passes);
     /// the body's file is removed either way: the job researches the pin. A failure is
     /// logged and is `Unchanged`: the pinned audio is still the audio to research.
@@ -191,16 +195,24 @@ impl Worker {
             .downloader
             .fetch_audio_if_changed(url, dest, &known, &never, &progress)
             .await;
+        let pinned = pin.rendition.sha256.as_str();
         let found = match answer {
             Ok(Answer::NotModified(v)) => match (&other, v.etag) {
                 (Some(o), Some(etag)) if o.etag.as_deref().is_some_and(|e| same_etag(e, &etag)) => {
+                    self.saw(ctx, &o.sha256, None).await;
                     Revalidated::StillOther {
                         sha256: o.sha256.clone(),
                     }
                 }
-                _ => Revalidated::Unchanged,
+                _ => {
+                    self.saw(ctx, pinned, None).await;
+                    Revalidated::Unchanged
+                }
             },
-            Ok(Answer::Body(f)) if f.sha256 == pin.rendition.sha256 => {
+            Ok(Answer::Body(f)) if f.sha256 == pinned => {
+                let v = &f.validators;
+                let validators = (v.etag.as_deref(), v.last_modified.as_deref());
+                self.saw(ctx, pinned, Some(validators)).await;
                 Revalidated::SameBytes { bytes: f.bytes }
             }
             Ok(Answer::Body(f)) => self.decode_whole(ctx, url, f).await,
@@ -213,14 +225,29 @@ impl Worker {
         found
     }
 
-    /// The latest rendition recorded from `url` other than the pin, with an entity tag
-    /// of its own (a server that gives every body the same tag cannot say which one it
-    /// serves, so its `304` stays the pin's).
+    /// A sighting of a recorded rendition (a `304` naming it, a `200` with its bytes):
+    /// a failure only costs `status` its "serves other audio now", so it is logged.
+    async fn saw(
+        &self,
+        ctx: &JobCtx,
+        sha256: &str,
+        validators: Option<(Option<&str>, Option<&str>)>,
+    ) {
+        if let Err(e) = renditions::saw(&self.db, &ctx.episode, sha256, validators).await {
+            tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, rendition = %short(sha256), error = %e, "could not record that the server served this rendition");
+        }
+    }
+
+    /// The rendition from `url` other than the pin that was seen last, with an entity
+    /// tag of its own (a server that gives every body the same tag cannot say which one
+    /// it serves, so its `304` stays the pin's). Seen last, not recorded last: after
+    /// A, B, C and B again, the server serves B (outside 23b M2: the question named C
+    /// for ever, and every job downloaded B again).
     async fn latest_other(&self, ctx: &JobCtx, url: &str, pin: &Pin) -> Option<Rendition> {
         let pin_tag = pin.rendition.etag.as_deref();
         let own_tag = |t: &str| !pin_tag.is_some_and(|p| same_etag(p, t));
-        match renditions::list(&self.db, &ctx.episode).await {
-            Ok(all) => all.into_iter().rev().find(|r| {
+        match renditions::recently_seen(&self.db, &ctx.episode).await {
+            Ok(all) => all.into_iter().find(|r| {
                 r.sha256 != pin.rendition.sha256
                     && r.url == url
                     && r.etag.as_deref().is_some_and(own_tag)
@@ -300,7 +327,7 @@ impl Worker {
             } => {
                 // The server serves other bytes; the job researched the pin.
                 let new = rendition_of(&ctx.episode, url, other, Some(*duration_s));
-                renditions::record(&self.db, &new).await.map_err(db_error)?;
+                let recorded = renditions::record(&self.db, &new).await.map_err(db_error)?;
                 self.report_change(
                     ctx,
                     url,
@@ -308,8 +335,14 @@ impl Worker {
                     other,
                     "kept: this job researched the pinned audio from the store",
                 );
+                let what = match recorded {
+                    Recorded::Differs {
+                        first_time: false, ..
+                    } => "a rendition recorded before",
+                    _ => "recorded as a new rendition",
+                };
                 note.push_str(&format!(
-                    "; the server now serves other audio (rendition {}, {} bytes), recorded as a new rendition; the pin is kept",
+                    "; the server now serves other audio (rendition {}, {} bytes), {what}; the pin is kept",
                     short(&other.sha256),
                     other.bytes
                 ));

@@ -171,7 +171,7 @@ async fn jobs_go_from_pending_to_recorded_with_the_right_offsets_and_clips_are_f
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_cancel_is_obeyed_within_seconds() {
     for (config, session, db) in stores("researcher-cancel").await {
-        let (_server, job, _url, _clip_ids, researcher) =
+        let (_server, job, _url, _clip_ids, researcher, _work) =
             researching_slowly(&config, &session, &db, "cancel").await;
         // The admin writes `request: cancel` on the locked job (version-checked).
         let (mut current, version) = archivist_engine::jobs::read(&session, &job.id)
@@ -242,7 +242,7 @@ async fn an_admin_cancel_is_obeyed_within_seconds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_researcher_whose_lock_is_deleted_stops_and_writes_nothing_more() {
     for (config, session, db) in stores("researcher-lock-deleted").await {
-        let (_server, job, url, clip_ids, researcher) =
+        let (_server, job, url, clip_ids, researcher, _work) =
             researching_slowly(&config, &session, &db, "lock-deleted").await;
         // An operator deletes the lock by hand; the reaper expires the unlocked job.
         session
@@ -358,8 +358,8 @@ async fn a_stale_clip_error_is_researched_again_and_a_current_one_skipped() {
 /// A researcher working on one job whose first clip comes at once and the others slowly
 /// (1.5 s each), returned once the first clip is reported: the job is researching, its
 /// lock held, for a few seconds more. Returns the server (keep it), the job, the episode's
-/// URL, the clip ids and the researcher.
-async fn researching_slowly(
+/// URL, the clip ids, the researcher and its work directory.
+pub(crate) async fn researching_slowly(
     config: &archivist_engine::ZkConfig,
     session: &archivist_engine::Session,
     db: &archivist_db::Database,
@@ -370,6 +370,7 @@ async fn researching_slowly(
     String,
     Vec<String>,
     Running,
+    std::path::PathBuf,
 ) {
     let server = Server::start().await;
     let audio = audio();
@@ -387,12 +388,8 @@ async fn researching_slowly(
     add_clips(db, &catalog).await;
     let url = server.route("/e.wav", Route::audio(&audio.episode));
     let job = plan(session, "e0000001", &url, &clip_ids).await;
-    let researcher = start(
-        config,
-        db,
-        settings(&work_dir(name)),
-        &format!("researcher-{name}"),
-    );
+    let work = work_dir(name);
+    let researcher = start(config, db, settings(&work), &format!("researcher-{name}"));
     assert!(
         eventually(Duration::from_secs(30), || async {
             !reports(session, &job.id).await.is_empty()
@@ -400,5 +397,5 @@ async fn researching_slowly(
         .await,
         "first clip reported"
     );
-    (server, job, url, clip_ids, researcher)
+    (server, job, url, clip_ids, researcher, work)
 }

@@ -577,6 +577,165 @@ async fn after_a_reupload_later_jobs_ask_with_both_etags_and_download_nothing() 
     }
 }
 
+/// `n` catalog clips `c000101`... that are all the first test clip (the same sound under
+/// several ids), for tests that need more jobs of one episode than there are clips.
+async fn copies_of_one_clip(db: &Database, server: &Server, n: usize) -> Vec<String> {
+    let audio = audio();
+    let (_, wav, _) = &audio.clips[0];
+    let url = server.route("/clips/copy.wav", Route::audio(wav));
+    let catalog: Vec<(String, String)> = (0..n)
+        .map(|i| (format!("c{:06}", 101 + i), url.clone()))
+        .collect();
+    add_clips(db, &catalog).await;
+    catalog.into_iter().map(|(id, _)| id).collect()
+}
+
+/// Outside 23b M1: the host's validators changed once while its bytes did not (a CDN
+/// move, a re-deploy): the `200` with the pin's bytes was not remembered, so every later
+/// job downloaded the whole episode again. The new validators now replace the pin's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validators_that_change_while_the_bytes_do_not_cost_one_download() {
+    for (config, session, db) in stores("researcher-media-new-etag").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = copies_of_one_clip(&db, &server, 4).await;
+        let url = tagged(&server, audio.episode.clone(), "\"v1\"");
+        let work = work_dir("media-new-etag");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-new-etag");
+        research(&session, &db, "e0000001", &url, &clips[..1]).await;
+        tagged(&server, audio.episode.clone(), "\"v1-moved\"");
+        let (job, _) = research(&session, &db, "e0000001", &url, &clips[1..2]).await;
+        let note = decoded_note(&job);
+        assert!(
+            note.contains(&format!(
+                "({} episode bytes downloaded by the re-validation)",
+                audio.episode.len()
+            )),
+            "{note}"
+        );
+        let served = server.bytes_served("/e1.wav");
+        for clip in &clips[2..4] {
+            let (job, _) =
+                research(&session, &db, "e0000001", &url, std::slice::from_ref(clip)).await;
+            let note = decoded_note(&job);
+            assert!(note.contains("(0 episode bytes downloaded)"), "{note}");
+        }
+        assert_eq!(server.bytes_served("/e1.wav"), served, "downloaded again");
+        let asked = server.if_none_match("/e1.wav");
+        assert_eq!(
+            asked.last().unwrap().as_deref(),
+            Some("\"v1-moved\""),
+            "{asked:?}"
+        );
+        let c = renditions::counts(&db).await.unwrap();
+        assert_eq!((c.renditions, c.changed, c.serving_other), (1, 0, 0));
+        researcher.stop().await;
+    }
+}
+
+/// Outside 23b M2 and M3: a host serving A, then B, then C, then B again asked the
+/// question naming C for ever, so every job downloaded B again and counted a change;
+/// and once it went back to A, `status` still said it "now serves other audio". The
+/// question names the rendition seen last, and `status` counts by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_going_back_to_an_earlier_rendition_is_asked_about_it_and_counted_by_it() {
+    for (config, session, db) in stores("researcher-media-back").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = copies_of_one_clip(&db, &server, 6).await;
+        let a = audio.episode.clone();
+        let b = std::sync::Arc::new(rotated(&audio.episode, 3.0));
+        let c = std::sync::Arc::new(rotated(&audio.episode, 5.0));
+        let url = tagged(&server, a.clone(), "\"a\"");
+        let work = work_dir("media-back");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-back");
+        research(&session, &db, "e0000001", &url, &clips[..1]).await;
+        let serving_other = || async { renditions::counts(&db).await.unwrap().serving_other };
+        for (body, tag, clip) in [(&b, "\"b\"", 1), (&c, "\"c\"", 2), (&b, "\"b\"", 3)] {
+            tagged(&server, body.clone(), tag);
+            let (job, _) = research(&session, &db, "e0000001", &url, &clips[clip..=clip]).await;
+            let note = decoded_note(&job);
+            assert!(note.contains("the server now serves other audio"), "{note}");
+            assert_eq!(
+                note.contains("a rendition recorded before"),
+                clip == 3,
+                "{note}"
+            );
+            assert_eq!(serving_other().await, 1);
+        }
+        // B again: asked with B's tag, a 304, no body.
+        let served = server.bytes_served("/e1.wav");
+        let (job, _) = research(&session, &db, "e0000001", &url, &clips[4..5]).await;
+        let note = decoded_note(&job);
+        assert!(
+            note.contains("(0 episode bytes downloaded)")
+                && note.contains("still serves the other audio recorded before"),
+            "{note}"
+        );
+        assert_eq!(server.bytes_served("/e1.wav"), served, "B downloaded again");
+        assert_eq!(
+            server.if_none_match("/e1.wav").last().unwrap().as_deref(),
+            Some("\"a\", \"b\"")
+        );
+        // Back to the pin: a 304 naming it; changed once, serving the pin now.
+        tagged(&server, a.clone(), "\"a\"");
+        let (job, _) = research(&session, &db, "e0000001", &url, &clips[5..6]).await;
+        assert!(decoded_note(&job).contains("(0 episode bytes downloaded)"));
+        let counts = renditions::counts(&db).await.unwrap();
+        assert_eq!(
+            (counts.renditions, counts.changed, counts.serving_other),
+            (3, 1, 0)
+        );
+        researcher.stop().await;
+    }
+}
+
+/// Outside 23b H1, through the researcher and the admin library: a job with a result
+/// reported on the pinned audio is held; meanwhile the pin's bytes leave the store and
+/// the host serves other audio; released, the job finds the other audio. Its run names
+/// the first rendition and has a result measured on it, so the job is failed with the
+/// reason instead of researching its remaining clips on other audio under that run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_resumed_on_other_audio_after_a_result_on_its_pin_fails_and_its_run_stays() {
+    for (config, session, db) in stores("researcher-run-stays").await {
+        let (server, job, _url, _clips, researcher, work) =
+            crate::flow::researching_slowly(&config, &session, &db, "run-stays").await;
+        let admin = archivist_admin::AdminSettings::default();
+        archivist_admin::actions::hold(&session, &admin, &job.id, Some("test"))
+            .await
+            .expect("hold");
+        let held = wait_for(
+            &session,
+            &job.id,
+            &[JobState::Held],
+            Duration::from_secs(30),
+        )
+        .await;
+        assert_eq!(held.status, JobState::Held, "{held:#?}");
+        let pin = renditions::pin(&db, "e0000001")
+            .await
+            .unwrap()
+            .expect("pinned");
+        std::fs::remove_file(work.join("media").join(&pin.rendition.sha256))
+            .expect("the pin's bytes leave the store");
+        let other = std::sync::Arc::new(rotated(&audio().episode, 3.0));
+        server.route("/e.wav", Route::audio(&other));
+        archivist_admin::actions::release(&session, &admin, &job.id)
+            .await
+            .expect("release");
+        let done = finished(&session, &job.id).await;
+        researcher.stop().await;
+        assert_eq!(done.status, JobState::Failed, "{done:#?}");
+        let message = done.message.clone().unwrap_or_default();
+        assert!(
+            message.contains("earlier results were measured on rendition"),
+            "{message}"
+        );
+        let runs = renditions::of_runs(&db, "e0000001").await.unwrap();
+        assert_eq!(runs.get(&job.id), Some(&pin.rendition.sha256), "{runs:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revalidation_body_that_does_not_decode_whole_is_not_a_rendition() {
     for (config, session, db) in stores("researcher-media-broken-200").await {

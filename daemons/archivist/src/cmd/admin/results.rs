@@ -106,7 +106,7 @@ fn render_episode(r: &EpisodeResults) -> String {
     for a in &r.renditions {
         let _ = writeln!(
             out,
-            "audio {} ({} bytes, {}){}: {}",
+            "audio {} ({} bytes, {}){}{}: {}",
             a.sha256.get(..12).unwrap_or(&a.sha256),
             a.bytes,
             printable(&a.url),
@@ -114,6 +114,11 @@ fn render_episode(r: &EpisodeResults) -> String {
                 ", pinned"
             } else {
                 ", not pinned: the server served other audio"
+            },
+            if a.served_last && r.renditions.len() > 1 {
+                ", what the server served when last asked"
+            } else {
+                ""
             },
             if a.jobs.is_empty() {
                 "no runs".to_string()

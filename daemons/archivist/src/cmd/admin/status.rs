@@ -357,8 +357,8 @@ fn render(r: &StatusReport) -> String {
     if p.renditions.pinned > 0 {
         let _ = writeln!(
             out,
-            "Renditions: {} episodes pinned to the audio they are researched on, {} whose server now serves other audio (a new rendition; `archivist jobs show` of their latest jobs says which)",
-            p.renditions.pinned, p.renditions.changed
+            "Renditions: {} episodes pinned to the audio they are researched on; {} whose audio changed at some time, {} of them served other audio than the pin when last asked (`archivist results --episode E` lists an episode's renditions)",
+            p.renditions.pinned, p.renditions.changed, p.renditions.serving_other
         );
     }
     if !p.unreadable.is_empty() {
