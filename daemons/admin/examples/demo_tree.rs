@@ -36,19 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         fixtures::clip(&s, n, title).await;
     }
     let clips = ["c000001", "c000002", "c000003"];
-    let recorded = fixtures::job(&s, "e0000001", &clips).await;
-    fixtures::drive(
-        &s,
-        &recorded.id,
-        &[
-            JobState::Leased,
-            JobState::Researching,
-            JobState::Reported,
-            JobState::Recorded,
-        ],
-        "",
-    )
-    .await;
+    let recorded = fixtures::recorded_job(&s, "e0000001", &clips).await;
     store::delete_if_present(&s, &paths::lease(&recorded.id)).await?;
     fixtures::research(
         &s,

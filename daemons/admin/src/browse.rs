@@ -20,7 +20,10 @@ use crate::settings::{AdminSettings, Silent};
 pub struct JobQuery {
     /// State and episode, as in `jobs list` ([`JobFilter::matches`]).
     pub filter: JobFilter,
-    /// Only jobs whose message (why it is where it is) contains this text, ignoring case.
+    /// Only jobs whose message (why it is where it is) matches this pattern, by the rule
+    /// `retry --all-failed --reason` uses ([`crate::actions::message_matches`]: a
+    /// substring, or a glob with `*`, ignoring case), so the console's list and the
+    /// CLI select the same jobs (outside try 24b N11).
     pub reason: Option<String>,
     /// Only jobs whose message has this reason ([`reason_of`], the key the failure
     /// groups are made by): a group's link lists exactly that group's jobs.
@@ -48,7 +51,7 @@ impl JobQuery {
             && self.reason.as_deref().is_none_or(|r| {
                 job.message
                     .as_deref()
-                    .is_some_and(|m| m.to_lowercase().contains(&r.to_lowercase()))
+                    .is_some_and(|m| crate::actions::message_matches(r, m))
             })
             && self
                 .group

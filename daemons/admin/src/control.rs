@@ -210,10 +210,13 @@ pub async fn pause(
         Err(EngineError::Precondition {
             source: zk::Error::NoNode,
             ..
-        }) => Err(AdminError::Invalid(format!(
-            "cannot pause {state}: {} does not exist (deleted by hand?); run `archivist init`, which re-creates the tree's missing nodes and changes nothing else, then pause again",
-            paths::PAUSES
-        ))),
+        }) => Err(AdminError::Engine(EngineError::NotInitialised {
+            chroot: session.chroot().to_string(),
+            missing: format!(
+                "{} (deleted by hand?; `init` re-creates the tree's missing nodes and changes nothing else; then pause {state} again)",
+                paths::PAUSES
+            ),
+        })),
         Err(e) => Err(e.into()),
     }
 }

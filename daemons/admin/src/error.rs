@@ -45,7 +45,15 @@ pub enum AdminError {
         /// Which check failed.
         detail: String,
     },
-    /// The operator's input is unusable.
+    /// Another session holds the job's lock; nothing was written.
+    #[error("refused: job {job} is locked by {holder}; nothing was written")]
+    Locked {
+        /// Job id.
+        job: String,
+        /// Who holds the lock, in words.
+        holder: String,
+    },
+    /// The operator's input is unusable (the CLI exits 2, as for a usage error).
     #[error("invalid input: {0}")]
     Invalid(String),
     /// The temporary file that keeps a large answer's rows off the heap failed.
@@ -60,7 +68,10 @@ impl AdminError {
     /// Was the action refused because of the job's state or a concurrent change (as
     /// opposed to a failure of ZooKeeper)? Nothing was written in that case.
     pub fn is_refusal(&self) -> bool {
-        matches!(self, AdminError::Refused { .. } | AdminError::Moved { .. })
+        matches!(
+            self,
+            AdminError::Refused { .. } | AdminError::Moved { .. } | AdminError::Locked { .. }
+        )
     }
 
     /// Maps a failed compare-and-set multi to [`AdminError::Moved`]; other errors pass.

@@ -129,7 +129,7 @@ async fn retry_hold_release_cancel_delete_and_refusals() {
     // A lease not longer than the work-item TTL (300 s by default) is refused, naming
     // it (outside 17d finding 11), and nothing is written.
     let short = archivist(&config, &["retry", &failed.id, "--lease-duration-s", "120"]).await;
-    assert_eq!(short.status.code(), Some(1), "{}", text(&short));
+    assert_eq!(short.status.code(), Some(2), "{}", text(&short));
     assert!(
         String::from_utf8_lossy(&short.stderr).contains("work-item TTL (300 s)"),
         "{}",

@@ -75,6 +75,12 @@ pub async fn check(State(console): State<Console>, request: Request, next: Next)
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // Pages show live state (and action forms carrying the version they read): a
+    // browser or proxy must not answer from a stored copy (outside try 24b N14). An
+    // answer that set its own (`no-store` on sign-in) keeps it.
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    }
     // Not `no-referrer`: with it, browsers send `Origin: null` on the console's own
     // form posts, which the actions' CSRF check refuses.
     headers.insert(

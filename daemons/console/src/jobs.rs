@@ -2,6 +2,7 @@
 //! [`archivist_admin::browse::page`], and one job (`GET /jobs/{id}`) over
 //! [`archivist_admin::jobs::show`], the functions behind `jobs list` and `jobs show`.
 
+use archivist_admin::actions::Action;
 use archivist_admin::browse::{self, JobQuery};
 use archivist_admin::jobs::{self, JobDetail, JobFilter};
 use archivist_engine::schema::JobState;
@@ -31,6 +32,17 @@ pub struct ListParams {
     pub clip: Option<String>,
     /// Start after this job id.
     pub after: Option<String>,
+}
+
+/// The bulk actions a list offers: with a state filter, those that can change some
+/// job in that state (the failed list offers no `hold`, outside try 24b N4); without
+/// one, every action (its confirmation leaves out the jobs it cannot change).
+fn offered_on(params: &ListParams) -> Vec<Action> {
+    let state = given(&params.state).and_then(|s| s.parse::<JobState>().ok());
+    Action::ALL
+        .into_iter()
+        .filter(|a| state.is_none_or(|s| a.may_apply_in(s)))
+        .collect()
 }
 
 fn given(v: &Option<String>) -> Option<String> {
@@ -119,7 +131,7 @@ pub async fn list_page(
                         }
                     }
                 }
-                label { "Reason contains" input type="text" name="reason" value=[given(&params.reason)]; }
+                label { "Reason (text, or a pattern with *)" input type="text" name="reason" value=[given(&params.reason)]; }
                 @if let Some(g) = query.group.as_deref() {
                     label { "Failure group" input type="text" name="group" value=(g) readonly; }
                 }
@@ -130,8 +142,8 @@ pub async fn list_page(
             }
             @if actions {
                 p #bulk { "On every job this filter matches: "
-                    @for a in crate::actions::ACTIONS {
-                        a.bulk href={ "/jobs/bulk?action=" (a) "&" (params.filter_query()) } { (a) "…" } " "
+                    @for a in offered_on(&params) {
+                        a.bulk href={ "/jobs/bulk?action=" (a.as_str()) "&" (params.filter_query()) } { (a.as_str()) "…" } " "
                     }
                 }
             }
@@ -182,7 +194,7 @@ pub async fn job_page(
         console.settings().refresh_s,
         html! {
             h1 { "Job " (id) }
-            @if actions { (crate::actions::job_forms(&id, detail.stat.version)) }
+            @if actions { (crate::actions::job_forms(&detail.job, detail.stat.version)) }
             div #job data-live { (layout::read_at(detail.now_ms)) (render(&detail)) }
         },
     ))

@@ -85,6 +85,18 @@ async fn serve_on(
     (addr, stop)
 }
 
+/// A console with actions enabled (the token [`TOKEN`]) over a fresh tree, on a free
+/// loopback port: the tree's session, the address, and the token that stops it.
+async fn serve_acting(name: &str) -> (Session, SocketAddr, CancellationToken) {
+    let (_config, session) = archivist_testkit::fresh_tree(name).await;
+    let settings = ConsoleSettings {
+        actions_token: Some(archivist_console::settings::Token(TOKEN.into())),
+        ..ConsoleSettings::default()
+    };
+    let (addr, stop) = serve_on(&session, &session, settings).await;
+    (session, addr, stop)
+}
+
 /// Expires `session` on the server, as a partition longer than the session timeout or
 /// an ensemble restart does: a second client joins the same session and closes it.
 async fn expire(session: &Session) {
@@ -183,6 +195,8 @@ async fn a_foreign_host_is_refused_and_every_answer_has_security_headers() {
         assert_eq!(a.header("x-frame-options"), Some("DENY"));
         assert_eq!(a.header("x-content-type-options"), Some("nosniff"));
         assert_eq!(a.header("referrer-policy"), Some("same-origin"));
+        // Live pages are not answered from a stored copy (outside try 24b N14).
+        assert_eq!(a.header("cache-control"), Some("no-cache"));
         // No inline script for the CSP to forbid: the scripts are files.
         assert!(!a.body.contains("<script>"), "{}", a.body);
         assert!(a.body.contains("<script src=\"/static/refresh.js\">"));
@@ -311,6 +325,162 @@ async fn an_episode_with_a_script_url_and_control_characters_is_shown_safely() {
     assert!(!a.body.contains('\u{7}') && !a.body.contains('\u{202e}'));
 }
 
+/// Outside try 24b N4: the pages offered actions that cannot apply (`hold` on a failed
+/// job, all five on a recorded one) and "hold 301 jobs?" on the failed list, each then
+/// refused. Pages now offer what `Action::applies` allows, and a bulk confirmation
+/// leaves out, and counts, the jobs its action cannot change.
+#[tokio::test]
+async fn pages_offer_only_the_actions_that_can_change_the_job() {
+    let (session, addr, stop) = serve_acting("console-applicable").await;
+    let failed =
+        fixtures::failed_job(&session, "e0000001", "GET http://h/1.mp3 returned 404").await;
+    let recorded = fixtures::recorded_job(&session, "e0000002", &["c000001"]).await;
+    let pending = fixtures::job(&session, "e0000003", &["c000001"]).await;
+    let offered = |page: &str| -> Vec<String> {
+        let Some(at) = page.find("id=\"actions\"") else {
+            return vec![];
+        };
+        let block = &page[at..page[at..].find("</div>").map_or(page.len(), |e| at + e)];
+        ["retry", "hold", "release", "cancel", "delete"]
+            .into_iter()
+            .filter(|a| {
+                block.contains(&format!("value=\"{a}\"")) || block.contains(&format!("/{a}\""))
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let page = get(addr, &format!("/jobs/{}", failed.id)).await;
+    assert_eq!(
+        offered(&page.body),
+        ["retry", "cancel", "delete"],
+        "{}",
+        page.body
+    );
+    let page = get(addr, &format!("/jobs/{}", recorded.id)).await;
+    assert!(offered(&page.body).is_empty(), "{}", page.body);
+    assert!(page.body.contains("No action applies"), "{}", page.body);
+    let page = get(addr, &format!("/jobs/{}", pending.id)).await;
+    assert_eq!(offered(&page.body), ["hold", "cancel"], "{}", page.body);
+    // The failed list offers no hold, release or cancel in bulk.
+    let list = get(addr, "/jobs?state=failed").await;
+    assert!(
+        list.body.contains("/jobs/bulk?action=retry"),
+        "{}",
+        list.body
+    );
+    assert!(
+        !list.body.contains("/jobs/bulk?action=hold"),
+        "{}",
+        list.body
+    );
+    // The reason filter is the CLI's `--reason` rule: a glob with `*` (N11).
+    let list = get(addr, "/jobs?reason=get*1.mp3*404").await;
+    assert!(
+        list.body.contains(&failed.id) && !list.body.contains(&pending.id),
+        "{}",
+        list.body
+    );
+    // A hold confirmation over every job: only the pending one is offered.
+    let confirm = get(addr, "/jobs/bulk?action=hold").await;
+    assert_eq!(confirm.status, 200, "{}", confirm.body);
+    assert!(
+        confirm.body.contains("<span id=\"count\">1</span>"),
+        "{}",
+        confirm.body
+    );
+    assert!(
+        confirm.body.contains("2 matching jobs are left out")
+            && confirm.body.contains(&format!("{}@", pending.id))
+            && !confirm.body.contains(&format!("{}@", failed.id)),
+        "{}",
+        confirm.body
+    );
+    stop.cancel();
+}
+
+/// Outside try 24b N9: wrong sign-ins were answered as fast as they came (81 a second),
+/// each a WARN line, and a token of 16 blanks was accepted. Sign-ins are limited to
+/// `SIGN_INS_PER_MINUTE` a minute (then 429, the right token too: the limit is what
+/// stops a guesser), and blanks do not count towards a token's length.
+#[tokio::test]
+async fn sign_ins_are_rate_limited_and_a_blank_token_is_refused() {
+    let blank = ConsoleSettings {
+        actions_token: Some(archivist_console::settings::Token(" ".repeat(16))),
+        ..ConsoleSettings::default()
+    };
+    let why = blank.check().expect_err("a blank token is no token");
+    assert!(why.contains("whitespace not counted"), "{why}");
+    let (_session, addr, stop) = serve_acting("console-sign-in-limit").await;
+    let origin = ("Origin", format!("http://{addr}"));
+    let limit = archivist_console::actions::SIGN_INS_PER_MINUTE as usize;
+    let post = |body: String| {
+        let origin = origin.clone();
+        async move { request(addr, "POST", "/login", std::slice::from_ref(&origin), &body).await }
+    };
+    let wrong = "name=guesser&token=guess-guess-guess-1".to_string();
+    for i in 0..limit {
+        let a = post(wrong.clone()).await;
+        assert_eq!(a.status, 403, "attempt {i}: {}", a.body);
+    }
+    let a = post(wrong).await;
+    assert_eq!(a.status, 429, "{}", a.body);
+    assert_eq!(a.header("retry-after"), Some("60"));
+    let a = post(format!("name=alice&token={TOKEN}")).await;
+    assert_eq!(
+        a.status, 429,
+        "the limit holds for the right token too: {}",
+        a.body
+    );
+    stop.cancel();
+}
+
+/// Outside 23b M5: the player plays the episode's URL, whose host may now serve other
+/// audio than the pinned rendition the marks were measured on (a re-upload, an ad
+/// inserted in front); the page said nothing. It now warns while the rendition served
+/// last is not the pin, and stops when the host serves the pin again.
+#[tokio::test]
+async fn the_episode_page_warns_when_the_host_serves_other_audio_than_the_pin() {
+    use archivist_db::renditions::{self, Rendition};
+    let served = serve("console-other-audio").await;
+    let db = archivist_testkit::db::tree_database(served.session.chroot()).await;
+    let id = fixtures::episode(&served.session, 1, "Show").await;
+    fixtures::clip(&served.session, 1, "Jingle").await;
+    fixtures::research(&served.session, &id, "j0000000001", &[1], &[(1, 12.5, 0.9)]).await;
+    let rendition = |sha: char| Rendition {
+        episode: id.clone(),
+        sha256: sha.to_string().repeat(64),
+        bytes: 100,
+        duration_s: Some(60.0),
+        fetched_at: time::OffsetDateTime::now_utc(),
+        url: "https://h.example/e1.mp3".into(),
+        final_url: "https://h.example/e1.mp3".into(),
+        etag: None,
+        last_modified: None,
+    };
+    renditions::record(&db, &rendition('a'))
+        .await
+        .expect("pin a");
+    let page = get(served.addr, &format!("/episodes/{id}")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(!page.body.contains("id=\"other-audio\""), "{}", page.body);
+    // Sightings are ordered by their millisecond.
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    renditions::record(&db, &rendition('b')).await.expect("b");
+    let page = get(served.addr, &format!("/episodes/{id}")).await;
+    assert!(page.body.contains("id=\"other-audio\""), "{}", page.body);
+    assert!(
+        page.body.contains(&"b".repeat(12)) && page.body.contains(&"a".repeat(12)),
+        "{}",
+        page.body
+    );
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    assert!(renditions::saw(&db, &id, &"a".repeat(64), None)
+        .await
+        .expect("saw a"));
+    let page = get(served.addr, &format!("/episodes/{id}")).await;
+    assert!(!page.body.contains("id=\"other-audio\""), "{}", page.body);
+}
+
 /// A request with a method, headers (`Host` is the bound address unless given) and a
 /// form body, over HTTP/1.0 so the body is not chunked.
 async fn request(
@@ -414,12 +584,7 @@ async fn sign_in(addr: SocketAddr, name: &str) -> String {
 /// console without a token refuses them all.
 #[tokio::test]
 async fn actions_need_a_session_token_in_the_body_and_origin_and_record_the_actor() {
-    let (_config, session) = archivist_testkit::fresh_tree("console-actions").await;
-    let settings = ConsoleSettings {
-        actions_token: Some(archivist_console::settings::Token(TOKEN.into())),
-        ..ConsoleSettings::default()
-    };
-    let (addr, stop) = serve_on(&session, &session, settings).await;
+    let (session, addr, stop) = serve_acting("console-actions").await;
     let origin = ("Origin", format!("http://{addr}"));
     let one = fixtures::failed_job(
         &session,

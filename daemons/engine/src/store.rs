@@ -73,12 +73,25 @@ pub async fn create_if_absent<T: Record>(
 }
 
 /// Deletes a node if present (any version); `false` if it was not there.
+///
+/// A delete whose reply was lost is sent again ([`crate::lock::while_reply_lost`]); if
+/// the node is gone then, the lost one deleted it: true (outside 17m L1: `resume` and
+/// `release --episode` exited 1 "connection reset" after doing what they were asked).
 pub async fn delete_if_present(session: &Session, path: &str) -> Result<bool> {
-    match session.client().delete(path, None).await {
-        Ok(()) => Ok(true),
-        Err(zk::Error::NoNode) => Ok(false),
-        Err(e) => Err(EngineError::zk("delete", path, e)),
-    }
+    let lost = std::sync::atomic::AtomicBool::new(false);
+    crate::lock::while_reply_lost(session, || async {
+        match session.client().delete(path, None).await {
+            Ok(()) => Ok(true),
+            Err(zk::Error::NoNode) => Ok(lost.load(std::sync::atomic::Ordering::SeqCst)),
+            Err(e) => {
+                if crate::error::reply_may_be_lost(&e) {
+                    lost.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                Err(EngineError::zk("delete", path, e))
+            }
+        }
+    })
+    .await
 }
 
 /// Reads and decodes many records with every request in flight at once (ZooKeeper

@@ -5,7 +5,7 @@ use archivist_engine::lock::JobLock;
 use archivist_engine::ops::{self, Op};
 use archivist_engine::schema::records::{self, JobRecord};
 use archivist_engine::schema::{paths, JobState};
-use archivist_engine::{queue, store, Session};
+use archivist_engine::{jobs, queue, store, Session};
 use serde::Serialize;
 
 use super::{
@@ -31,10 +31,7 @@ pub async fn delete_seen(
     seen: &Seen,
 ) -> Result<ActionReport> {
     let status = seen.job.status;
-    if !matches!(
-        status,
-        JobState::Failed | JobState::Held | JobState::Cancelled
-    ) {
+    if !Action::Delete.applies(status, seen.job.request) {
         return Err(refused(seen, not_deletable(status)));
     }
     let Some(lock) = lock_seen(session, settings, seen).await? else {
@@ -64,9 +61,18 @@ pub async fn delete_seen(
             path: paths::job(&seen.job.id),
             version: Some(seen.version),
         });
-        ops::commit(session, &batch)
-            .await
-            .map_err(|e| AdminError::from_commit(&paths::job(&seen.job.id), e))?;
+        match ops::commit(session, &batch).await {
+            Ok(_) => {}
+            // The reply was lost: the job read again says whether the delete applied
+            // (outside 17m L1: it exited 1 "write failed", and the retry then said
+            // "does not exist").
+            Err(e) if e.is_retryable() && !session.is_lost() => {
+                if !matches!(jobs::reread(session, &seen.job.id).await, Ok(None)) {
+                    return Err(AdminError::from_commit(&paths::job(&seen.job.id), e));
+                }
+            }
+            Err(e) => return Err(AdminError::from_commit(&paths::job(&seen.job.id), e)),
+        }
         Ok::<_, AdminError>(())
     }
     .await;
@@ -131,10 +137,10 @@ pub async fn delete_unreadable(
         Err(e) => e.to_string(),
     };
     let Some(lock) = JobLock::try_acquire(session, id, &settings.actor).await? else {
-        return Err(AdminError::Invalid(format!(
-            "job {id} is locked by {}; nothing deleted",
-            lock_owner(session, id).await
-        )));
+        return Err(AdminError::Locked {
+            job: id.to_string(),
+            holder: lock_owner(session, id).await,
+        });
     };
     let outcome = async {
         let mut deleted = Vec::new();

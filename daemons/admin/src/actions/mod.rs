@@ -74,7 +74,54 @@ pub enum Action {
 }
 
 impl Action {
-    fn as_str(self) -> &'static str {
+    /// Every action, in the order pages offer them.
+    pub const ALL: [Action; 5] = [
+        Action::Retry,
+        Action::Hold,
+        Action::Release,
+        Action::Cancel,
+        Action::Delete,
+    ];
+
+    /// The action a command or a form names.
+    pub fn named(name: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.as_str() == name)
+    }
+
+    /// Can the action change a job in `status` carrying `request`? The one rule the
+    /// actions refuse by and the console offers by (outside 24b N4: the console offered
+    /// `hold` on failed jobs and `retry` on recorded ones, all refused on submit). A
+    /// job it cannot change is refused, or already where the action would put it.
+    pub fn applies(self, status: JobState, request: Option<JobRequest>) -> bool {
+        let table = archivist_engine::transition::machine();
+        match self {
+            Action::Retry => status == JobState::Failed,
+            Action::Hold => {
+                status != JobState::Held
+                    && table.allows(status, JobState::Held)
+                    && request != Some(JobRequest::Cancel)
+            }
+            Action::Cancel => {
+                status != JobState::Cancelled && table.allows(status, JobState::Cancelled)
+            }
+            Action::Release => status == JobState::Held || request == Some(JobRequest::Hold),
+            Action::Delete => matches!(
+                status,
+                JobState::Failed | JobState::Held | JobState::Cancelled
+            ),
+        }
+    }
+
+    /// Can the action change some job in `status` (whatever request it carries)? What a
+    /// list filtered by state offers.
+    pub fn may_apply_in(self, status: JobState) -> bool {
+        [None, Some(JobRequest::Hold), Some(JobRequest::Cancel)]
+            .into_iter()
+            .any(|request| self.applies(status, request))
+    }
+
+    /// The action's name, as commands and forms give it.
+    pub fn as_str(self) -> &'static str {
         match self {
             Action::Retry => "retry",
             Action::Hold => "hold",
@@ -175,7 +222,12 @@ async fn lock_owner(session: &Session, id: &str) -> String {
             format_args!("{:#x}", stat.ephemeral_owner),
             record.since
         ),
-        Ok(None) => "nobody any more (try again)".to_string(),
+        // The holder finished meanwhile: if it deleted the job (a concurrent `delete`),
+        // say so rather than "try again" on a job that is gone (outside 17m L3).
+        Ok(None) => match jobs::read_optional(session, id).await {
+            Ok(None) => "nobody any more: the job was deleted meanwhile".to_string(),
+            _ => "nobody any more (try again)".to_string(),
+        },
         Err(e) => format!("an unreadable lock ({e})"),
     }
 }
@@ -214,6 +266,17 @@ async fn acquire_patiently(
             Err(_) => return Ok(None),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Is the job's lock held by a registered daemon's session (one that reads requests and
+/// acts on them)? False for another admin command, the console, or no lock.
+async fn held_by_daemon(session: &Session, job: &str) -> bool {
+    match lock::holder(session, job).await {
+        Ok(Some((_, stat))) if stat.ephemeral_owner != 0 => daemon_sessions(session)
+            .await
+            .contains(&stat.ephemeral_owner),
+        _ => false,
     }
 }
 

@@ -1,7 +1,6 @@
 //! `retry`: a failed job resumes where the state table says, with a fresh lease.
 
 use archivist_engine::schema::records::{JobRecord, UNUSABLE_REPORT};
-use archivist_engine::schema::JobState;
 use archivist_engine::transition::{machine, Role, Transition};
 use archivist_engine::Session;
 
@@ -41,7 +40,7 @@ pub async fn retry_seen(
     settings: &AdminSettings,
     seen: &Seen,
 ) -> Result<ActionReport> {
-    if seen.job.status != JobState::Failed {
+    if !Action::Retry.applies(seen.job.status, seen.job.request) {
         return Err(refused(seen, "only failed jobs are retried"));
     }
     if let Some(report) = unusable_report(session, &seen.job).await? {

@@ -7,8 +7,8 @@ use archivist_engine::transition::{machine, Role, Transition};
 use archivist_engine::Session;
 
 use super::{
-    commit_locked, delete_lease_ops, lock_owner, lock_seen, look, refused, report, write_request,
-    Action, ActionReport, Outcome, Seen,
+    commit_locked, delete_lease_ops, held_by_daemon, lock_owner, lock_seen, look, refused, report,
+    write_request, Action, ActionReport, Outcome, Seen,
 };
 use crate::error::Result;
 use crate::settings::AdminSettings;
@@ -143,13 +143,23 @@ async fn stop(
             }
             write_request(session, settings, seen, request, reason).await?;
             let owner = lock_owner(session, &seen.job.id).await;
+            // Only a daemon reads requests: a lock another admin command or the console
+            // kept past the wait moves nothing (outside 17m L2: "the holder moves it
+            // within seconds" of a holder that never would).
+            let who = if held_by_daemon(session, &seen.job.id).await {
+                format!("the holder moves it to {target} within seconds")
+            } else {
+                format!(
+                    "the holder is no daemon and reads no requests: the job moves to {target} when a daemon takes it next (a researcher's claim, or the reaper)"
+                )
+            };
             Ok(report(
                 seen,
                 action,
                 Some(status),
                 Outcome::Requested,
                 format!(
-                    "locked by {owner}: request written, the holder moves it to {target} within seconds; {}",
+                    "locked by {owner}: request written; {who}; {}",
                     after_stop(target, &seen.job.id)
                 ),
             ))

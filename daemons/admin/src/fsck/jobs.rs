@@ -143,7 +143,11 @@ pub(super) fn check_locks(
             .unwrap_or_else(|| "no session (persistent node)".into());
         if let Some((_, Some(job))) = ix.jobs.get(id) {
             let held_ms = now_ms - node.stat.ctime_ms;
-            if job.status == JobState::Pending && held_ms > held_too_long_ms {
+            // A persistent lock is its own error (stale_lock, with what to do): the
+            // warning's "restart that daemon" would send the operator after a session
+            // that does not exist (outside 17m L5).
+            let persistent = node.stat.ephemeral_owner == 0;
+            if job.status == JobState::Pending && held_ms > held_too_long_ms && !persistent {
                 let who = records::decode::<LockRecord>(&node.path, &node.data)
                     .map(|l| l.owner)
                     .unwrap_or_else(|_| "?".into());

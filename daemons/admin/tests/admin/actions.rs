@@ -180,14 +180,16 @@ async fn a_locked_failed_job_is_not_retried() {
     assert_eq!(read(&s, &job.id).await.0.status, JobState::Failed);
 }
 
-/// Outside 17i G5: `hold --job J` whose multi applied but whose reply was lost exited 1
-/// "write failed" while J was held. The job is read again and the hold reported done.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hold_whose_reply_was_lost_is_reported_done() {
-    use archivist_testkit::lost_reply::LostReply;
-    let (config, s) = archivist_testkit::fresh_tree("admin-hold-lost-reply").await;
-    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
-    let cut = LostReply::start(archivist_testkit::zk_connect()).await;
+/// A session of `config`'s tree through a [`LostReply`] proxy (a long session timeout:
+/// the session outlives a cut by far), and the proxy.
+async fn through_proxy(
+    config: &archivist_engine::ZkConfig,
+) -> (
+    archivist_testkit::lost_reply::LostReply,
+    archivist_engine::Session,
+) {
+    let cut =
+        archivist_testkit::lost_reply::LostReply::start(archivist_testkit::zk_connect()).await;
     let proxied = archivist_engine::ZkConfig {
         connect: cut.addr().to_string(),
         ..config.clone()
@@ -196,6 +198,16 @@ async fn a_hold_whose_reply_was_lost_is_reported_done() {
     let through = archivist_engine::Session::connect(&proxied)
         .await
         .expect("connect through the proxy");
+    (cut, through)
+}
+
+/// Outside 17i G5: `hold --job J` whose multi applied but whose reply was lost exited 1
+/// "write failed" while J was held. The job is read again and the hold reported done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_reply_was_lost_is_reported_done() {
+    let (config, s) = archivist_testkit::fresh_tree("admin-hold-lost-reply").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    let (cut, through) = through_proxy(&config).await;
     cut.cut_next_multi();
     let held = actions::hold(&through, &settings(), &job.id, Some("bad feed"))
         .await
@@ -207,6 +219,40 @@ async fn a_hold_whose_reply_was_lost_is_reported_done() {
     );
     assert_eq!(read(&s, &job.id).await.0.status, JobState::Held);
     assert!(!archivist_testkit::locked(&s, &job.id).await);
+}
+
+/// Outside 17m L1: `delete` and `resume` whose reply was lost did what they were asked
+/// and exited 1 ("write failed: Connection reset by peer"); a retried `delete` then said
+/// "does not exist". Both now find out that they applied.
+#[tokio::test]
+async fn a_delete_and_a_resume_whose_replies_were_lost_are_reported_done() {
+    let (config, s) = archivist_testkit::fresh_tree("admin-delete-lost-reply").await;
+    let job = fixtures::failed_job(&s, "e0000001", "not audio").await;
+    let (cut, through) = through_proxy(&config).await;
+    cut.cut_next_multi();
+    let deleted = actions::delete(&through, &settings(), &job.id)
+        .await
+        .expect("a delete that applied is reported done");
+    assert!(!cut.armed(), "the proxy never cut the delete's reply");
+    assert_eq!(deleted.outcome, Outcome::Done);
+    assert!(store::exists(&s, &paths::job(&job.id))
+        .await
+        .unwrap()
+        .is_none());
+
+    control::pause(&s, &settings(), JobState::Pending, "test")
+        .await
+        .unwrap();
+    cut.cut_next();
+    let resumed = control::resume(&through, JobState::Pending)
+        .await
+        .expect("a resume that applied is reported done");
+    assert!(!cut.armed(), "the proxy never cut the resume's reply");
+    assert!(resumed.changed && !resumed.paused);
+    assert!(store::exists(&s, &paths::pause(JobState::Pending))
+        .await
+        .unwrap()
+        .is_none());
 }
 
 #[tokio::test]
@@ -314,19 +360,7 @@ async fn cancel_and_delete_follow_the_state_table() {
     let (_c, s) = archivist_testkit::fresh_tree("admin-cancel-delete").await;
     let failed = failed_job(&s, "e0000001", "x").await;
     let pending = fixtures::job(&s, "e0000002", &["c000001"]).await;
-    let done = fixtures::job(&s, "e0000003", &["c000001"]).await;
-    drive(
-        &s,
-        &done.id,
-        &[
-            JobState::Leased,
-            JobState::Researching,
-            JobState::Reported,
-            JobState::Recorded,
-        ],
-        "",
-    )
-    .await;
+    let done = fixtures::recorded_job(&s, "e0000003", &["c000001"]).await;
 
     let err = actions::cancel(&s, &settings(), &done.id, None)
         .await
@@ -684,4 +718,44 @@ async fn an_action_waits_for_a_lock_another_admin_command_holds_for_a_moment() {
     );
     assert_eq!(read(&s, &job.id).await.0.status, JobState::Held);
     releaser.await.unwrap();
+}
+
+/// Outside 17m L2: when the other admin command kept the lock past the wait, the hold
+/// wrote its request and still promised "the holder moves it to held within seconds",
+/// of a holder that reads no requests. It now says the holder is no daemon, and who
+/// will act; a daemon holder still gets the promise.
+#[tokio::test]
+async fn a_request_left_on_a_job_another_admin_command_holds_says_who_will_act() {
+    let (config, s) = archivist_testkit::fresh_tree("admin-long-lock").await;
+    let job = fixtures::job(&s, "e0000001", &["c000001"]).await;
+    let other_admin = archivist_testkit::another_session(&config).await;
+    let lock = JobLock::try_acquire(&other_admin, &job.id, "admin-other")
+        .await
+        .unwrap()
+        .unwrap();
+    let report = actions::hold(&s, &settings(), &job.id, None).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Requested, "{}", report.detail);
+    assert!(
+        report.detail.contains("no daemon") && !report.detail.contains("within seconds"),
+        "{}",
+        report.detail
+    );
+    lock.release(&other_admin).await.unwrap();
+    // The same with the lock's session registered as a researcher: the promise holds.
+    let second = fixtures::job(&s, "e0000002", &["c000001"]).await;
+    let researcher = archivist_testkit::another_session(&config).await;
+    register(&researcher, "r-long-lock").await;
+    let _held = JobLock::try_acquire(&researcher, &second.id, "r-long-lock")
+        .await
+        .unwrap()
+        .unwrap();
+    let report = actions::hold(&s, &settings(), &second.id, None)
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Requested, "{}", report.detail);
+    assert!(
+        report.detail.contains("within seconds"),
+        "{}",
+        report.detail
+    );
 }

@@ -147,19 +147,7 @@ async fn queue_faults_are_found_and_repaired() {
 async fn stale_locks_unparsable_nodes_and_overdue_leases_are_reported_not_repaired() {
     let (config, s) = archivist_testkit::fresh_tree("fsck-unsafe").await;
     let e = fixtures::episode(&s, 1, "One").await;
-    let done = fixtures::job(&s, &e, &["c000001"]).await;
-    drive(
-        &s,
-        &done.id,
-        &[
-            JobState::Leased,
-            JobState::Researching,
-            JobState::Reported,
-            JobState::Recorded,
-        ],
-        "",
-    )
-    .await;
+    let done = fixtures::recorded_job(&s, &e, &["c000001"]).await;
     store::delete_if_present(&s, &paths::lease(&done.id))
         .await
         .unwrap();
@@ -323,6 +311,42 @@ async fn a_pending_job_locked_for_long_is_flagged() {
         .unwrap_or_else(|| panic!("{:?}", kinds(&report)));
     assert_eq!(fault.job.as_deref(), Some(pending.id.as_str()));
     assert!(fault.detail.contains("researcher-1"), "{}", fault.detail);
+}
+
+/// Outside 17m L5: a persistent lock made by hand on a pending job got, besides its
+/// `stale_lock` error, a `pending_locked` warning saying "restart that daemon" for a
+/// session that does not exist. Only the error, which says what to do, is given.
+#[tokio::test]
+async fn a_persistent_lock_on_a_pending_job_is_one_error_not_a_restart_hint() {
+    let (_config, s) = archivist_testkit::fresh_tree("fsck-persistent-lock").await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    let pending = fixtures::job(&s, &e, &["c000001"]).await;
+    fixtures::raw(
+        &s,
+        &paths::job_lock(&pending.id),
+        b"schema: 1\nowner: r9\nsession: '0x1234'\nsince: 2026-11-24T21:00:00Z\n",
+    )
+    .await;
+    let settings = AdminSettings::default().with_reaper_interval(Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let report = fsck::fsck(
+        &s,
+        &archivist_testkit::db::tree_database(s.chroot()).await,
+        &settings,
+        false,
+        &Silent,
+    )
+    .await
+    .unwrap();
+    let k = kinds(&report);
+    assert!(
+        k.contains(&(FaultKind::StaleLock, Some(pending.id.clone()))),
+        "{k:?}"
+    );
+    assert!(
+        !k.contains(&(FaultKind::PendingLocked, Some(pending.id.clone()))),
+        "{k:?}"
+    );
 }
 
 #[tokio::test]

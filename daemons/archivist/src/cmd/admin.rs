@@ -29,6 +29,8 @@ use crate::cli::GlobalOpts;
 
 /// Exit code of a refused action (nothing was written).
 pub const EXIT_REFUSED: u8 = 3;
+/// Exit code of a usage error: an argument whose value cannot be used (clap's own code).
+pub const EXIT_USAGE: u8 = 2;
 
 /// Admin subcommands (flattened into the top level: `archivist status`, ...).
 #[derive(Debug, Subcommand)]
@@ -151,6 +153,12 @@ pub async fn run(global: &GlobalOpts, command: AdminCommand) -> Result<ExitCode>
             Some(admin) if admin.is_refusal() => {
                 eprintln!("archivist: {admin}");
                 Ok(ExitCode::from(EXIT_REFUSED))
+            }
+            // An unusable argument value is a usage error, as clap's own are (outside
+            // 17m L6: a refused lease length exited 1, "failure").
+            Some(admin @ AdminError::Invalid(_)) => {
+                eprintln!("archivist: {admin}");
+                Ok(ExitCode::from(EXIT_USAGE))
             }
             _ => Err(err),
         },
