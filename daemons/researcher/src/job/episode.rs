@@ -19,7 +19,7 @@ use archivist_db::DbError;
 use archivist_engine::schema::paths;
 use archivist_engine::schema::records::RecordError;
 use archivist_engine::{store, EngineError};
-use archivist_media::{Key, Lookup};
+use archivist_media::{Key, Lookup, MediaError};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
@@ -66,9 +66,14 @@ pub(crate) struct Audio {
 /// What the conditional GET before researching a stored pin found.
 #[derive(Debug, Default)]
 pub(crate) enum Revalidated {
-    /// Not asked, `304` for the pin, or the question failed (logged).
+    /// Not asked, or `304` for the pin.
     #[default]
     Unchanged,
+    /// The question failed (a `404`, `410`, `503`, a body too slow or cut short...):
+    /// the pinned audio is researched all the same, and the job's event says why the
+    /// host could not confirm it (outside 23b L1: it read exactly as after a `304`, so
+    /// an episode removed from its host went unnoticed).
+    Failed { reason: String },
     /// A `200` with the pin's bytes (a server ignoring the validators, or validators
     /// that changed while the bytes did not): `bytes` came. Its validators replace the
     /// pin's, so the next job's question can be answered `304`.
@@ -114,46 +119,57 @@ fn short(sha: &str) -> &str {
 impl Worker {
     /// The pinned rendition from the store, if it was fetched from the job's media URL and
     /// the store holds it (verified); `None` otherwise (a damaged object was deleted and
-    /// logged).
+    /// logged). `Err`: the job's own copy (`dest`, in the work directory) could not be
+    /// written: not the store's fault, and a download would fail on it the same way, so
+    /// the job fails naming the work directory (outside 23b L2: "media store unusable",
+    /// then a whole download that could not be written either).
     pub(crate) async fn pinned_from_store(
         &self,
         ctx: &JobCtx,
         url: &str,
         pin: &Pin,
         dest: &Path,
-    ) -> Option<(String, u64)> {
+    ) -> Result<Option<(String, u64)>, String> {
         let sha = &pin.rendition.sha256;
         if pin.rendition.url != url {
             // Re-curated to other media (a wrong file fixed, a new host): the pinned
             // bytes may not be this URL's, so the episode is fetched again (the same
             // bytes keep the pin and take the new URL; others move it).
             tracing::info!(job = %ctx.job_id, episode = %ctx.episode, pinned_url = %pin.rendition.url, %url, "the episode's media URL changed since its audio was pinned; downloading");
-            return None;
+            return Ok(None);
         }
         let key = match Key::parse(sha) {
             Ok(k) => k,
             Err(e) => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "the pinned rendition's hash is not a media key; downloading");
-                return None;
+                return Ok(None);
             }
         };
         match self.media.get(&key, dest).await {
-            Ok(Lookup::Hit { bytes }) => Some((sha.clone(), bytes)),
+            Ok(Lookup::Hit { bytes }) => Ok(Some((sha.clone(), bytes))),
             Ok(Lookup::Miss) => {
                 tracing::info!(job = %ctx.job_id, episode = %ctx.episode, rendition = %short(sha), "pinned rendition not in the media store; downloading");
-                None
+                Ok(None)
             }
             Ok(Lookup::Corrupt { actual, .. }) => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, rendition = %short(sha), %actual, "the stored pinned rendition was damaged (deleted); downloading it again");
-                None
+                Ok(None)
             }
             Ok(Lookup::NotAnObject { what }) => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, rendition = %short(sha), %what, "the media store held something that is not an object under the pinned rendition's name (removed); downloading it again");
-                None
+                Ok(None)
             }
+            Err(MediaError::Io {
+                path,
+                action,
+                reason,
+            }) if path == dest || dest.parent() == Some(path.as_path()) => Err(format!(
+                "the job's copy of the episode could not be written in the work directory ({}: {action}: {reason}); nothing was downloaded",
+                path.display()
+            )),
             Err(e) => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "media store unusable; downloading");
-                None
+                Ok(None)
             }
         }
     }
@@ -218,7 +234,9 @@ impl Worker {
             Ok(Answer::Body(f)) => self.decode_whole(ctx, url, f).await,
             Err(e) => {
                 tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "could not revalidate the pinned rendition; researching it");
-                Revalidated::Unchanged
+                Revalidated::Failed {
+                    reason: e.to_string(),
+                }
             }
         };
         let _ = tokio::fs::remove_file(dest).await;
@@ -303,7 +321,9 @@ impl Worker {
         let revalidation_bytes = match &audio.revalidated {
             Revalidated::SameBytes { bytes } | Revalidated::Broken { bytes, .. } => *bytes,
             Revalidated::Changed { fetched, .. } => fetched.bytes,
-            Revalidated::Unchanged | Revalidated::StillOther { .. } => 0,
+            Revalidated::Unchanged
+            | Revalidated::StillOther { .. }
+            | Revalidated::Failed { .. } => 0,
         };
         let mut note = match audio.source {
             Source::Store if revalidation_bytes > 0 => format!(
@@ -353,6 +373,9 @@ impl Worker {
             )),
             Revalidated::Broken { bytes, reason } => note.push_str(&format!(
                 "; the re-validation got a broken response ({bytes} bytes that do not decode whole: {reason}), not recorded as a rendition; the pin is kept"
+            )),
+            Revalidated::Failed { reason } => note.push_str(&format!(
+                "; the re-validation failed ({reason}): the host could not confirm the pinned audio, which was researched from the store"
             )),
             Revalidated::Unchanged | Revalidated::SameBytes { .. } => {}
         }

@@ -435,13 +435,13 @@ impl Worker {
                 let looked = async {
                     let hit = self.pinned_from_store(ctx, &url, p, &dest).await;
                     let revalidated = match hit {
-                        Some(_) => {
+                        Ok(Some(_)) => {
                             if !self.hold_after_read.is_zero() {
                                 tokio::time::sleep(self.hold_after_read).await;
                             }
                             self.revalidate(ctx, &url, p, &check).await
                         }
-                        None => episode::Revalidated::Unchanged,
+                        _ => episode::Revalidated::Unchanged,
                     };
                     (hit, revalidated)
                 };
@@ -452,7 +452,14 @@ impl Worker {
                     _ = lost.cancelled() => { remove(&dest).await; remove(&check).await; return Err(EngineError::SessionLost("while reading the media store".into())) }
                 }
             }
-            None => (None, episode::Revalidated::Unchanged),
+            None => (Ok(None), episode::Revalidated::Unchanged),
+        };
+        let stored = match stored {
+            (Ok(hit), revalidated) => (hit, revalidated),
+            (Err(reason), _) => {
+                remove(&dest).await;
+                return self.fail(ctx, reason).await;
+            }
         };
         let audio = match stored {
             (Some((sha256, bytes)), revalidated) => {

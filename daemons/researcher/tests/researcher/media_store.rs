@@ -633,6 +633,70 @@ async fn validators_that_change_while_the_bytes_do_not_cost_one_download() {
     }
 }
 
+/// Outside 23b L1: a re-validation answered `410 Gone` (the host removed the episode)
+/// read in the job's event exactly as a `304`. The pinned audio is still researched from
+/// the store, and the event now says the host could not confirm it, and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_revalidation_is_said_in_the_jobs_event() {
+    for (config, session, db) in stores("researcher-media-gone").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 2).await;
+        let url = tagged(&server, audio.episode.clone(), "\"v1\"");
+        let work = work_dir("media-gone");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-gone");
+        research(&session, &db, "e0000001", &url, &clips[..1]).await;
+        server.route("/e1.wav", Route::Status(410));
+        let (job, reports) = research(&session, &db, "e0000001", &url, &clips[1..2]).await;
+        let note = decoded_note(&job);
+        assert!(
+            note.contains("the re-validation failed") && note.contains("410"),
+            "{note}"
+        );
+        assert_near(
+            &offsets(&reports, &clips[1]),
+            &audio.clips[1].2,
+            "on the pin",
+        );
+        researcher.stop().await;
+    }
+}
+
+/// Outside 23b L2: the job's own copy of a stored episode could not be written in the
+/// work directory (full, or something in the way): the job blamed "media store
+/// unusable" and downloaded the whole episode, which could not be written either. The
+/// job now fails at once naming the work directory, and nothing is downloaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_work_directory_that_cannot_take_the_copy_fails_the_job_without_downloading() {
+    for (config, session, db) in stores("researcher-media-workdir").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 2).await;
+        let url = server.route("/e1.wav", Route::audio(&audio.episode));
+        let work = work_dir("media-workdir");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-workdir");
+        let (first, _) = research(&session, &db, "e0000001", &url, &clips[..1]).await;
+        // The next job's copy cannot be made: a directory stands where its file goes.
+        let next = archivist_engine::schema::paths::job_id(
+            first.id.trim_start_matches('j').parse::<u64>().unwrap() + 1,
+        );
+        let blocker = work.join("episodes").join(format!("{next}.media"));
+        std::fs::create_dir_all(blocker.join("in-the-way")).unwrap();
+        let served = server.bytes_served("/e1.wav");
+        let job = plan(&session, "e0000001", &url, &clips[1..2]).await;
+        assert_eq!(job.id, next);
+        let done = finished(&session, &job.id).await;
+        researcher.stop().await;
+        assert_eq!(done.status, JobState::Failed, "{done:#?}");
+        let message = done.message.clone().unwrap_or_default();
+        assert!(
+            message.contains("work directory") && message.contains(&format!("{next}.media")),
+            "{message}"
+        );
+        assert_eq!(server.bytes_served("/e1.wav"), served, "downloaded anyway");
+    }
+}
+
 /// Outside 23b M2 and M3: a host serving A, then B, then C, then B again asked the
 /// question naming C for ever, so every job downloaded B again and counted a change;
 /// and once it went back to A, `status` still said it "now serves other audio". The
