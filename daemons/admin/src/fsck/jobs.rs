@@ -130,6 +130,62 @@ pub(super) fn check_queues(ix: &Index<'_>, faults: &mut Vec<Fault>) {
     }
 }
 
+/// What a job still to be researched names: each clip once, each in the catalog, and
+/// no pair another such job names too (outside 17m L7: jobs edited by hand to name a
+/// clip twice, an unknown clip, or another job's pairs passed fsck clean).
+pub(super) fn check_job_clips(
+    ix: &Index<'_>,
+    catalog: &std::collections::BTreeSet<String>,
+    faults: &mut Vec<Fault>,
+) {
+    let waiting = |s: JobState| {
+        matches!(
+            s,
+            JobState::Pending | JobState::Leased | JobState::Researching | JobState::Held
+        )
+    };
+    let mut pairs: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+    for (id, (node, job)) in &ix.jobs {
+        let Some(job) = job.as_ref().filter(|j| waiting(j.status)) else {
+            continue;
+        };
+        let mut problems = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for clip in &job.clips {
+            if !seen.insert(clip.as_str()) {
+                problems.push(format!("names clip {clip} twice"));
+                continue;
+            }
+            if !catalog.contains(clip) {
+                problems.push(format!(
+                    "names clip {clip}, which the catalog does not hold (it would be stored as that clip's error)"
+                ));
+            }
+            if let Some(other) = pairs.insert((job.episode.as_str(), clip.as_str()), id) {
+                problems.push(format!(
+                    "names the pair ({}, {clip}) that job {other} names too (it would be researched twice)",
+                    job.episode
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            faults.push(
+                Fault::new(
+                    FaultKind::JobClips,
+                    Severity::Warning,
+                    &node.path,
+                    format!(
+                        "{} job {}; the planner never makes such a job, so its record was edited by hand: `archivist delete {id}` (after `hold --job`) lets the planner plan its pairs again",
+                        job.status,
+                        problems.join("; ")
+                    ),
+                )
+                .job(id),
+            );
+        }
+    }
+}
+
 pub(super) fn check_locks(
     ix: &Index<'_>,
     settings: &AdminSettings,

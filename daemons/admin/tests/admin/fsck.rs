@@ -55,6 +55,9 @@ async fn a_healthy_tree_is_clean() {
 #[tokio::test]
 async fn queue_faults_are_found_and_repaired() {
     let (_c, s) = archivist_testkit::fresh_tree("fsck-queues").await;
+    // The clip the jobs name is in the catalog (a job naming an unknown one is a fault of
+    // its own, `job_clips`).
+    fixtures::clip(&s, 1, "Jingle").await;
     // An orphan entry: its job does not exist.
     let orphan = paths::queue_entry(
         JobState::Pending,
@@ -311,6 +314,52 @@ async fn a_pending_job_locked_for_long_is_flagged() {
         .unwrap_or_else(|| panic!("{:?}", kinds(&report)));
     assert_eq!(fault.job.as_deref(), Some(pending.id.as_str()));
     assert!(fault.detail.contains("researcher-1"), "{}", fault.detail);
+}
+
+/// Outside 17m L7: jobs edited by hand to name a clip twice, a clip the catalog does
+/// not hold, or another waiting job's pairs passed fsck clean; they are `job_clips`
+/// warnings now, naming the job and what is wrong.
+#[tokio::test]
+async fn a_waiting_job_naming_a_clip_twice_an_unknown_clip_or_another_jobs_pair_is_flagged() {
+    let (_c, s) = archivist_testkit::fresh_tree("fsck-job-clips").await;
+    let e = fixtures::episode(&s, 1, "One").await;
+    fixtures::clip(&s, 1, "Jingle").await;
+    fixtures::clip(&s, 2, "Sting").await;
+    let fine = fixtures::job(&s, &e, &["c000001"]).await;
+    let twice = fixtures::job(&s, "e0000002", &["c000001", "c000001"]).await;
+    let unknown = fixtures::job(&s, "e0000003", &["c999999"]).await;
+    let again = fixtures::job(&s, &e, &["c000001", "c000002"]).await;
+    let done = fixtures::recorded_job(&s, &e, &["c000002"]).await;
+    let report = check(&s, false).await;
+    let of = |id: &str| -> Vec<String> {
+        report
+            .faults
+            .iter()
+            .filter(|f| f.kind == FaultKind::JobClips && f.job.as_deref() == Some(id))
+            .map(|f| f.detail.clone())
+            .collect()
+    };
+    assert!(of(&fine.id).is_empty(), "{:?}", of(&fine.id));
+    assert!(
+        of(&done.id).is_empty(),
+        "a finished job names what it named"
+    );
+    assert!(
+        of(&twice.id)[0].contains("names clip c000001 twice"),
+        "{:?}",
+        of(&twice.id)
+    );
+    assert!(
+        of(&unknown.id)[0].contains("c999999, which the catalog does not hold"),
+        "{:?}",
+        of(&unknown.id)
+    );
+    let other = of(&again.id);
+    assert!(
+        other[0].contains(&format!("that job {} names too", fine.id)),
+        "{other:?}"
+    );
+    assert!(report.is_clean(), "warnings only: {:#?}", report.faults);
 }
 
 /// Outside 17m L5: a persistent lock made by hand on a pending job got, besides its
