@@ -552,17 +552,13 @@ async fn run(
 
 /// The jobs a filter matches now, at most [`MAX_BULK`] (reading at most
 /// [`BULK_SCAN`] job nodes).
-async fn matching(
-    console: &Console,
-    params: &ListParams,
-) -> Result<(Vec<JobSummary>, bool), PageError> {
+async fn matching(console: &Console, params: &ListParams) -> Result<browse::JobPage, PageError> {
     let mut query = params.query(console)?;
     query.after = None;
     query.limit = MAX_BULK;
     query.scan_limit = BULK_SCAN;
     let session = console.session().await?;
-    let page = browse::page(&session, console.admin(), &query).await?;
-    Ok((page.jobs, page.next.is_some()))
+    Ok(browse::page(&session, console.admin(), &query).await?)
 }
 
 /// The bulk confirmation's query: an action and the jobs list's filter.
@@ -584,7 +580,8 @@ pub async fn confirm(
     if !enabled(&console) {
         return Err(PageError::Invalid(crate::readonly::REFUSAL.trim().into()));
     }
-    let (matched, more) = matching(&console, &params.filter).await?;
+    let page = matching(&console, &params.filter).await?;
+    let (matched, more, unreadable) = (page.jobs, page.next.is_some(), page.unreadable);
     // Only the jobs the action can change are offered (outside try 24b N4: "hold 301
     // jobs?" on the failed list, then "0 of 301", each refused).
     let (jobs, left_out): (Vec<JobSummary>, Vec<JobSummary>) = matched
@@ -605,6 +602,10 @@ pub async fn confirm(
             h1 { (params.action) " " span #count { (jobs.len()) } " jobs?" }
             p #bulk-filter { "Jobs matching " code { "/jobs?" (params.filter.filter_query()) } ", as read for this page; each is listed with its state." }
             @if more { p.error { "More jobs match: only the first " (MAX_BULK) " are acted on; act again for the rest." } }
+            @if !unreadable.is_empty() {
+                p.error #unreadable { (unreadable.len()) " job records read for this page do not decode: whether they match is unknown, and they are not acted on (run `archivist fsck`): "
+                    @for u in &unreadable { code { (u.path) } " " } }
+            }
             @if !left_out.is_empty() {
                 p #left-out { (left_out.len()) " matching jobs are left out: " (params.action) " cannot change them ("
                     @for (i, (state, n)) in by_state.iter().enumerate() { @if i > 0 { ", " } (n) " " (state) }

@@ -380,8 +380,15 @@ async fn pages_offer_only_the_actions_that_can_change_the_job() {
         "{}",
         list.body
     );
-    // A hold confirmation over every job: only the pending one is offered.
+    // A hold confirmation over every job: only the pending one is offered, and a job
+    // record that does not decode is named, not silently left out (N12).
+    fixtures::raw(&session, &paths::job("j0000000900"), b"status: [unclosed").await;
     let confirm = get(addr, "/jobs/bulk?action=hold").await;
+    assert!(
+        confirm.body.contains("id=\"unreadable\"") && confirm.body.contains("j0000000900"),
+        "{}",
+        confirm.body
+    );
     assert_eq!(confirm.status, 200, "{}", confirm.body);
     assert!(
         confirm.body.contains("<span id=\"count\">1</span>"),
