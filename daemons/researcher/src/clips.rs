@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use archivist_matcher::decode::{decode_file, DecodeError};
+use archivist_matcher::decode::{decode_file_with, DecodeError, DecodeLimits};
 use tokio_util::sync::CancellationToken;
 
 use crate::download::{sha256_hex, DownloadError, Downloader};
@@ -94,6 +94,7 @@ pub struct ClipCache {
     lru: Mutex<Lru>,
     url_hashes: Mutex<HashMap<String, String>>,
     in_flight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    limits: DecodeLimits,
 }
 
 impl std::fmt::Debug for ClipCache {
@@ -115,7 +116,14 @@ impl ClipCache {
             lru: Mutex::default(),
             url_hashes: Mutex::default(),
             in_flight: Mutex::default(),
+            limits: DecodeLimits::default(),
         }
+    }
+
+    /// Decodes clips within `limits` (the researcher's `max_audio_hours`).
+    pub fn with_decode_limits(mut self, limits: DecodeLimits) -> ClipCache {
+        self.limits = limits;
+        self
     }
 
     /// Decoded clips held in memory right now.
@@ -212,13 +220,15 @@ impl ClipCache {
         url: &str,
     ) -> Result<Arc<DecodedClip>, ClipError> {
         let label = url.to_string();
-        let decoded =
-            tokio::task::spawn_blocking(move || decode_file(&path).map_err(|e| relabel(e, &label)))
-                .await
-                .map_err(|e| ClipError::Cache {
-                    path: url.to_string(),
-                    reason: format!("decode task failed: {e}"),
-                })??;
+        let limits = self.limits;
+        let decoded = tokio::task::spawn_blocking(move || {
+            decode_file_with(&path, &limits).map_err(|e| relabel(e, &label))
+        })
+        .await
+        .map_err(|e| ClipError::Cache {
+            path: url.to_string(),
+            reason: format!("decode task failed: {e}"),
+        })??;
         let clip = Arc::new(DecodedClip {
             hash,
             duration_s: decoded.duration_s,

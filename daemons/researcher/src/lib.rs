@@ -100,7 +100,9 @@ pub async fn run(
             &settings.work_dir,
             downloader.clone(),
             settings.clip_cache_bytes,
-        ),
+        )
+        .with_decode_limits(settings.decode_limits()),
+        decode_limits: settings.decode_limits(),
         downloader,
         media,
         revalidate: settings.media.revalidate,

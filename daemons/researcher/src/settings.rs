@@ -300,6 +300,12 @@ pub struct ResearcherSettings {
     /// Memory for decoded clips kept between jobs (least recently used go first), in
     /// bytes. Defaults to 256 MiB.
     pub clip_cache_bytes: usize,
+    /// Longest audio decoded (an episode or a clip), in hours; longer is refused as
+    /// `too long` before it is decoded (or once it decodes past it, for a stream that
+    /// declares no length). Decoded audio costs about 115 MB an hour in memory, so a
+    /// machine that researches longer episodes raises it with the memory to match.
+    /// Defaults to 12 (`archivist_matcher::decode::MAX_DURATION_S`).
+    pub max_audio_hours: f64,
     /// Where this process serves metrics, written into its member record. Defaults to none.
     pub metrics_addr: Option<String>,
     /// Downloader settings.
@@ -320,6 +326,7 @@ impl Default for ResearcherSettings {
             poll: Duration::from_secs(2),
             refused_backoff: Duration::from_secs(30),
             clip_cache_bytes: 256 << 20,
+            max_audio_hours: archivist_matcher::decode::MAX_DURATION_S / 3600.0,
             metrics_addr: None,
             download: DownloadSettings::default(),
             media: MediaSettings::default(),
@@ -344,7 +351,20 @@ impl ResearcherSettings {
                 "researcher: heartbeat (--heartbeat-ms, heartbeat_ms) must be positive".into(),
             );
         }
+        if !(self.max_audio_hours.is_finite() && self.max_audio_hours > 0.0) {
+            return Err(format!(
+                "researcher: max_audio_hours is {}: it must be a positive number of hours",
+                self.max_audio_hours
+            ));
+        }
         Ok(())
+    }
+
+    /// The decode limits [`ResearcherSettings::max_audio_hours`] sets.
+    pub fn decode_limits(&self) -> archivist_matcher::decode::DecodeLimits {
+        archivist_matcher::decode::DecodeLimits {
+            max_duration_s: self.max_audio_hours * 3600.0,
+        }
     }
 
     /// Sets the number of jobs run at once (at least 1). Defaults to 1.

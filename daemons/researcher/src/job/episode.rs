@@ -23,7 +23,7 @@ use archivist_media::{Key, Lookup, MediaError};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use archivist_matcher::decode::decode_file;
+use archivist_matcher::decode::decode_file_with;
 
 use super::ctx::JobCtx;
 use super::Worker;
@@ -282,8 +282,9 @@ impl Worker {
     async fn decode_whole(&self, ctx: &JobCtx, url: &str, f: Fetched) -> Revalidated {
         let path = f.path.clone();
         let label = url.to_string();
+        let limits = self.decode_limits;
         let decoded = tokio::task::spawn_blocking(move || {
-            decode_file(&path)
+            decode_file_with(&path, &limits)
                 .map(|a| a.duration_s)
                 .map_err(|e| relabel(e, &label).to_string())
         })

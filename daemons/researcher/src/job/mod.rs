@@ -33,7 +33,7 @@ use archivist_engine::schema::records::{
 use archivist_engine::schema::JobState;
 use archivist_engine::transition::{LockAction, Role, Transition};
 use archivist_engine::{jobs, store, EngineError, Session};
-use archivist_matcher::decode::decode_file;
+use archivist_matcher::decode::decode_file_with;
 use archivist_matcher::{MatchConfig, Matcher};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -98,6 +98,8 @@ pub(crate) struct Worker {
     pub media: archivist_media::MediaStore,
     /// Whether a stored rendition is revalidated with a conditional GET.
     pub revalidate: bool,
+    /// Longest audio decoded (`researcher.max_audio_hours`).
+    pub decode_limits: archivist_matcher::decode::DecodeLimits,
     /// Tests only: a pause between reading the audio from the store and decoding it.
     pub hold_after_read: Duration,
 }
@@ -512,13 +514,15 @@ impl Worker {
         let label = url.clone();
         let config = self.matching.clone();
         // The file stays until the rendition is settled: a download goes into the store.
-        let decoding = tokio::task::spawn_blocking(move || match decode_file(&path) {
-            Ok(audio) => Decoded::Ready(
-                Box::new(Matcher::from_samples(audio.samples, config)),
-                audio.warnings,
-            ),
-            Err(e) => Decoded::Failed(relabel(e, &label).to_string()),
-        });
+        let limits = self.decode_limits;
+        let decoding =
+            tokio::task::spawn_blocking(move || match decode_file_with(&path, &limits) {
+                Ok(audio) => Decoded::Ready(
+                    Box::new(Matcher::from_samples(audio.samples, config)),
+                    audio.warnings,
+                ),
+                Err(e) => Decoded::Failed(relabel(e, &label).to_string()),
+            });
         let decoded = tokio::select! {
             // The decoder's own panics are caught inside it (`decode::guard`); anything
             // else failing the task is this file's fault too, not the configuration's.

@@ -335,3 +335,42 @@ async fn each_bad_clip_gets_its_own_error_and_the_good_one_is_still_found() {
         }
     }
 }
+
+/// Issue 18: the 12-hour decode cap is a setting (`researcher.max_audio_hours`): an
+/// episode longer than the researcher's setting fails as `too long`, naming the limit,
+/// instead of being decoded; a zero or negative setting is refused at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_episode_longer_than_max_audio_hours_fails_as_too_long() {
+    let bad = archivist_researcher::ResearcherSettings {
+        max_audio_hours: 0.0,
+        ..Default::default()
+    };
+    let why = bad.validate().expect_err("zero hours");
+    assert!(why.contains("max_audio_hours"), "{why}");
+    for (config, session, db) in stores("researcher-too-long").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 1).await;
+        let url = server.route("/e.wav", Route::audio(&audio.episode));
+        let work = work_dir("too-long");
+        let mut short = settings(&work);
+        // 10 s: the fixture episode lasts 20 s.
+        short.max_audio_hours = 10.0 / 3600.0;
+        let researcher = start(&config, &db, short, "researcher-too-long");
+        let job = plan(&session, "e0000001", &url, &clips).await;
+        let done = wait_for(
+            &session,
+            &job.id,
+            &[JobState::Reported, JobState::Failed],
+            Duration::from_secs(60),
+        )
+        .await;
+        researcher.stop().await;
+        assert_eq!(done.status, JobState::Failed, "{done:#?}");
+        let message = done.message.clone().unwrap_or_default();
+        assert!(
+            message.contains("too long") && message.contains("over the 10 s"),
+            "{message}"
+        );
+    }
+}
