@@ -2109,6 +2109,23 @@ fn audio_past_a_wav_riff_end_is_refused() {
     );
     let joined = joined("riff-joined.wav", &[&a, &b]);
     expect_corrupt(&joined, "two WAVs joined", "second RIFF file starts");
+    // Placeholder sizes a writer never rewrote (outside 18g N12: "missing data chunk"
+    // and "chunk length exceeds parent" for files holding all their audio).
+    let mut zero = whole.clone();
+    zero[4..8].copy_from_slice(&0u32.to_le_bytes());
+    zero[data_at + 4..data_at + 8].copy_from_slice(&0u32.to_le_bytes());
+    expect_corrupt(
+        &written("riff-zero-sizes.wav", &zero),
+        "RIFF and data sizes 0",
+        "a header never finalised",
+    );
+    let mut unknown_data = whole.clone();
+    unknown_data[data_at + 4..data_at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+    expect_corrupt(
+        &written("riff-data-unknown.wav", &unknown_data),
+        "data size 0xFFFFFFFF under a set RIFF size",
+        "the header contradicts itself",
+    );
     let at = data_at + 8 + size / 3 / 4 * 4;
     for n in [4096usize, 4097, 176_400] {
         let mut rep = whole[..at + n].to_vec();

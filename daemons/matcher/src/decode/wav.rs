@@ -123,6 +123,13 @@ fn find_more_audio(source: &mut Box<dyn MediaSource>, len: u64) -> Option<String
     if &riff != b"RIFF" || &wave != b"WAVE" || riff_size == u64::from(u32::MAX) {
         return None; // not WAV, or streamed (length unknown)
     }
+    // A RIFF size too small to hold even its `WAVE` form type: a header never finalised
+    // (outside 18g N12: "missing data chunk" for a file with 120 s of audio).
+    if riff_size < 4 && len > 12 + PAST_RIFF_SLACK {
+        return Some(format!(
+            "its RIFF size is {riff_size} (a header never finalised: the writer stopped before it wrote the sizes) while {len} bytes follow: its audio cannot be told from the header; rewrite it (e.g. `sox in.wav out.wav`)"
+        ));
+    }
     let end = (8 + riff_size).min(len);
     let mut at = 12u64;
     let mut data_end = None;
@@ -146,7 +153,12 @@ fn find_more_audio(source: &mut Box<dyn MediaSource>, len: u64) -> Option<String
             }
         } else if &id == b"data" {
             if size == u64::from(u32::MAX) {
-                return None;
+                // "Length unknown" (a writer to a pipe) under a RIFF whose size is set:
+                // the header contradicts itself (outside 18g N12: "chunk length exceeds
+                // parent chunk length", which does not say what is wrong).
+                return Some(format!(
+                    "its `data` chunk at byte {at} declares an unknown length (0xFFFFFFFF, as a writer to a pipe leaves it) while its RIFF declares {riff_size} bytes: the header contradicts itself; rewrite it (e.g. `sox in.wav out.wav`)"
+                ));
             }
             data_end = Some(at + 8 + size);
         }
