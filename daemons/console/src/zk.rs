@@ -22,6 +22,11 @@ use crate::error::PageError;
 /// at once rather than each trying again (one after the other, behind the lock).
 pub const RETRY_AFTER: Duration = Duration::from_secs(2);
 
+/// Longest a request waits for a new session (whatever the configured connect timeout):
+/// a page answers 503 after this rather than after the connect timeout (outside try 24b
+/// N13: the first request after an expiry waited 10 s).
+pub const RECONNECT_WAIT: Duration = Duration::from_secs(2);
+
 /// The current session, behind a lock that makes one request at a time reconnect
 /// (the others wait for it and share the new session).
 pub struct Zk {
@@ -59,7 +64,15 @@ impl Zk {
                     return Err(PageError::Unavailable(why.clone()));
                 }
             }
-            match Self::reconnect(&state.session).await {
+            let attempt = tokio::time::timeout(RECONNECT_WAIT, Self::reconnect(&state.session))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "the ZooKeeper session was lost and no new one was made within {} s (the console tries again at the next request)",
+                        RECONNECT_WAIT.as_secs()
+                    ))
+                });
+            match attempt {
                 Ok(fresh) => {
                     state.session = fresh;
                     state.failed = None;
