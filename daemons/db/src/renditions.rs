@@ -244,7 +244,8 @@ pub async fn record(db: &Database, r: &Rendition) -> Result<Recorded, DbError> {
 pub async fn move_pin(db: &Database, episode: &str, from: &str, to: &str) -> Result<bool, DbError> {
     let what = || format!("moving the pinned rendition of episode {episode}");
     let done = sqlx::query(
-        "UPDATE rendition_pins SET sha256 = $3, pinned_at = $4, moves = moves + 1 \
+        "UPDATE rendition_pins SET sha256 = $3, pinned_at = $4, moves = moves + 1, \
+         holder = NULL, held_at = NULL \
          WHERE episode = $1 AND sha256 = $2 \
          AND EXISTS (SELECT 1 FROM renditions WHERE episode = $1 AND sha256 = $3)",
     )
@@ -422,6 +423,47 @@ pub async fn recently_seen(db: &Database, episode: &str) -> Result<Vec<Rendition
     .await
     .context(|| format!("reading the renditions of episode {episode}"))?;
     rows.into_iter().map(rendition).collect()
+}
+
+/// Records that `holder` (a researcher's member name) keeps the episode's pinned
+/// rendition `sha256` in its own local media store: the planner hints that the
+/// episode's jobs go there ([`holder`]). Nothing changes when the pin is another
+/// rendition (it moved meanwhile). True if written.
+///
+/// # Errors
+/// The database failing.
+pub async fn set_holder(
+    db: &Database,
+    episode: &str,
+    sha256: &str,
+    holder: &str,
+) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE rendition_pins SET holder = $3, held_at = $4 WHERE episode = $1 AND sha256 = $2",
+    )
+    .bind(episode)
+    .bind(sha256)
+    .bind(holder)
+    .bind(ms(OffsetDateTime::now_utc()))
+    .execute(db.pool())
+    .await
+    .context(|| format!("recording who holds the pinned rendition of episode {episode}"))?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The researcher that last said it keeps the episode's pinned rendition in its own
+/// local store ([`set_holder`]), if any.
+///
+/// # Errors
+/// The database failing.
+pub async fn holder(db: &Database, episode: &str) -> Result<Option<String>, DbError> {
+    let row: Option<(Option<String>,)> =
+        sqlx::query_as("SELECT holder FROM rendition_pins WHERE episode = $1")
+            .bind(episode)
+            .fetch_optional(db.pool())
+            .await
+            .context(|| format!("reading who holds the pinned rendition of episode {episode}"))?;
+    Ok(row.and_then(|(h,)| h))
 }
 
 /// Every rendition of the episode, first fetched first.

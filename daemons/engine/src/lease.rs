@@ -231,6 +231,8 @@ pub fn new_record(
         duration_ms,
         holder: None,
         extensions: 0,
+        prefer: None,
+        prefer_until_ms: None,
     })
 }
 

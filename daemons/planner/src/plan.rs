@@ -379,8 +379,13 @@ impl Planner {
         let duration_ms = self.settings.lease_duration_ms();
         // Built once with a placeholder id (same length as a real one): a lease that
         // cannot be made refuses the job before anything is written.
-        let template =
+        let mut template =
             lease::new_record(&paths::job_id(0), &pick.episode, &pick.clips, duration_ms)?;
+        if let Some(holder) = self.preferred_researcher(&pick.episode).await {
+            let grace = i64::try_from(self.settings.affinity_grace.as_millis()).unwrap_or(0);
+            template.prefer = Some(holder);
+            template.prefer_until_ms = Some(self.now_ms().saturating_add(grace));
+        }
         lease::create_op(&template)?;
         let lease_op = |job: &str| {
             let mut record = template.clone();
@@ -437,6 +442,24 @@ impl Planner {
             "work item created with its lease"
         );
         Ok(job)
+    }
+
+    /// Affinity: the registered researcher that keeps the episode's pinned audio in its
+    /// own store (`renditions::holder`), which a new work item of the episode is left to
+    /// for `affinity_grace`. None when the hint is off, nobody is known to hold it, the
+    /// holder is not registered now (a gone researcher is preferred by no one), or the
+    /// database or ZooKeeper cannot say (a hint is never worth failing a job over).
+    async fn preferred_researcher(&self, episode: &str) -> Option<String> {
+        if self.settings.affinity_grace.is_zero() {
+            return None;
+        }
+        let holder = archivist_db::renditions::holder(&self.db, episode)
+            .await
+            .ok()
+            .flatten()?;
+        let registered =
+            archivist_engine::store::exists(&self.session, &paths::researcher(&holder)).await;
+        matches!(registered, Ok(Some(_))).then_some(holder)
     }
 
     /// One round: expire waiting items past their TTL, then run the capacity loop,

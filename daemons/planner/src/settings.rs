@@ -30,6 +30,15 @@ pub struct PlannerSettings {
     /// Planning round interval when nothing wakes the planner earlier. Defaults to 5 s.
     #[serde(rename = "tick_ms", with = "archivist_engine::durations::millis")]
     pub tick: Duration,
+    /// Affinity: how long a new work item of an episode whose pinned audio one
+    /// registered researcher keeps in its own store is left to that researcher before
+    /// any may claim it (docs/researcher.md, "Affinity"). 0 turns the hint off.
+    /// Defaults to 10 s.
+    #[serde(
+        rename = "affinity_grace_ms",
+        with = "archivist_engine::durations::millis"
+    )]
+    pub affinity_grace: Duration,
 }
 
 impl Default for PlannerSettings {
@@ -39,6 +48,7 @@ impl Default for PlannerSettings {
             lease_duration: Duration::from_secs(600),
             work_item_ttl: Duration::from_secs(300),
             tick: Duration::from_secs(5),
+            affinity_grace: Duration::from_secs(10),
         }
     }
 }
@@ -59,6 +69,12 @@ impl PlannerSettings {
     /// Sets the work-item TTL (must stay below the lease duration). Defaults to 5 minutes.
     pub fn with_work_item_ttl(mut self, work_item_ttl: Duration) -> Self {
         self.work_item_ttl = work_item_ttl;
+        self
+    }
+
+    /// Sets the affinity grace (0: no hint). Defaults to 10 s.
+    pub fn with_affinity_grace(mut self, grace: Duration) -> Self {
+        self.affinity_grace = grace;
         self
     }
 

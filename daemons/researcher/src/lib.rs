@@ -103,6 +103,7 @@ pub async fn run(
         )
         .with_decode_limits(settings.decode_limits()),
         decode_limits: settings.decode_limits(),
+        own_store: settings.media.backend == settings::MediaBackend::Local,
         downloader,
         media,
         revalidate: settings.media.revalidate,

@@ -48,8 +48,12 @@ struct ResearchStep {
 
 impl ResearchStep {
     fn refuse_for_a_while(&self, job: &str) {
+        self.pass_over_for(job, self.backoff);
+    }
+
+    fn pass_over_for(&self, job: &str, how_long: Duration) {
         if let Ok(mut r) = self.refused.lock() {
-            r.insert(job.to_string(), Instant::now() + self.backoff);
+            r.insert(job.to_string(), Instant::now() + how_long);
         }
     }
 }
@@ -78,9 +82,17 @@ impl Step for ResearchStep {
                 metrics::counter!("archivist_researcher_jobs_total", "outcome" => outcome.label())
                     .increment(1);
                 tracing::info!(outcome = outcome.label(), "job done");
-                if let Outcome::Refused(reason) = &outcome {
-                    tracing::warn!(%reason, "job left alone");
-                    self.refuse_for_a_while(&job_id);
+                match &outcome {
+                    Outcome::Refused(reason) => {
+                        tracing::warn!(%reason, "job left alone");
+                        self.refuse_for_a_while(&job_id);
+                    }
+                    // Affinity: the researcher holding the episode's audio gets it first.
+                    Outcome::Deferred { to, for_ } => {
+                        tracing::info!(job = %job_id, preferred = %to, ms = for_.as_millis() as u64, "job left to the researcher that holds its episode");
+                        self.pass_over_for(&job_id, *for_);
+                    }
+                    _ => {}
                 }
             }
             Err(e) if e.is_session_lost() => {

@@ -23,5 +23,14 @@ pub struct LeaseRecord {
     /// Times it was extended.
     #[serde(default)]
     pub extensions: u32,
+    /// Affinity: the researcher whose own media store holds the episode's pinned audio
+    /// (anywhere else it is downloaded again). Others pass the job over until
+    /// `prefer_until_ms`, while that researcher is registered: a hint, never a wait
+    /// longer than the planner's `affinity_grace_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefer: Option<String>,
+    /// Until when (unix ms, ZooKeeper's clock) `prefer` holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefer_until_ms: Option<i64>,
 }
 record!(LeaseRecord, "LeaseRecord");

@@ -81,6 +81,8 @@ async fn renew_lease(session: &archivist_engine::Session, job: &JobRecord, durat
         duration_ms,
         holder: None,
         extensions: 0,
+        prefer: None,
+        prefer_until_ms: None,
     };
     ops::commit(
         session,
@@ -414,5 +416,71 @@ async fn a_job_counter_moved_back_does_not_reissue_ids_the_research_archive_hold
             .unwrap()
             .unwrap();
         assert_eq!(counter.version, 8);
+    }
+}
+
+/// Affinity (issue 23): a work item of an episode whose pinned audio a registered
+/// researcher keeps in its own store carries the hint `prefer` (that researcher) until
+/// `affinity_grace` from now; an episode held by a researcher that is not registered,
+/// or by nobody, carries none, and a grace of 0 turns the hint off.
+#[tokio::test]
+async fn a_work_item_of_an_episode_a_registered_researcher_holds_prefers_it() {
+    use archivist_db::renditions::{self, Rendition};
+    for (_config, session, db) in stores("rules-affinity").await {
+        for n in 1..=3 {
+            put_episode(&session, &db, n, 10, BASE_MS, false).await;
+        }
+        put_clip(&session, &db, 1, 0, BASE_MS, false).await;
+        register_researcher(&session, "r-holds", 3).await;
+        for (n, holder) in [(1u64, "r-holds"), (2, "r-gone")] {
+            let episode = episode_id(n);
+            let sha = format!("{n}").repeat(64);
+            renditions::record(
+                &db,
+                &Rendition {
+                    episode: episode.clone(),
+                    sha256: sha.clone(),
+                    bytes: 100,
+                    duration_s: Some(60.0),
+                    fetched_at: time::OffsetDateTime::now_utc(),
+                    url: format!("http://h/{episode}.mp3"),
+                    final_url: format!("http://h/{episode}.mp3"),
+                    etag: None,
+                    last_modified: None,
+                },
+            )
+            .await
+            .unwrap();
+            assert!(renditions::set_holder(&db, &episode, &sha, holder)
+                .await
+                .unwrap());
+        }
+        let mut planner = Planner::start(
+            &session,
+            &db,
+            settings().with_affinity_grace(Duration::from_secs(30)),
+            "p",
+        )
+        .await
+        .unwrap();
+        let round = planner.round(&CancellationToken::new()).await.unwrap();
+        assert_eq!(round.created.len(), 3, "{round:?}");
+        let before = archivist_engine::clock::to_unix_ms(time::OffsetDateTime::now_utc());
+        for job in &round.created {
+            let (lease, _) = store::read::<LeaseRecord>(&session, &paths::lease(&job.id))
+                .await
+                .unwrap()
+                .unwrap();
+            if job.episode == episode_id(1) {
+                assert_eq!(lease.prefer.as_deref(), Some("r-holds"), "{lease:?}");
+                let until = lease.prefer_until_ms.expect("until");
+                assert!(
+                    (before..before + 35_000).contains(&until),
+                    "{until} vs {before}"
+                );
+            } else {
+                assert_eq!((lease.prefer, lease.prefer_until_ms), (None, None));
+            }
+        }
     }
 }

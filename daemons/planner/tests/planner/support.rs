@@ -133,6 +133,8 @@ pub async fn put_lease(
         duration_ms,
         holder: Some("someone".into()),
         extensions: 0,
+        prefer: None,
+        prefer_until_ms: None,
     };
     let path = paths::lease(job);
     write(session, &path, &store::encode(&path, &record).unwrap()).await;

@@ -113,6 +113,8 @@ pub async fn lease(session: &Session, job: &JobRecord, duration_ms: i64) {
         duration_ms,
         holder: Some("researcher-test".into()),
         extensions: 0,
+        prefer: None,
+        prefer_until_ms: None,
     };
     let data = store::encode(&path, &record).unwrap();
     archivist_testkit::write_node(session, &path, &data).await;

@@ -414,7 +414,11 @@ impl Worker {
             }
             if let Some(why) = self.keep(ctx, audio).await {
                 note.push_str(&format!("; not kept in the media store: {why}"));
+            } else {
+                self.say_held(ctx, &audio.sha256).await;
             }
+        } else if audio.source == Source::Store {
+            self.say_held(ctx, &audio.sha256).await;
         }
         // A report of this job in flight was measured on the audio its run names: then
         // the run may not move to other audio, even before the recorder stores it.
@@ -443,6 +447,18 @@ impl Worker {
             }));
         }
         Ok(note)
+    }
+
+    /// Affinity: this researcher's own store holds `sha256`; if that is the episode's pin,
+    /// the planner leaves the episode's next jobs to it for a while (a shared S3 store is
+    /// every researcher's: nothing to say). A failure costs only the hint.
+    async fn say_held(&self, ctx: &JobCtx, sha256: &str) {
+        if !self.own_store {
+            return;
+        }
+        if let Err(e) = renditions::set_holder(&self.db, &ctx.episode, sha256, &self.me).await {
+            tracing::debug!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "could not record that this researcher holds the episode");
+        }
     }
 
     /// A new rendition: one log line, one metric.

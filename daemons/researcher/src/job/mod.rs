@@ -64,6 +64,14 @@ pub enum Outcome {
     Stopped(JobRequest),
     /// The job could not be claimed (lease gone, or it moved).
     Refused(String),
+    /// The job's lease prefers another registered researcher (affinity: it holds the
+    /// episode's audio) for this long yet: passed over until then.
+    Deferred {
+        /// The preferred researcher.
+        to: String,
+        /// How long the preference holds yet.
+        for_: std::time::Duration,
+    },
     /// The lock was lost (someone removed it); nothing more was written.
     LockLost,
 }
@@ -79,6 +87,7 @@ impl Outcome {
             Outcome::Stopped(JobRequest::Cancel) => "cancelled",
             Outcome::Stopped(JobRequest::Hold) => "held",
             Outcome::Refused(_) => "refused",
+            Outcome::Deferred { .. } => "deferred",
             Outcome::LockLost => "lock_lost",
         }
     }
@@ -100,6 +109,10 @@ pub(crate) struct Worker {
     pub revalidate: bool,
     /// Longest audio decoded (`researcher.max_audio_hours`).
     pub decode_limits: archivist_matcher::decode::DecodeLimits,
+    /// Whether the media store is this researcher's own (a local directory): then it
+    /// says which pinned episodes it holds, for the planner's affinity hint (a shared
+    /// S3 store is every researcher's).
+    pub own_store: bool,
     /// Tests only: a pause between reading the audio from the store and decoding it.
     pub hold_after_read: Duration,
 }
@@ -117,6 +130,28 @@ pub(crate) fn database_unavailable(e: &EngineError) -> bool {
 }
 
 impl Worker {
+    /// Affinity: is the job's lease still preferring another researcher that is
+    /// registered now (it holds the episode's audio in its own store)? Then this one
+    /// passes the job over until the preference ends, by ZooKeeper's clock: a hint,
+    /// never a wait past the planner's grace, and none when the preferred researcher
+    /// is gone.
+    async fn deferred_to(
+        &self,
+        session: &Session,
+        lease: &LeaseRecord,
+    ) -> Option<(String, std::time::Duration)> {
+        let to = lease.prefer.as_deref().filter(|p| *p != self.me)?;
+        let until = lease.prefer_until_ms?;
+        // ZooKeeper's time as this host follows it (no write per look).
+        let now = archivist_engine::clock::to_unix_ms(archivist_engine::clock::stamp_now());
+        let left = u64::try_from(until.checked_sub(now)?)
+            .ok()
+            .filter(|ms| *ms > 0)?;
+        let registered = store::exists(session, &paths::researcher(to)).await;
+        matches!(registered, Ok(Some(_)))
+            .then(|| (to.to_string(), std::time::Duration::from_millis(left)))
+    }
+
     /// Clip ids of the job not yet researched for the episode nor reported by this job.
     async fn clips_to_do(
         &self,
@@ -187,6 +222,10 @@ impl Worker {
             // Expired when written: claiming it would research under no lease at all.
             lock.release().await?;
             return Ok(Outcome::Refused(format!("{lease_path}: {e}")));
+        }
+        if let Some((to, for_)) = self.deferred_to(&session, &lease).await {
+            lock.release().await?;
+            return Ok(Outcome::Deferred { to, for_ });
         }
         let todo = self.clips_to_do(&session, &job).await?;
         let skipped = job.clips.len() - todo.len();

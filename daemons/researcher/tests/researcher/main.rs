@@ -1,5 +1,6 @@
 //! The researcher against a real ZooKeeper and a local HTTP server.
 
+mod affinity;
 mod bodies;
 mod child;
 mod clip_cache;

@@ -179,6 +179,18 @@ pub async fn serve_clips(db: &Database, server: &crate::http::Server, n: usize) 
 
 /// Creates a pending job with its lease, as the planner does.
 pub async fn plan(session: &Session, episode: &str, url: &str, clips: &[String]) -> JobRecord {
+    plan_preferring(session, episode, url, clips, None).await
+}
+
+/// [`plan`], with the planner's affinity hint in the lease: `prefer` is the researcher
+/// and the unix ms until which it is preferred.
+pub async fn plan_preferring(
+    session: &Session,
+    episode: &str,
+    url: &str,
+    clips: &[String],
+    prefer: Option<(String, i64)>,
+) -> JobRecord {
     let new = NewJob {
         episode: episode.to_string(),
         media_url: url.to_string(),
@@ -198,6 +210,8 @@ pub async fn plan(session: &Session, episode: &str, url: &str, clips: &[String])
             duration_ms: 60_000,
             holder: None,
             extensions: 0,
+            prefer: prefer.as_ref().map(|(who, _)| who.clone()),
+            prefer_until_ms: prefer.as_ref().map(|(_, until)| *until),
         };
         let path = paths::lease(id);
         vec![Op::Create {
@@ -393,6 +407,8 @@ pub async fn retry(session: &Session, id: &str) -> JobRecord {
         duration_ms: 60_000,
         holder: None,
         extensions: 0,
+        prefer: None,
+        prefer_until_ms: None,
     };
     let path = paths::lease(id);
     let (next, _) = Transition::new(Role::Admin, &job, version, to)
