@@ -19,6 +19,20 @@ fn now_ms() -> i64 {
     archivist_engine::clock::to_unix_ms(archivist_engine::clock::stamp_now())
 }
 
+/// The job once reported or failed.
+async fn settled(
+    session: &archivist_engine::Session,
+    id: &str,
+) -> archivist_engine::schema::records::JobRecord {
+    wait_for(
+        session,
+        id,
+        &[JobState::Reported, JobState::Failed],
+        Duration::from_secs(60),
+    )
+    .await
+}
+
 /// The researcher whose claim event the job carries.
 fn claimed_by(job: &archivist_engine::schema::records::JobRecord) -> String {
     job.events
@@ -42,13 +56,7 @@ async fn a_job_of_an_episode_one_researcher_holds_goes_to_it_and_the_other_downl
             "researcher-aff-a",
         );
         let first = plan(&session, "e0000001", &url, &clips[..1]).await;
-        let done = wait_for(
-            &session,
-            &first.id,
-            &[JobState::Reported, JobState::Failed],
-            Duration::from_secs(60),
-        )
-        .await;
+        let done = settled(&session, &first.id).await;
         assert_eq!(done.status, JobState::Reported, "{done:#?}");
         // It kept the episode in its own store and said so.
         assert_eq!(
@@ -84,13 +92,7 @@ async fn a_job_of_an_episode_one_researcher_holds_goes_to_it_and_the_other_downl
                 Some(("researcher-aff-a".into(), now_ms() + 20_000)),
             )
             .await;
-            let done = wait_for(
-                &session,
-                &job.id,
-                &[JobState::Reported, JobState::Failed],
-                Duration::from_secs(60),
-            )
-            .await;
+            let done = settled(&session, &job.id).await;
             assert_eq!(done.status, JobState::Reported, "{done:#?}");
             assert_eq!(claimed_by(&done), "researcher-aff-a", "{done:#?}");
         }
@@ -140,13 +142,7 @@ async fn a_hint_delays_others_only_while_it_lasts_and_the_preferred_researcher_i
             Some(("researcher-ghost".into(), now_ms() + 2_500)),
         )
         .await;
-        let done = wait_for(
-            &session,
-            &job.id,
-            &[JobState::Reported, JobState::Failed],
-            Duration::from_secs(60),
-        )
-        .await;
+        let done = settled(&session, &job.id).await;
         let waited = planned.elapsed();
         assert_eq!(claimed_by(&done), "researcher-aff-c", "{done:#?}");
         assert!(
@@ -163,13 +159,7 @@ async fn a_hint_delays_others_only_while_it_lasts_and_the_preferred_researcher_i
             Some(("researcher-gone".into(), now_ms() + 60_000)),
         )
         .await;
-        let done = wait_for(
-            &session,
-            &job.id,
-            &[JobState::Reported, JobState::Failed],
-            Duration::from_secs(60),
-        )
-        .await;
+        let done = settled(&session, &job.id).await;
         assert_eq!(claimed_by(&done), "researcher-aff-c", "{done:#?}");
         assert!(
             planned.elapsed() < Duration::from_secs(20),
