@@ -30,6 +30,11 @@ pub struct JobQuery {
     pub group: Option<String>,
     /// Only jobs that research this clip.
     pub clip: Option<String>,
+    /// Only jobs this action can change ([`crate::actions::Action::applies`]): a bulk
+    /// confirmation's page is then full of jobs it can act on (outside try 24c M3: the
+    /// first 1000 matching jobs were read, then those it could not change dropped, and
+    /// "act again for the rest" showed the same page for ever).
+    pub changeable_by: Option<crate::actions::Action>,
     /// Only jobs whose id sorts after this one (the previous page's `next`).
     pub after: Option<String>,
     /// Jobs per page (at least 1).
@@ -48,6 +53,9 @@ impl JobQuery {
                 .clip
                 .as_deref()
                 .is_none_or(|c| job.clips.iter().any(|x| x == c))
+            && self
+                .changeable_by
+                .is_none_or(|a| a.applies(job.status, job.request))
             && self.reason.as_deref().is_none_or(|r| {
                 job.message
                     .as_deref()

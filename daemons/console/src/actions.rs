@@ -17,13 +17,12 @@
 //! in the job's events with the actor `console:<name>` and logged at WARN with the actor
 //! (a deleted job keeps no events; N2).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use archivist_admin::actions::{self, Action, ActionReport};
 use archivist_admin::browse;
-use archivist_admin::jobs::JobSummary;
 use archivist_admin::AdminSettings;
 use archivist_engine::schema::records::JobRecord;
 use archivist_engine::Session;
@@ -122,6 +121,28 @@ impl Sessions {
         Some(Operator {
             name: s.name.clone(),
         })
+    }
+}
+
+/// May a page carrying action forms arm them for this request? Not when the browser says
+/// the navigation came from another site or another port of this host
+/// (`Sec-Fetch-Site: cross-site` or `same-site`): a page there could send the tab where
+/// the operator signed in (or a window it opens, which gets a copy of the tab's session
+/// storage) to any confirmation page, signed in, one click from acting (outside try 24c
+/// M1). The console's own links (`same-origin`) and a typed address or bookmark (`none`)
+/// arm them; a client that sends no such header holds no session storage either.
+pub fn armed(headers: &HeaderMap) -> bool {
+    match headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        None | Some("same-origin") | Some("none") => true,
+        Some(_) => false,
+    }
+}
+
+/// What a page shows instead of its action forms when the navigation came from elsewhere
+/// ([`armed`]).
+pub fn not_armed_note() -> Markup {
+    html! {
+        p.error #not-armed { "This page was opened from another site or another port of this host: its actions are not offered here. Open it from the console's own pages (or type its address) to act." }
     }
 }
 
@@ -340,6 +361,7 @@ pub fn job_forms(job: &JobRecord, version: i32) -> Markup {
 pub async fn confirm_one(
     State(console): State<Console>,
     Path((id, action)): Path<(String, String)>,
+    headers: HeaderMap,
 ) -> Result<Markup, PageError> {
     if action != "delete" {
         return Err(PageError::NoPage);
@@ -356,7 +378,13 @@ pub async fn confirm_one(
         html! {
             h1 { "delete job " (job_link(&id)) "?" }
             p { "It is " span #state { (seen.job.status) } " (episode " (seen.job.episode) "). The job, its queue entry, lease and reports are deleted; a deleted job keeps no events. Nothing is done if it changes before you confirm." }
-            div #confirm { (one_form(&id, seen.version, "delete", "delete this job")) }
+            @if !Action::Delete.applies(seen.job.status, seen.job.request) {
+                p.error #not-applicable { "A " (seen.job.status) " job is not deleted (only failed, held or cancelled jobs are)." }
+            } @else if !armed(&headers) {
+                (not_armed_note())
+            } @else {
+                div #confirm { (one_form(&id, seen.version, "delete", "delete this job")) }
+            }
             p { a href={ "/jobs/" (id) } { "Back to the job" } }
         },
     ))
@@ -552,8 +580,13 @@ async fn run(
 
 /// The jobs a filter matches now, at most [`MAX_BULK`] (reading at most
 /// [`BULK_SCAN`] job nodes).
-async fn matching(console: &Console, params: &ListParams) -> Result<browse::JobPage, PageError> {
+async fn matching(
+    console: &Console,
+    params: &ListParams,
+    action: Action,
+) -> Result<browse::JobPage, PageError> {
     let mut query = params.query(console)?;
+    query.changeable_by = Some(action);
     query.after = None;
     query.limit = MAX_BULK;
     query.scan_limit = BULK_SCAN;
@@ -573,6 +606,7 @@ pub struct BulkParams {
 /// form that acts on exactly those, each at the version shown.
 pub async fn confirm(
     State(console): State<Console>,
+    headers: HeaderMap,
     query: Result<Query<BulkParams>, QueryRejection>,
 ) -> Result<Markup, PageError> {
     let params = crate::jobs::params(query)?;
@@ -580,21 +614,15 @@ pub async fn confirm(
     if !enabled(&console) {
         return Err(PageError::Invalid(crate::readonly::REFUSAL.trim().into()));
     }
-    let page = matching(&console, &params.filter).await?;
-    let (matched, more, unreadable) = (page.jobs, page.next.is_some(), page.unreadable);
-    // Only the jobs the action can change are offered (outside try 24b N4: "hold 301
-    // jobs?" on the failed list, then "0 of 301", each refused).
-    let (jobs, left_out): (Vec<JobSummary>, Vec<JobSummary>) = matched
-        .into_iter()
-        .partition(|j| action.applies(j.status, j.request));
+    // Only the jobs the action can change are read into the page (outside try 24b N4:
+    // "hold 301 jobs?" on the failed list, then "0 of 301", each refused; 24c M3: they
+    // were dropped after the first 1000 were read, so "act again" never got further).
+    let page = matching(&console, &params.filter, action).await?;
+    let (jobs, more, unreadable) = (page.jobs, page.next.is_some(), page.unreadable);
     let posted: Vec<String> = jobs
         .iter()
         .map(|j| format!("{}@{}", j.id, j.version))
         .collect();
-    let mut by_state: BTreeMap<String, usize> = BTreeMap::new();
-    for j in &left_out {
-        *by_state.entry(j.status.to_string()).or_default() += 1;
-    }
     Ok(layout::page(
         "Confirm",
         0,
@@ -606,13 +634,12 @@ pub async fn confirm(
                 p.error #unreadable { (unreadable.len()) " job records read for this page do not decode: whether they match is unknown, and they are not acted on (run `archivist fsck`): "
                     @for u in &unreadable { code { (u.path) } " " } }
             }
-            @if !left_out.is_empty() {
-                p #left-out { (left_out.len()) " matching jobs are left out: " (params.action) " cannot change them ("
-                    @for (i, (state, n)) in by_state.iter().enumerate() { @if i > 0 { ", " } (n) " " (state) }
-                    ")." }
-            }
+            p.muted #left-out { "Jobs the filter matches that " (params.action) " cannot change (by their state) are not listed." }
             @if jobs.is_empty() {
                 p.muted { "No job matches that " (params.action) " can change." }
+            } @else if !armed(&headers) {
+                (not_armed_note())
+                p.muted #bulk-jobs { @for j in &jobs { (job_link(&j.id)) " (" (j.status) ") " } }
             } @else {
                 p { "Each job is acted on only if it is still as shown here (compare-and-set at the version read for this page): one that changed since is refused, not changed." }
                 form.action #confirm method="post" action={ "/jobs/bulk/" (params.action) } {

@@ -98,12 +98,58 @@ impl PageError {
     }
 }
 
+/// How long a page's failed database read keeps `/healthz` at 503: the health probe's
+/// own reads can be answered from pages SQLite still caches while every other read of
+/// a damaged file fails (outside try 24c M2), so what the pages met counts too.
+pub const DB_FAILURE_COUNTS_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A page's answer carries this when the database failed it; the console's middleware
+/// ([`crate::guard::check`]) notes it for `/healthz` ([`DbFailures`]).
+#[derive(Debug, Clone)]
+pub struct DbFailed(pub String);
+
+/// The last database failure a page of one console met, and when.
+#[derive(Debug, Default)]
+pub struct DbFailures {
+    last: std::sync::Mutex<Option<(std::time::Instant, String)>>,
+}
+
+impl DbFailures {
+    /// Notes a page's database failure.
+    pub fn note(&self, why: &str) {
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some((std::time::Instant::now(), why.to_string()));
+        }
+    }
+
+    /// The failure a page met within [`DB_FAILURE_COUNTS_FOR`], if any.
+    pub fn recent(&self) -> Option<String> {
+        let last = self.last.lock().ok()?.clone()?;
+        (last.0.elapsed() < DB_FAILURE_COUNTS_FOR).then(|| {
+            format!(
+                "a page's database read failed {} s ago: {}",
+                last.0.elapsed().as_secs(),
+                last.1
+            )
+        })
+    }
+}
+
+impl PageError {
+    /// Did the database fail (not a value, not ZooKeeper)?
+    fn is_database_failure(&self) -> bool {
+        matches!(self, PageError::Db(_) | PageError::Admin(AdminError::Db(_)))
+    }
+}
+
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let status = self.status();
         if status.is_server_error() {
             tracing::warn!(error = %self, "console page failed");
         }
+        let db_failed = (status == StatusCode::SERVICE_UNAVAILABLE && self.is_database_failure())
+            .then(|| DbFailed(self.to_string()));
         let body = crate::layout::page(
             status.canonical_reason().unwrap_or("error"),
             0,
@@ -116,7 +162,11 @@ impl IntoResponse for PageError {
                 }
             },
         );
-        (status, body).into_response()
+        let mut response = (status, body).into_response();
+        if let Some(failed) = db_failed {
+            response.extensions_mut().insert(failed);
+        }
+        response
     }
 }
 

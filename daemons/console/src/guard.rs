@@ -65,6 +65,10 @@ pub async fn check(State(console): State<Console>, request: Request, next: Next)
         }
         _ => next.run(request).await,
     };
+    if let Some(crate::error::DbFailed(why)) = response.extensions().get::<crate::error::DbFailed>()
+    {
+        console.inner.db_failures.note(why);
+    }
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_SECURITY_POLICY,

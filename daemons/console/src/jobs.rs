@@ -69,6 +69,7 @@ impl ListParams {
             reason: given(&self.reason),
             group: self.group.clone().filter(|g| !g.is_empty()),
             clip: given(&self.clip),
+            changeable_by: None,
             after: given(&self.after),
             limit: console.settings().page_size,
             scan_limit: console.settings().scan_limit,
@@ -184,6 +185,7 @@ pub async fn list_page(
 pub async fn job_page(
     State(console): State<Console>,
     Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
 ) -> Result<Markup, PageError> {
     PageError::check_id("job", &id)?;
     let actions = crate::actions::enabled(&console);
@@ -194,7 +196,13 @@ pub async fn job_page(
         console.settings().refresh_s,
         html! {
             h1 { "Job " (id) }
-            @if actions { (crate::actions::job_forms(&detail.job, detail.stat.version)) }
+            @if actions {
+                @if crate::actions::armed(&headers) {
+                    (crate::actions::job_forms(&detail.job, detail.stat.version))
+                } @else {
+                    (crate::actions::not_armed_note())
+                }
+            }
             div #job data-live { (layout::read_at(detail.now_ms)) (render(&detail)) }
         },
     ))

@@ -54,6 +54,7 @@ struct Inner {
     overview: overview::Cache,
     chart: chart::History,
     sessions: actions::Sessions,
+    db_failures: error::DbFailures,
 }
 
 impl Console {
@@ -73,6 +74,7 @@ impl Console {
                 overview: overview::Cache::default(),
                 chart: chart::History::default(),
                 sessions: actions::Sessions::default(),
+                db_failures: error::DbFailures::default(),
             }),
         }
     }
@@ -155,12 +157,13 @@ async fn healthz(
             .map_err(|e| format!("zookeeper: {e}")),
         Err(e) => Err(format!("zookeeper: {e}")),
     };
-    let db = console
-        .db()
-        .schema_version()
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("database: {e}"));
+    let db = match console.db().probe().await {
+        Err(e) => Err(format!("database: {e}")),
+        Ok(()) => match console.inner.db_failures.recent() {
+            Some(why) => Err(format!("database: {why}")),
+            None => Ok(()),
+        },
+    };
     match (zk, db) {
         (Ok(_), Ok(())) => "ok\n".into_response(),
         (zk, db) => {

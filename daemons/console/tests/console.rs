@@ -369,7 +369,8 @@ async fn pages_offer_only_the_actions_that_can_change_the_job() {
         list.body
     );
     assert!(
-        !list.body.contains("/jobs/bulk?action=hold"),
+        !list.body.contains("/jobs/bulk?action=hold")
+            && !list.body.contains("/jobs/bulk?action=release"),
         "{}",
         list.body
     );
@@ -396,11 +397,50 @@ async fn pages_offer_only_the_actions_that_can_change_the_job() {
         confirm.body
     );
     assert!(
-        confirm.body.contains("2 matching jobs are left out")
+        confirm.body.contains("id=\"left-out\"")
             && confirm.body.contains(&format!("{}@", pending.id))
             && !confirm.body.contains(&format!("{}@", failed.id)),
         "{}",
         confirm.body
+    );
+    // A confirmation, or a job page, reached from another site or port of this host
+    // (the browser's `Sec-Fetch-Site`) carries no action form (outside try 24c M1).
+    for path in [
+        "/jobs/bulk?action=hold".to_string(),
+        format!("/jobs/{}", pending.id),
+        format!("/jobs/{}/delete", failed.id),
+    ] {
+        for (site, armed) in [
+            ("same-site", false),
+            ("cross-site", false),
+            ("same-origin", true),
+            ("none", true),
+        ] {
+            let a = request(
+                addr,
+                "GET",
+                &path,
+                &[("Sec-Fetch-Site", site.to_string())],
+                "",
+            )
+            .await;
+            assert_eq!(a.status, 200, "{path} {site}: {}", a.body);
+            assert_eq!(
+                a.body.contains("<form class=\"action\""),
+                armed,
+                "{path} {site}: {}",
+                a.body
+            );
+            assert_eq!(a.body.contains("id=\"not-armed\""), !armed, "{path} {site}");
+        }
+    }
+    // A delete confirmation of a job delete does not apply to offers no button (L3).
+    let page = get(addr, &format!("/jobs/{}/delete", recorded.id)).await;
+    assert!(
+        page.body.contains("id=\"not-applicable\"")
+            && !page.body.contains("<form class=\"action\""),
+        "{}",
+        page.body
     );
     stop.cancel();
 }
@@ -439,6 +479,39 @@ async fn sign_ins_are_rate_limited_and_a_blank_token_is_refused() {
         a.body
     );
     stop.cancel();
+}
+
+/// Outside try 24c M2: with the database's pages damaged (all but the first), every
+/// page that reads it answered 503 "malformed" while `/healthz` answered `ok`: it read
+/// only the schema version, from a cached page. It now reads every table.
+#[tokio::test]
+async fn healthz_fails_while_the_databases_tables_cannot_be_read() {
+    let served = serve("console-db-damaged").await;
+    let db = archivist_testkit::db::tree_database(served.session.chroot()).await;
+    fixtures::episode(&served.session, 1, "One").await;
+    fixtures::clip(&served.session, 1, "Jingle").await;
+    assert_eq!(get(served.addr, "/healthz").await.status, 200);
+    drop(db);
+    let url = archivist_testkit::db::tree_database_url(served.session.chroot());
+    let path = url.trim_start_matches("sqlite://").to_string();
+    // Every page after the first damaged, in place (the first, with the header and its
+    // change counter, intact: SQLite keeps what it cached), in the file and its WAL.
+    for file in [path.clone(), format!("{path}-wal")] {
+        let Ok(mut bytes) = std::fs::read(&file) else {
+            continue;
+        };
+        for (i, b) in bytes.iter_mut().enumerate().skip(4096) {
+            *b = (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[1];
+        }
+        std::fs::write(&file, &bytes).expect("damage the file in place");
+    }
+    let page = get(served.addr, "/search?q=One").await;
+    assert_eq!(page.status, 503, "{}", page.body);
+    for _ in 0..5 {
+        let a = get(served.addr, "/healthz").await;
+        assert_eq!(a.status, 503, "{}", a.body);
+        assert!(a.body.contains("database"), "{}", a.body);
+    }
 }
 
 /// Outside 23b M5: the player plays the episode's URL, whose host may now serve other

@@ -104,7 +104,12 @@ impl Action {
             Action::Cancel => {
                 status != JobState::Cancelled && table.allows(status, JobState::Cancelled)
             }
-            Action::Release => status == JobState::Held || request == Some(JobRequest::Hold),
+            // A hold request is withdrawn only where it can still take effect (outside
+            // try 24c L3: "release…" was offered on the failed and recorded lists).
+            Action::Release => {
+                status == JobState::Held
+                    || (request == Some(JobRequest::Hold) && table.allows(status, JobState::Held))
+            }
             Action::Delete => matches!(
                 status,
                 JobState::Failed | JobState::Held | JobState::Cancelled
