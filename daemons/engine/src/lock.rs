@@ -172,17 +172,37 @@ impl JobLock {
     }
 
     /// Releases the lock on its own (when no transition happens). A delete whose reply
-    /// was lost is sent again until it is seen (`NoNode`: the lost one was applied), so
-    /// the lock is not left behind on a session that goes on living.
+    /// was lost may have applied, and another session may have taken the job's lock
+    /// since, at version 0 too: so it is not sent again blindly, but only while the node
+    /// is still this session's (`ephemeralOwner`); gone, or another's, means the lost
+    /// delete applied (outside 17n H1: the resent delete removed the lock another
+    /// researcher had just taken, and the job was researched twice). The lock is not
+    /// left behind on a session that goes on living.
     pub async fn release(self, session: &Session) -> Result<()> {
+        match session
+            .client()
+            .delete(&self.path, Some(self.version))
+            .await
+        {
+            Ok(()) | Err(zk::Error::NoNode) => return Ok(()),
+            Err(e) if !reply_may_be_lost(&e) || session.is_lost() => {
+                return Err(EngineError::zk("delete", &self.path, e))
+            }
+            Err(_) => {}
+        }
         while_reply_lost(session, || async {
-            match session
-                .client()
-                .delete(&self.path, Some(self.version))
-                .await
-            {
-                Ok(()) | Err(zk::Error::NoNode) => Ok(()),
-                Err(e) => Err(EngineError::zk("delete", &self.path, e)),
+            match store::exists(session, &self.path).await? {
+                Some(stat) if stat.ephemeral_owner == session.id_number() => {
+                    match session
+                        .client()
+                        .delete(&self.path, Some(stat.version))
+                        .await
+                    {
+                        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+                        Err(e) => Err(EngineError::zk("delete", &self.path, e)),
+                    }
+                }
+                _ => Ok(()),
             }
         })
         .await

@@ -58,6 +58,53 @@ async fn a_lock_created_but_unconfirmed_is_found_and_kept_by_its_session() {
     assert!(other.is_some(), "the job is claimable after the release");
 }
 
+/// Outside 17n H1: a release whose reply was lost was sent again after the reconnect;
+/// meanwhile another session had taken the job's lock (also at version 0), and the
+/// resent delete removed that lock: two researchers then worked on one job. The
+/// release now deletes only a node its own session still owns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_whose_reply_was_lost_leaves_a_lock_another_session_took_since() {
+    let (config, setup) = archivist_testkit::fresh_tree("lostreply-release").await;
+    let job = create(&setup, 0, 1_700_000_000_000).await;
+    let cut = LostReply::start(archivist_testkit::zk_connect()).await;
+    let proxied = ZkConfig::new(cut.addr().to_string())
+        .with_chroot(config.chroot.clone())
+        .with_session_timeout(Duration::from_secs(30));
+    let session = Session::connect(&proxied)
+        .await
+        .expect("connect through proxy");
+    let lock = JobLock::try_acquire(&session, &job.id, "researcher-1")
+        .await
+        .unwrap()
+        .expect("the lock");
+    // The release's reply is lost and the reconnect takes a while; meanwhile another
+    // session takes the freed lock.
+    cut.slow_reconnect(Duration::from_millis(1500));
+    cut.cut_next();
+    let releasing = tokio::spawn({
+        let session = session.clone();
+        async move { lock.release(&session).await }
+    });
+    let other = archivist_testkit::eventually(Duration::from_secs(5), || async {
+        matches!(
+            JobLock::try_acquire(&setup, &job.id, "researcher-2").await,
+            Ok(Some(_))
+        )
+    })
+    .await;
+    assert!(other, "the other session could not take the freed lock");
+    releasing
+        .await
+        .unwrap()
+        .expect("release after a lost reply");
+    assert!(!cut.armed(), "the proxy never cut the release's reply");
+    let stat = store::exists(&setup, &paths::job_lock(&job.id))
+        .await
+        .unwrap()
+        .expect("the other session's lock is still there");
+    assert_eq!(stat.ephemeral_owner, setup.id_number());
+}
+
 /// Persistent watches survive a reconnect of the same session. zookeeper-client 0.11.2
 /// re-sent only data, exist and child watches after a reconnect (the persistent ones
 /// were left out of `SetWatches2` by `index.max(index)`), so after any dropped

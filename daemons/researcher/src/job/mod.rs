@@ -358,16 +358,18 @@ impl Worker {
             // The connection dropped mid-write (a ZooKeeper leader change, say): the session
             // lives on, so the job is not at fault; the caller releases it to be resumed.
             Err(e) if e.is_retryable() && !e.is_session_lost() => {
-                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "ZooKeeper connection kept failing mid-job; releasing the job");
-                Err(e)
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "ZooKeeper connection kept failing mid-job; giving the job back");
+                let why = format!("the ZooKeeper connection kept failing ({e})");
+                self.give_back(&ctx, &why).await.or(Err(e))
             }
             // The database is down, locked or its disk full: not the job's fault, and
             // failing it left every job in flight for an operator's `retry` (outside
             // 17m M2). Released as for a dropped connection: the lease runs out and the
             // pairs are planned again once the database answers.
             Err(e) if database_unavailable(&e) => {
-                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "the database is unavailable mid-job; releasing the job for a later try");
-                Err(e)
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, error = %e, "the database is unavailable mid-job; giving the job back for a later try");
+                let why = format!("the database is unavailable ({e})");
+                self.give_back(&ctx, &why).await.or(Err(e))
             }
             Err(e) if !e.is_session_lost() => {
                 // Something unexpected: record it on the job if we still can.
@@ -378,6 +380,43 @@ impl Worker {
                 }
             }
             other => other,
+        }
+    }
+
+    /// Gives a job back that this researcher cannot go on with for a reason that is not
+    /// the job's (the database down, the ZooKeeper connection failing): a `leased` job
+    /// goes back to `pending` (another researcher, or this one later, takes it); a
+    /// `researching` one is `reported` with what was done, as at shutdown (the recorder
+    /// stores its reports; the planner plans the rest again). Before, the lock was only
+    /// released and the job left `leased`, and the reaper expired it blaming "researcher
+    /// lost: its lock vanished with its session" of a session that lived (outside 17n
+    /// M1). `Err` when even that cannot be written: the caller releases the lock.
+    async fn give_back(&self, ctx: &JobCtx, why: &str) -> Result<Outcome, EngineError> {
+        ctx.refresh().await;
+        if ctx.request().is_some() {
+            return self.obey(ctx).await;
+        }
+        if ctx.status().await == JobState::Researching {
+            ctx.transition(Move::release(
+                JobState::Reported,
+                "final report",
+                format!("given back with the reports made so far: {why}"),
+            ))
+            .await?;
+            return Ok(Outcome::WoundDown { reports: 0 });
+        }
+        let mut m = Move::release(
+            JobState::Pending,
+            "give back",
+            format!("handed back: {why}"),
+        );
+        m.clear_holder = true;
+        m.lease = LeaseOp::ClearHolder;
+        m.yield_to_request = true;
+        match ctx.transition(m).await {
+            Ok(()) => Ok(Outcome::HandedBack),
+            Err(EngineError::WrongState { .. }) if ctx.request().is_some() => self.obey(ctx).await,
+            Err(e) => Err(e),
         }
     }
 

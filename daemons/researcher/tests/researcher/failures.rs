@@ -374,3 +374,68 @@ async fn an_episode_longer_than_max_audio_hours_fails_as_too_long() {
         );
     }
 }
+
+/// Outside 17n M1: a researcher that could not go on for a reason that is not the job's
+/// (the database unavailable) released the lock and left the job `leased`; the reaper
+/// then expired it blaming "researcher lost: its lock vanished with its session" of a
+/// session that lived. The job is now given back: here, still `leased` when the
+/// database refused its rendition, it goes back to `pending`, and is researched once
+/// the database answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_the_database_stops_midway_is_given_back_not_left_leased() {
+    let (config, session) = archivist_testkit::fresh_tree("researcher-db-busy").await;
+    let url = archivist_testkit::db::tree_database_url(session.chroot());
+    let db = archivist_testkit::db::tree_database(session.chroot()).await;
+    let Some(path) = url.strip_prefix("sqlite://").map(str::to_string) else {
+        return;
+    };
+    let server = Server::start().await;
+    let audio = audio();
+    let clips = serve_clips(&db, &server, 1).await;
+    let episode = server.route("/e.wav", Route::audio(&audio.episode));
+    // Another process holds the database's write lock for longer than the busy
+    // timeout (30 s): the researcher's first write (the rendition) is refused.
+    let mut locker = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys,time\nc=sqlite3.connect(sys.argv[1],isolation_level=None,timeout=60)\nc.execute('BEGIN EXCLUSIVE')\nprint('locked',flush=True)\ntime.sleep(float(sys.argv[2]))\nc.execute('ROLLBACK')",
+            &path,
+            "34",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        let out = locker.stdout.take().expect("stdout");
+        std::io::BufReader::new(out)
+            .read_line(&mut line)
+            .expect("locked");
+        assert_eq!(line.trim(), "locked");
+    }
+    let researcher = start(
+        &config,
+        &db,
+        settings(&work_dir("db-busy")),
+        "researcher-db-busy",
+    );
+    let job = plan(&session, "e0000001", &episode, &clips).await;
+    let done = wait_for(
+        &session,
+        &job.id,
+        &[JobState::Reported, JobState::Failed, JobState::Expired],
+        Duration::from_secs(120),
+    )
+    .await;
+    let _ = locker.wait();
+    researcher.stop().await;
+    assert_eq!(done.status, JobState::Reported, "{done:#?}");
+    assert!(
+        done.events
+            .iter()
+            .any(|e| e.step == "give back" && e.result.contains("database is unavailable")),
+        "{done:#?}"
+    );
+    assert!(done.events.iter().all(|e| e.step != "reap"), "{done:#?}");
+}
