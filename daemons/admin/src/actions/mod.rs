@@ -275,13 +275,17 @@ async fn acquire_patiently(
 }
 
 /// Is the job's lock held by a registered daemon's session (one that reads requests and
-/// acts on them)? False for another admin command, the console, or no lock.
-async fn held_by_daemon(session: &Session, job: &str) -> bool {
+/// acts on them)? `Some(false)` for another admin command, the console or a persistent
+/// lock; `None` when the lock is gone (the holder let go meanwhile) or cannot be read.
+async fn held_by_daemon(session: &Session, job: &str) -> Option<bool> {
     match lock::holder(session, job).await {
-        Ok(Some((_, stat))) if stat.ephemeral_owner != 0 => daemon_sessions(session)
-            .await
-            .contains(&stat.ephemeral_owner),
-        _ => false,
+        Ok(Some((_, stat))) if stat.ephemeral_owner != 0 => Some(
+            daemon_sessions(session)
+                .await
+                .contains(&stat.ephemeral_owner),
+        ),
+        Ok(Some(_)) => Some(false),
+        _ => None,
     }
 }
 

@@ -146,12 +146,16 @@ async fn stop(
             // Only a daemon reads requests: a lock another admin command or the console
             // kept past the wait moves nothing (outside 17m L2: "the holder moves it
             // within seconds" of a holder that never would).
-            let who = if held_by_daemon(session, &seen.job.id).await {
-                format!("the holder moves it to {target} within seconds")
-            } else {
-                format!(
+            // A lock gone by now was let go meanwhile (outside 17n M2: a researcher
+            // finishing as the request was written was called "no daemon").
+            let who = match held_by_daemon(session, &seen.job.id).await {
+                Some(true) => format!("the holder moves it to {target} within seconds"),
+                Some(false) => format!(
                     "the holder is no daemon and reads no requests: the job moves to {target} when a daemon takes it next (a researcher's claim, or the reaper)"
-                )
+                ),
+                None => format!(
+                    "its holder let go of it meanwhile: the request stays on the job, and the daemon that takes it next moves it to {target} (`archivist jobs show` says where it is)"
+                ),
             };
             Ok(report(
                 seen,
