@@ -122,9 +122,11 @@ pub async fn tree_is_bound(zk: &archivist_engine::ZkConfig) -> Result<bool> {
         Err(archivist_engine::EngineError::NotInitialised { .. }) => return Ok(false),
         Err(e) => return Err(e.into()),
     };
-    let meta =
-        archivist_engine::store::read::<TreeMeta>(&session, archivist_engine::schema::paths::META)
-            .await;
+    let meta = archivist_engine::store::read_patiently::<TreeMeta>(
+        &session,
+        archivist_engine::schema::paths::META,
+    )
+    .await;
     session.close(std::time::Duration::from_secs(2)).await;
     Ok(meta?.is_some_and(|(meta, _)| meta.database_bound))
 }
@@ -135,7 +137,7 @@ pub async fn tree_is_bound(zk: &archivist_engine::ZkConfig) -> Result<bool> {
 /// only inserted if absent, and each step is followed by reading both again.
 pub async fn bind(session: &Session, db: &Database, mode: Mode) -> Result<()> {
     for _ in 0..20 {
-        let read = archivist_engine::store::read::<TreeMeta>(
+        let read = archivist_engine::store::read_patiently::<TreeMeta>(
             session,
             archivist_engine::schema::paths::META,
         )

@@ -15,6 +15,18 @@ pub async fn read<T: Record>(session: &Session, path: &str) -> Result<Option<(T,
     }
 }
 
+/// [`read`], sent again while its reply is lost (for at most the session timeout plus
+/// the connect timeout, [`crate::lock::while_reply_lost`]): for the reads a process
+/// starts with, which a connection reset must not turn into an exit (outside 17n M3:
+/// every daemon exited 1 "get /meta: Connection reset by peer" when the reply to its
+/// first read was lost). A read is safe to send again.
+pub async fn read_patiently<T: Record>(
+    session: &Session,
+    path: &str,
+) -> Result<Option<(T, zk::Stat)>> {
+    crate::lock::while_reply_lost(session, || read(session, path)).await
+}
+
 /// Reads and decodes a record that must exist.
 pub async fn read_required<T: Record>(session: &Session, path: &str) -> Result<(T, zk::Stat)> {
     read(session, path)

@@ -232,7 +232,7 @@ pub async fn check_present(session: &Session) -> Result<()> {
 
 /// Fails with [`EngineError::NotInitialised`] unless `init` has run on this tree.
 pub async fn check_initialised(session: &Session) -> Result<TreeMeta> {
-    match store::read::<TreeMeta>(session, paths::META).await? {
+    match store::read_patiently::<TreeMeta>(session, paths::META).await? {
         Some((meta, _)) => Ok(meta),
         None => Err(EngineError::NotInitialised {
             chroot: session.chroot().to_string(),

@@ -105,6 +105,26 @@ async fn a_release_whose_reply_was_lost_leaves_a_lock_another_session_took_since
     assert_eq!(stat.ephemeral_owner, setup.id_number());
 }
 
+/// Outside 17n M3: every daemon exited 1 at start when the reply to its first read (of
+/// `/meta`) was lost. The reads a process starts with are sent again while their reply
+/// is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_read_of_a_process_survives_a_lost_reply() {
+    let (config, _setup) = archivist_testkit::fresh_tree("lostreply-first-read").await;
+    let cut = LostReply::start(archivist_testkit::zk_connect()).await;
+    let proxied = ZkConfig::new(cut.addr().to_string())
+        .with_chroot(config.chroot.clone())
+        .with_session_timeout(Duration::from_secs(30));
+    let session = Session::connect(&proxied)
+        .await
+        .expect("connect through proxy");
+    cut.cut_next();
+    archivist_engine::tree::check_initialised(&session)
+        .await
+        .expect("the read is sent again, not failed");
+    assert!(!cut.armed(), "the proxy never cut the read's reply");
+}
+
 /// Persistent watches survive a reconnect of the same session. zookeeper-client 0.11.2
 /// re-sent only data, exist and child watches after a reconnect (the persistent ones
 /// were left out of `SetWatches2` by `index.max(index)`), so after any dropped
