@@ -198,12 +198,29 @@ impl Worker {
             return Revalidated::Unchanged;
         }
         let other = self.latest_other(ctx, url, pin).await;
+        // A host that sends no entity tags, only `Last-Modified`: after a re-upload the
+        // question asks "modified since the other rendition's date?", or every later job
+        // downloaded the whole new body again (outside 23c N1). Its `304` names no tag,
+        // so it is taken as that rendition (the job researches the pin either way).
+        let dated_other = match (&other, &pin.rendition.etag) {
+            (None, None) => self.latest_dated_other(ctx, url, pin).await,
+            _ => None,
+        };
         let mut known = vec![validators];
         if let Some(o) = &other {
             known.push(Validators {
                 etag: o.etag.clone(),
                 last_modified: None,
             });
+        }
+        if let Some(o) = &dated_other {
+            known.insert(
+                0,
+                Validators {
+                    etag: None,
+                    last_modified: o.last_modified.clone(),
+                },
+            );
         }
         let never = CancellationToken::new();
         let progress = |_: u64, _: Option<u64>| {};
@@ -219,6 +236,14 @@ impl Worker {
                     Revalidated::StillOther {
                         sha256: o.sha256.clone(),
                     }
+                }
+                (None, None) if dated_other.is_some() => {
+                    let o = dated_other
+                        .as_ref()
+                        .map(|o| o.sha256.clone())
+                        .unwrap_or_default();
+                    self.saw(ctx, &o, None).await;
+                    Revalidated::StillOther { sha256: o }
                 }
                 _ => {
                     self.saw(ctx, pinned, None).await;
@@ -241,6 +266,18 @@ impl Worker {
         };
         let _ = tokio::fs::remove_file(dest).await;
         found
+    }
+
+    /// The rendition from `url` other than the pin that was seen last, when it was seen
+    /// last of all (the server's current audio) and has a `Last-Modified` but no entity
+    /// tag: what a host that sends only dates is asked about ([`Worker::revalidate`]).
+    async fn latest_dated_other(&self, ctx: &JobCtx, url: &str, pin: &Pin) -> Option<Rendition> {
+        let seen = renditions::recently_seen(&self.db, &ctx.episode)
+            .await
+            .ok()?;
+        let last = seen.into_iter().find(|r| r.url == url)?;
+        (last.sha256 != pin.rendition.sha256 && last.etag.is_none() && last.last_modified.is_some())
+            .then_some(last)
     }
 
     /// A sighting of a recorded rendition (a `304` naming it, a `200` with its bytes):

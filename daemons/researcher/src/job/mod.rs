@@ -499,7 +499,26 @@ impl Worker {
             .await?;
             return Ok(Outcome::Reported { reports: 0 });
         }
-        let url = ctx.media_url().await;
+        // The catalog's media URL now, not the one the job was planned with: an episode
+        // re-curated to another URL (a wrong file fixed) since the job was planned is
+        // fetched from where it is now (outside 23c N3: a queued job researched the
+        // wrong file after the fix, and a held one moved the pin back to its audio). An
+        // episode not in the catalog keeps the job's URL.
+        let planned_url = ctx.media_url().await;
+        let current = catalog::episode(&self.db, &ctx.episode)
+            .await
+            .map_err(episode::db_error)?
+            .map(|e| e.fields.media_url);
+        let (url, url_note) = match current {
+            Some(now) if now != planned_url => {
+                tracing::warn!(job = %ctx.job_id, episode = %ctx.episode, planned = %planned_url, %now, "the episode's media URL changed since the job was planned; fetching it from the catalog's");
+                let note = format!(
+                    "the episode's media URL changed since the job was planned ({planned_url} -> {now}): researched at the catalog's"
+                );
+                (now, Some(note))
+            }
+            _ => (planned_url, None),
+        };
         let dest = self
             .work_dir
             .join("episodes")
@@ -643,6 +662,10 @@ impl Worker {
             settled => settled?,
         };
         let mut note = format!("ok: {episode_s:.3} s of audio; {rendition}");
+        if let Some(changed) = &url_note {
+            note.push_str("; ");
+            note.push_str(changed);
+        }
         for w in &warnings {
             note.push_str("; ");
             note.push_str(w);

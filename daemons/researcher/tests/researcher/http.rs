@@ -77,6 +77,13 @@ pub enum Route {
     /// Audio with an `ETag` and a `Last-Modified`: `304 Not Modified` (no body) to a
     /// request whose `If-None-Match` names the tag, else 200 with the body.
     Tagged { body: Arc<Vec<u8>>, etag: String },
+    /// Audio with a `Last-Modified` and no `ETag` (many static hosts): `304 Not
+    /// Modified` to a request whose `If-Modified-Since` is at or after that date (RFC
+    /// 9110 section 13.1.3), else 200 with the body.
+    Dated {
+        body: Arc<Vec<u8>>,
+        last_modified: std::time::SystemTime,
+    },
 }
 
 impl Route {
@@ -281,6 +288,7 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
         })
     };
     let if_none_match = header("if-none-match");
+    let if_modified_since = header("if-modified-since");
     let _in_flight = InFlight::new(&state);
     let served = |n: usize| {
         *state.lock().unwrap().bytes.entry(path.clone()).or_insert(0) += n as u64;
@@ -363,6 +371,30 @@ async fn handle(mut stream: TcpStream, state: Arc<Mutex<State>>) -> std::io::Res
             } else {
                 let header = format!(
                     "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: audio/wav\r\n{validators}Connection: close\r\n\r\n",
+                    body.len()
+                );
+                stream.write_all(header.as_bytes()).await?;
+                stream.write_all(&body).await?;
+                served(body.len());
+            }
+        }
+        Route::Dated {
+            body,
+            last_modified,
+        } => {
+            let date = httpdate::fmt_http_date(last_modified);
+            let not_modified = if_modified_since
+                .as_deref()
+                .and_then(|d| httpdate::parse_http_date(d).ok())
+                .is_some_and(|since| last_modified <= since);
+            if not_modified {
+                let header = format!(
+                    "HTTP/1.1 304 Not Modified\r\nLast-Modified: {date}\r\nConnection: close\r\n\r\n"
+                );
+                stream.write_all(header.as_bytes()).await?;
+            } else {
+                let header = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: audio/wav\r\nLast-Modified: {date}\r\nConnection: close\r\n\r\n",
                     body.len()
                 );
                 stream.write_all(header.as_bytes()).await?;

@@ -697,6 +697,114 @@ async fn a_work_directory_that_cannot_take_the_copy_fails_the_job_without_downlo
     }
 }
 
+/// Outside 23c N1: after a re-upload at a host that sends `Last-Modified` but no
+/// `ETag`, the question asked only about the pin's date, and every later job downloaded
+/// the whole new body again. It asks about the date of the rendition seen last now: one
+/// download for the change, then `304`s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reupload_at_a_host_without_etags_later_jobs_download_nothing() {
+    for (config, session, db) in stores("researcher-media-dated").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = copies_of_one_clip(&db, &server, 4).await;
+        let first = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let url = server.route(
+            "/e1.wav",
+            Route::Dated {
+                body: audio.episode.clone(),
+                last_modified: first,
+            },
+        );
+        let work = work_dir("media-dated");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-dated");
+        research(&session, &db, "e0000001", &url, &clips[..1]).await;
+        // Re-uploaded: other audio, a later date, still no ETag.
+        let other = std::sync::Arc::new(rotated(&audio.episode, 3.0));
+        server.route(
+            "/e1.wav",
+            Route::Dated {
+                body: other.clone(),
+                last_modified: first + Duration::from_secs(86_400),
+            },
+        );
+        let (job, _) = research(&session, &db, "e0000001", &url, &clips[1..2]).await;
+        assert!(decoded_note(&job).contains("the server now serves other audio"));
+        let served = server.bytes_served("/e1.wav");
+        for clip in &clips[2..4] {
+            let (job, _) =
+                research(&session, &db, "e0000001", &url, std::slice::from_ref(clip)).await;
+            let note = decoded_note(&job);
+            assert!(
+                note.contains("(0 episode bytes downloaded)")
+                    && note.contains("still serves the other audio recorded before"),
+                "{note}"
+            );
+        }
+        assert_eq!(server.bytes_served("/e1.wav"), served, "downloaded again");
+        researcher.stop().await;
+    }
+}
+
+/// Outside 23c N3: a job planned before its episode was re-curated to another URL (a
+/// wrong file fixed) still fetched the old URL. It fetches the catalog's URL now, and
+/// its event says the URL changed since it was planned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_planned_before_the_episode_moved_fetches_the_catalogs_url() {
+    use archivist_engine::schema::records::EpisodeRecord;
+    use archivist_engine::schema::SCHEMA_VERSION;
+    for (config, session, db) in stores("researcher-media-moved").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 1).await;
+        let wrong = server.route(
+            "/wrong.wav",
+            Route::audio(&std::sync::Arc::new(rotated(&audio.episode, 3.0))),
+        );
+        let right = server.route("/right.wav", Route::audio(&audio.episode));
+        let record = |url: &str| {
+            archivist_db::catalog::CatalogRecord::Episode(EpisodeRecord {
+                schema: SCHEMA_VERSION,
+                id: "e0000001".into(),
+                air_date: None,
+                fields: archivist_testkit::catalog::fields(
+                    "Episode one",
+                    url,
+                    time::OffsetDateTime::now_utc(),
+                ),
+            })
+        };
+        archivist_db::catalog::put(&db, &[record(&wrong)])
+            .await
+            .expect("the episode at the wrong URL");
+        let job = plan(&session, "e0000001", &wrong, &clips).await;
+        // Fixed in the catalog before any researcher took the job.
+        archivist_db::catalog::put(&db, &[record(&right)])
+            .await
+            .expect("the episode moved");
+        let work = work_dir("media-moved");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-moved");
+        let done = finished(&session, &job.id).await;
+        researcher.stop().await;
+        assert_eq!(done.status, JobState::Reported, "{done:#?}");
+        let note = decoded_note(&done);
+        assert!(
+            note.contains("media URL changed since the job was planned"),
+            "{note}"
+        );
+        assert_eq!(
+            server.bytes_served("/wrong.wav"),
+            0,
+            "the old URL was fetched"
+        );
+        let reports = record_reports(&session, &db).await;
+        assert_near(
+            &offsets(&reports, &clips[0]),
+            &audio.clips[0].2,
+            "at the right URL",
+        );
+    }
+}
+
 /// Outside 23b M2 and M3: a host serving A, then B, then C, then B again asked the
 /// question naming C for ever, so every job downloaded B again and counted a change;
 /// and once it went back to A, `status` still said it "now serves other audio". The
