@@ -140,19 +140,6 @@ pub struct EpisodeResults {
     pub rows: Vec<ResultRow>,
 }
 
-impl EpisodeResults {
-    /// The rendition the server served when last asked, if it is not the pinned one the
-    /// results were measured on: a player of the episode's URL plays other audio than
-    /// the offsets are true of (outside 23b M5).
-    pub fn serves_other_than_pin(&self) -> Option<&RenditionLine> {
-        let pinned = self.renditions.iter().any(|r| r.pinned);
-        self.renditions
-            .iter()
-            .find(|r| r.served_last && !r.pinned)
-            .filter(|_| pinned)
-    }
-}
-
 /// One rendition of an episode in `results --episode`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RenditionLine {

@@ -42,6 +42,24 @@ pub async fn episode_page(
         .filter(|r| !r.found && r.error.is_none())
         .collect();
     let errors: Vec<&ResultRow> = res.rows.iter().filter(|r| r.error.is_some()).collect();
+    // What the player plays is what the host serves now: marks measured on any other
+    // rendition may not match it, a re-upload's or a moved pin's alike (outside 23b M5,
+    // 23c N2: after the pin moved, the old marks played on the new audio unwarned).
+    let served_now = res
+        .renditions
+        .iter()
+        .find(|r| r.served_last)
+        .map(|r| archivist_admin::results::rendition_prefix(&r.sha256));
+    let on_other_audio: Vec<&&ResultRow> = found
+        .iter()
+        .filter(|r| matches!((&r.rendition, &served_now), (Some(a), Some(now)) if a != now))
+        .collect();
+    let mut others: Vec<&str> = on_other_audio
+        .iter()
+        .filter_map(|r| r.rendition.as_deref())
+        .collect();
+    others.sort_unstable();
+    others.dedup();
     Ok(layout::page(
         &res.title,
         console.settings().refresh_s,
@@ -52,10 +70,12 @@ pub async fn episode_page(
                 " · results: " (crate::export::links("episodes", &res.episode)) }
             @let playable = timeline::playable(&url);
             audio #player controls preload="metadata" src=[playable] data-src=[playable] {}
-            @if let (Some(other), Some(pin)) = (res.serves_other_than_pin(), res.renditions.iter().find(|r| r.pinned)) {
-                p.error #other-audio { "The episode's host served other audio when last asked (rendition "
-                    code { (other.sha256.get(..12).unwrap_or(&other.sha256)) } ") than the audio these results were measured on (rendition "
-                    code { (pin.sha256.get(..12).unwrap_or(&pin.sha256)) } "). The player plays what the host serves now, so the marks may not match what you hear." }
+            @if let Some(now) = served_now.as_deref() {
+                @if !on_other_audio.is_empty() {
+                    p.error #other-audio { (on_other_audio.len()) " of the " (found.len()) " marks were measured on audio the episode's host no longer serves (rendition "
+                        @for (i, r) in others.iter().enumerate() { @if i > 0 { ", " } code { (r) } }
+                        "); when last asked it served rendition " code { (now) } ". The player plays what the host serves now, so those marks may not match what you hear (the Audio column says which)." }
+                }
             }
             @if playable.is_none() {
                 p.error #unplayable { "The episode's media URL is not an http or https URL, so it is not played or linked: " code { (url) } }
@@ -68,12 +88,13 @@ pub async fn episode_page(
                 @if !found.is_empty() {
                     h2 { "Occurrences" }
                     table #occurrences {
-                        tr { th { "At" } th { "Clip" } th { "Title" } th.num { "Confidence" } th { "Match" } th { "Job" } th {} }
+                        tr { th { "At" } th { "Clip" } th { "Title" } th.num { "Confidence" } th { "Match" } th { "Audio" } th { "Job" } th {} }
                         @for r in &found {
                             @let at = r.at.unwrap_or(0.0);
                             tr {
                                 td.num { (clock(at)) } td { (clip_link(&r.clip)) } td { (r.clip_title) }
                                 td.num { (conf(r)) } td { (how(r)) }
+                                td { @if let Some(a) = &r.rendition { code { (a) } @if served_now.as_deref().is_some_and(|n| n != a) { " (not served now)" } } }
                                 td { @if let Some(j) = &r.job { (job_link(j)) } }
                                 td { @if let Some(href) = timeline::media_at(&url, at) {
                                     a.play href=(href) data-t=(timeline::fragment_seconds(at)) { "▶ play" } } }

@@ -540,6 +540,9 @@ async fn the_episode_page_warns_when_the_host_serves_other_audio_than_the_pin() 
     renditions::record(&db, &rendition('a'))
         .await
         .expect("pin a");
+    renditions::record_run(&db, &id, "j0000000001", &"a".repeat(64), true)
+        .await
+        .expect("the run was measured on a");
     let page = get(served.addr, &format!("/episodes/{id}")).await;
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(!page.body.contains("id=\"other-audio\""), "{}", page.body);
@@ -559,6 +562,23 @@ async fn the_episode_page_warns_when_the_host_serves_other_audio_than_the_pin() 
         .expect("saw a"));
     let page = get(served.addr, &format!("/episodes/{id}")).await;
     assert!(!page.body.contains("id=\"other-audio\""), "{}", page.body);
+    // The pin moves to b (a left the store) and the host serves b: the marks measured
+    // on a are still on other audio than the player plays (outside 23c N2).
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    assert!(
+        renditions::move_pin(&db, &id, &"a".repeat(64), &"b".repeat(64))
+            .await
+            .expect("move")
+    );
+    assert!(renditions::saw(&db, &id, &"b".repeat(64), None)
+        .await
+        .expect("saw b"));
+    let page = get(served.addr, &format!("/episodes/{id}")).await;
+    assert!(
+        page.body.contains("id=\"other-audio\"") && page.body.contains("(not served now)"),
+        "{}",
+        page.body
+    );
 }
 
 /// A request with a method, headers (`Host` is the bound address unless given) and a
