@@ -98,6 +98,12 @@ pub struct FileConfig {
 }
 
 fn scalar(text: &str) -> serde_yaml::Value {
+    // Blanks parse as YAML null, which turned `ARCHIVIST__CONSOLE__ACTIONS_TOKEN` of 16
+    // spaces into "no token" and a silently read-only console (outside try 24c L5):
+    // a value given but blank stays the text it is, for the setting's own check.
+    if !text.is_empty() && text.trim().is_empty() {
+        return serde_yaml::Value::String(text.to_string());
+    }
     serde_yaml::from_str(text).unwrap_or_else(|_| serde_yaml::Value::String(text.to_string()))
 }
 
@@ -235,6 +241,22 @@ mod tests {
         .unwrap();
         assert_eq!(c.planner.max_clips, 9);
         assert_eq!(c.zookeeper.chroot.as_deref(), Some("/x"));
+    }
+
+    /// Outside try 24c L5: a blank token from the environment became "no token" (a
+    /// read-only console, silently); it is the blank text now, which the console's
+    /// check refuses.
+    #[test]
+    fn a_blank_environment_value_stays_blank_text() {
+        let c = parse(
+            "",
+            vars(&[("ARCHIVIST__CONSOLE__ACTIONS_TOKEN", "                ")]),
+            "t",
+        )
+        .unwrap();
+        let token = c.console.actions_token.as_ref().expect("a token, blank");
+        assert_eq!(token.0, " ".repeat(16));
+        assert!(c.console.check().is_err());
     }
 
     #[test]

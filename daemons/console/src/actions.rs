@@ -546,8 +546,16 @@ async fn run(
     if let Err(e) = check_action(action) {
         return e.into_response();
     }
+    let posted = form.jobs.split_whitespace().count();
+    if posted > MAX_BULK {
+        // Never cut silently (outside try 24c L6: 1,500 posted, 1,000 acted on, no word).
+        return PageError::Invalid(format!(
+            "{posted} jobs posted: one action takes at most {MAX_BULK} (nothing was done)"
+        ))
+        .into_response();
+    }
     let mut jobs: Vec<(String, i32)> = Vec::new();
-    for item in form.jobs.split_whitespace().take(MAX_BULK) {
+    for item in form.jobs.split_whitespace() {
         match parse_job(item) {
             Ok(job) if jobs.iter().all(|(id, _)| *id != job.0) => jobs.push(job),
             Ok(_) => {}

@@ -434,6 +434,19 @@ async fn pages_offer_only_the_actions_that_can_change_the_job() {
             assert_eq!(a.body.contains("id=\"not-armed\""), !armed, "{path} {site}");
         }
     }
+    // More jobs posted than one action takes: refused whole, not cut (24c L6).
+    let token = sign_in(addr, "alice").await;
+    let many: Vec<String> = (1..=1001).map(|n| format!("j{n:010}@0")).collect();
+    let a = request(
+        addr,
+        "POST",
+        "/jobs/bulk/retry",
+        &[("Origin", format!("http://{addr}"))],
+        &format!("session={token}&jobs={}", many.join("+")),
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert!(a.body.contains("at most 1000"), "{}", a.body);
     // A delete confirmation of a job delete does not apply to offers no button (L3).
     let page = get(addr, &format!("/jobs/{}/delete", recorded.id)).await;
     assert!(

@@ -9,7 +9,44 @@ use crate::ANALYSIS_RATE;
 /// stretch (s).
 const LOCAL_RADIUS_S: f64 = 10.0;
 
+/// How far around a hit its own NCC curve is looked at for a stronger start
+/// ([`Matcher::not_sidelobes`]): half the clip, at most this (s).
+const SIDELOBE_RADIUS_MAX_S: f64 = 2.0;
+/// A value this close to the hit (s) is the hit's own peak, not another start.
+const SIDELOBE_OWN_PEAK_S: f64 = 0.02;
+/// How much higher (NCC) a nearby value must be to make the hit a sidelobe.
+const SIDELOBE_MARGIN: f32 = 0.02;
+
 impl Matcher {
+    /// Drops a hit that is a sidelobe of a stronger start: its own NCC curve, within half
+    /// a clip of it, is higher elsewhere (more than [`SIDELOBE_OWN_PEAK_S`] away). Two
+    /// copies of a clip closer than `min_separation`: the coarse search kept the
+    /// stronger one and suppressed the other's peak, and a sidelobe of the suppressed
+    /// copy just outside the window was verified and reported, 88 to 500 ms before the
+    /// true start, where no copy begins (outside 18l H1). A true start is the highest
+    /// point of its own neighbourhood; a hit that is not is no start.
+    pub(super) fn not_sidelobes(
+        &self,
+        clip: &PreparedClip,
+        hits: Vec<ncc::Peak>,
+    ) -> Vec<ncc::Peak> {
+        let rate = ANALYSIS_RATE as f64;
+        let radius = (clip.len() / 2).min((SIDELOBE_RADIUS_MAX_S * rate) as usize);
+        let own = SIDELOBE_OWN_PEAK_S * rate;
+        hits.into_iter()
+            .filter(|h| {
+                let Some((lo, curve)) =
+                    ncc::local_curve(&self.episode, clip, h.pos.round() as i64, radius)
+                else {
+                    return true;
+                };
+                !curve.iter().enumerate().any(|(t, v)| {
+                    ((lo + t) as f64 - h.pos).abs() > own && *v > h.ncc + SIDELOBE_MARGIN
+                })
+            })
+            .collect()
+    }
+
     /// Local CFAR check of a short clip's weak whole-clip hits: a hit must stand out from
     /// the clip's own NCC over the surrounding [`LOCAL_RADIUS_S`] seconds (its other hits
     /// left out) by [`MatchConfig::local_check_ratio`]. A short tonal sting matched against music
@@ -106,7 +143,7 @@ where
         }
     }
     let capped = list_full && verified == cands.len() && last_found;
-    (ncc::nms(hits, len, cfg.min_separation, usize::MAX), capped)
+    (ncc::nms_verified(hits, len, cfg.min_separation), capped)
 }
 
 /// Applies `max_occurrences`: when more occurrences were found, the most confident

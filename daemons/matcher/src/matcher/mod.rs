@@ -252,6 +252,7 @@ impl Matcher {
                 });
                 let (hits, capped, thr) = (verified.hits, verified.capped, verified.threshold);
                 let hits = self.stand_out_locally(&p, hits);
+                let hits = self.not_sidelobes(&p, hits);
                 let mut occ: Vec<Occurrence> = hits
                     .into_iter()
                     .filter_map(|k| refine_extent(&self.episode, &p, k.pos, k.ncc, cfg))

@@ -92,7 +92,7 @@ pub(crate) enum Revalidated {
 /// (the pin moved while it was held or waiting): its remaining clips are not researched
 /// on other audio under the same run, which names the first (outside 23b H1).
 #[derive(Debug, thiserror::Error)]
-#[error("job {job}'s earlier results were measured on rendition {measured_on}, but the episode's audio is now rendition {now} (the pin moved while the job was held or waiting): its remaining clips are not researched on other audio under the same run. `archivist delete {job}` lets the planner plan them again in a new job, measured on the audio served now")]
+#[error("job {job}'s earlier results were measured on rendition {measured_on}, but the episode's audio is now rendition {now} (the audio changed while the job was held or waiting: the pin moved, or its earlier run was on other audio than the pin): its remaining clips are not researched on other audio under the same run. `archivist delete {job}` lets the planner plan them again in a new job, measured on the audio served now")]
 pub(crate) struct RunOnOtherAudio {
     pub job: String,
     pub measured_on: String,
@@ -245,6 +245,12 @@ impl Worker {
                     self.saw(ctx, &o, None).await;
                     Revalidated::StillOther { sha256: o }
                 }
+                // Asked about two tags, answered with none (RFC 9110 says a `304` sends
+                // its `ETag`): which audio it means is unknown, so no sighting is
+                // recorded (outside 23c N4: it counted as the pin, and `status` and the
+                // console stopped saying the host serves other audio). The pin is
+                // researched either way.
+                (Some(_), None) => Revalidated::Unchanged,
                 _ => {
                     self.saw(ctx, pinned, None).await;
                     Revalidated::Unchanged
