@@ -30,6 +30,9 @@ impl Matcher {
         clip: &PreparedClip,
         hits: Vec<ncc::Peak>,
     ) -> Vec<ncc::Peak> {
+        if !self.config.sidelobe_check {
+            return hits;
+        }
         let rate = ANALYSIS_RATE as f64;
         let radius = (clip.len() / 2).min((SIDELOBE_RADIUS_MAX_S * rate) as usize);
         let own = SIDELOBE_OWN_PEAK_S * rate;

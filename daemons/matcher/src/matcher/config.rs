@@ -66,6 +66,10 @@ pub struct MatchConfig {
     /// Two occurrences of a clip must start at least this fraction of the clip
     /// length apart (default 0.75).
     pub min_separation: f64,
+    /// Drop a whole-clip hit that is not the highest point of its own NCC curve within
+    /// half a clip: a sidelobe of a stronger (possibly suppressed) copy, never a start
+    /// (default true; `false` only to measure the rule against its absence in one run).
+    pub sidelobe_check: bool,
     /// Shortest accepted clip (s, default 0.25).
     pub min_clip_s: f64,
     /// Adaptive threshold: a clip's threshold is at least this many standard
@@ -215,6 +219,7 @@ impl Default for MatchConfig {
             min_partial_s: 1.5,
             max_occurrences: 1000,
             min_separation: 0.75,
+            sidelobe_check: true,
             min_clip_s: 0.25,
             null_sigmas: 10.0,
             sure_ncc: 0.6,
