@@ -18,13 +18,14 @@ const SIDELOBE_OWN_PEAK_S: f64 = 0.02;
 const SIDELOBE_MARGIN: f32 = 0.02;
 
 impl Matcher {
-    /// Drops a hit that is a sidelobe of a stronger start: its own NCC curve, within half
-    /// a clip of it, is higher elsewhere (more than [`SIDELOBE_OWN_PEAK_S`] away). Two
+    /// Drops a hit that is a sidelobe of a suppressed start: its own NCC curve, within
+    /// half a clip of it, is higher elsewhere (more than [`SIDELOBE_OWN_PEAK_S`] away),
+    /// at a place a stronger hit's `min_separation` window covers. Two
     /// copies of a clip closer than `min_separation`: the coarse search kept the
     /// stronger one and suppressed the other's peak, and a sidelobe of the suppressed
     /// copy just outside the window was verified and reported, 88 to 500 ms before the
-    /// true start, where no copy begins (outside 18l H1). A true start is the highest
-    /// point of its own neighbourhood; a hit that is not is no start.
+    /// true start, where no copy begins (outside 18l H1). Measured on held-out split B
+    /// against its absence in one build (docs/matcher.md, run K).
     pub(super) fn not_sidelobes(
         &self,
         clip: &PreparedClip,
@@ -35,18 +36,33 @@ impl Matcher {
         }
         let rate = ANALYSIS_RATE as f64;
         let radius = (clip.len() / 2).min((SIDELOBE_RADIUS_MAX_S * rate) as usize);
+        let sep = (clip.len() as f64 * self.config.min_separation).max(1.0);
         let own = SIDELOBE_OWN_PEAK_S * rate;
-        hits.into_iter()
-            .filter(|h| {
+        let keep: Vec<bool> = hits
+            .iter()
+            .map(|h| {
                 let Some((lo, curve)) =
                     ncc::local_curve(&self.episode, clip, h.pos.round() as i64, radius)
                 else {
                     return true;
                 };
+                // Higher elsewhere, where a stronger kept hit suppressed that start:
+                // the hit stands for the suppressed copy at the wrong place. (Higher
+                // elsewhere with no such neighbour is the broad peak of a changed
+                // copy, a tempo change say, and stays.)
                 !curve.iter().enumerate().any(|(t, v)| {
-                    ((lo + t) as f64 - h.pos).abs() > own && *v > h.ncc + SIDELOBE_MARGIN
+                    let at = (lo + t) as f64;
+                    (at - h.pos).abs() > own
+                        && *v > h.ncc + SIDELOBE_MARGIN
+                        && hits.iter().any(|o| {
+                            o.ncc > h.ncc && (o.pos - at).abs() < sep && (o.pos - h.pos).abs() > own
+                        })
                 })
             })
+            .collect();
+        hits.into_iter()
+            .zip(keep)
+            .filter_map(|(h, k)| k.then_some(h))
             .collect()
     }
 
