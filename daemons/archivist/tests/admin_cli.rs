@@ -514,6 +514,8 @@ async fn fsck_finds_corruption_and_repairs_the_safe_faults() {
         &QueueEntry::new(0, 0, "j0000000900").name(),
     );
     fixtures::raw(&s, &orphan, b"").await;
+    // The clip the job names is in the catalog (else `job_clips` warns, unrepaired).
+    fixtures::clip(&s, 1, "Jingle").await;
     let twice = fixtures::job(&s, "e0000001", &["c000001"]).await;
     fixtures::raw(
         &s,
