@@ -71,6 +71,9 @@ pub struct Planner {
     clock: Option<(i64, Instant)>,
     /// Stray pending entries already warned about (one warning each).
     strays_told: BTreeSet<String>,
+    /// The researchers registered at the last capacity check of the round (read there
+    /// anyway): who an affinity hint may name, without a read per job.
+    registered: BTreeSet<String>,
 }
 
 /// A planner exists only while it leads (the daemon makes one when it wins the election
@@ -98,11 +101,15 @@ impl Drop for Planner {
 /// Researchers' capacity: the sum of `slots` of `/researchers/*` (a researcher running N
 /// jobs at once counts N).
 pub async fn count_researchers(session: &Session) -> Result<u64, EngineError> {
-    Ok(member::list(session, paths::RESEARCHERS)
-        .await?
-        .iter()
-        .map(|m| u64::from(m.slots))
-        .sum())
+    Ok(researchers_now(session).await?.0)
+}
+
+/// The researchers' capacity ([`count_researchers`]) and their member names, from one
+/// listing of `/researchers`.
+async fn researchers_now(session: &Session) -> Result<(u64, BTreeSet<String>), EngineError> {
+    let members = member::list(session, paths::RESEARCHERS).await?;
+    let slots = members.iter().map(|m| u64::from(m.slots)).sum();
+    Ok((slots, members.into_iter().map(|m| m.name).collect()))
 }
 
 /// Work items waiting in `/queues/pending`, by the engine's one rule
@@ -169,6 +176,7 @@ impl Planner {
             stale: false,
             clock: None,
             strays_told: BTreeSet::new(),
+            registered: BTreeSet::new(),
         };
         planner.refresh().await?;
         metrics::gauge!("archivist_planner_leading").set(1.0);
@@ -447,19 +455,18 @@ impl Planner {
     /// Affinity: the registered researcher that keeps the episode's pinned audio in its
     /// own store (`renditions::holder`), which a new work item of the episode is left to
     /// for `affinity_grace`. None when the hint is off, nobody is known to hold it, the
-    /// holder is not registered now (a gone researcher is preferred by no one), or the
-    /// database or ZooKeeper cannot say (a hint is never worth failing a job over).
+    /// holder was not registered at the round's last capacity check (a gone researcher
+    /// is preferred by no one), or the database cannot say (a hint is never worth failing
+    /// a job over).
     async fn preferred_researcher(&self, episode: &str) -> Option<String> {
-        if self.settings.affinity_grace.is_zero() {
+        if self.settings.affinity_grace.is_zero() || self.registered.is_empty() {
             return None;
         }
         let holder = archivist_db::renditions::holder(&self.db, episode)
             .await
             .ok()
             .flatten()?;
-        let registered =
-            archivist_engine::store::exists(&self.session, &paths::researcher(&holder)).await;
-        matches!(registered, Ok(Some(_))).then_some(holder)
+        self.registered.contains(&holder).then_some(holder)
     }
 
     /// One round: expire waiting items past their TTL, then run the capacity loop,
@@ -484,7 +491,8 @@ impl Planner {
             if shutdown.is_cancelled() {
                 break Stop::Shutdown;
             }
-            let researchers = count_researchers(&self.session).await?;
+            let (researchers, registered) = researchers_now(&self.session).await?;
+            self.registered = registered;
             let pending = count_pending(&self.session, researchers).await?;
             // Strays proven so are removed (each logged once, by the engine), so no later
             // round reads them again; the rest (names that do not parse) cost nothing to

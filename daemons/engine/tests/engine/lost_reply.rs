@@ -17,19 +17,24 @@ use archivist_testkit::lost_reply::LostReply;
 
 use crate::support::create;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lock_created_but_unconfirmed_is_found_and_kept_by_its_session() {
-    let (config, setup) = archivist_testkit::fresh_tree("lostreply").await;
-    let job = create(&setup, 0, 1_700_000_000_000).await;
+/// A proxy in front of the real ZooKeeper and a session of `config`'s tree through it,
+/// with a long session timeout: no ping is due while a cut is armed.
+async fn through_proxy(config: &ZkConfig) -> (LostReply, Session) {
     let cut = LostReply::start(archivist_testkit::zk_connect()).await;
-    let through = cut.addr().to_string();
-    // A long session timeout: no ping is due while the cut is armed.
-    let proxied = ZkConfig::new(through)
+    let proxied = ZkConfig::new(cut.addr().to_string())
         .with_chroot(config.chroot.clone())
         .with_session_timeout(Duration::from_secs(30));
     let session = Session::connect(&proxied)
         .await
         .expect("connect through proxy");
+    (cut, session)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_created_but_unconfirmed_is_found_and_kept_by_its_session() {
+    let (config, setup) = archivist_testkit::fresh_tree("lostreply").await;
+    let job = create(&setup, 0, 1_700_000_000_000).await;
+    let (cut, session) = through_proxy(&config).await;
     cut.cut_next();
     let lock = JobLock::try_acquire(&session, &job.id, "researcher")
         .await
@@ -66,13 +71,7 @@ async fn a_lock_created_but_unconfirmed_is_found_and_kept_by_its_session() {
 async fn a_release_whose_reply_was_lost_leaves_a_lock_another_session_took_since() {
     let (config, setup) = archivist_testkit::fresh_tree("lostreply-release").await;
     let job = create(&setup, 0, 1_700_000_000_000).await;
-    let cut = LostReply::start(archivist_testkit::zk_connect()).await;
-    let proxied = ZkConfig::new(cut.addr().to_string())
-        .with_chroot(config.chroot.clone())
-        .with_session_timeout(Duration::from_secs(30));
-    let session = Session::connect(&proxied)
-        .await
-        .expect("connect through proxy");
+    let (cut, session) = through_proxy(&config).await;
     let lock = JobLock::try_acquire(&session, &job.id, "researcher-1")
         .await
         .unwrap()
@@ -111,13 +110,7 @@ async fn a_release_whose_reply_was_lost_leaves_a_lock_another_session_took_since
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_read_of_a_process_survives_a_lost_reply() {
     let (config, _setup) = archivist_testkit::fresh_tree("lostreply-first-read").await;
-    let cut = LostReply::start(archivist_testkit::zk_connect()).await;
-    let proxied = ZkConfig::new(cut.addr().to_string())
-        .with_chroot(config.chroot.clone())
-        .with_session_timeout(Duration::from_secs(30));
-    let session = Session::connect(&proxied)
-        .await
-        .expect("connect through proxy");
+    let (cut, session) = through_proxy(&config).await;
     cut.cut_next();
     archivist_engine::tree::check_initialised(&session)
         .await
@@ -144,14 +137,7 @@ async fn persistent_watches_keep_firing_after_the_connection_is_reset() {
         )
         .await
         .unwrap();
-    let cut = LostReply::start(archivist_testkit::zk_connect()).await;
-    let through = cut.addr().to_string();
-    let proxied = ZkConfig::new(through)
-        .with_chroot(config.chroot.clone())
-        .with_session_timeout(Duration::from_secs(30));
-    let session = Session::connect(&proxied)
-        .await
-        .expect("connect through proxy");
+    let (cut, session) = through_proxy(&config).await;
     let mut watcher = session
         .client()
         .watch("/watched", zk::AddWatchMode::PersistentRecursive)

@@ -41,6 +41,15 @@ impl Matcher {
         let keep: Vec<bool> = hits
             .iter()
             .map(|h| {
+                // Only a hit with a stronger one near enough can be such a sidelobe: an
+                // isolated hit (almost all) costs no curve.
+                let reach = sep + radius as f64;
+                let crowded = hits.iter().any(|o| {
+                    o.ncc > h.ncc && (o.pos - h.pos).abs() > own && (o.pos - h.pos).abs() < reach
+                });
+                if !crowded {
+                    return true;
+                }
                 let Some((lo, curve)) =
                     ncc::local_curve(&self.episode, clip, h.pos.round() as i64, radius)
                 else {

@@ -19,20 +19,6 @@ fn now_ms() -> i64 {
     archivist_engine::clock::to_unix_ms(archivist_engine::clock::stamp_now())
 }
 
-/// The job once reported or failed.
-async fn settled(
-    session: &archivist_engine::Session,
-    id: &str,
-) -> archivist_engine::schema::records::JobRecord {
-    wait_for(
-        session,
-        id,
-        &[JobState::Reported, JobState::Failed],
-        Duration::from_secs(60),
-    )
-    .await
-}
-
 /// The researcher whose claim event the job carries.
 fn claimed_by(job: &archivist_engine::schema::records::JobRecord) -> String {
     job.events

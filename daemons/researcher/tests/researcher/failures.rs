@@ -291,13 +291,7 @@ async fn each_bad_clip_gets_its_own_error_and_the_good_one_is_still_found() {
         let job = plan(&session, "e0000001", &url, &clip_ids).await;
         let work = work_dir("bad-clips");
         let researcher = start(&config, &db, settings(&work), "researcher-bad-clips");
-        let done = wait_for(
-            &session,
-            &job.id,
-            &[JobState::Reported, JobState::Failed],
-            Duration::from_secs(60),
-        )
-        .await;
+        let done = settled(&session, &job.id).await;
         researcher.stop().await;
         assert_eq!(done.status, JobState::Reported, "{done:#?}");
         let reports = reports(&session, &job.id).await;
@@ -358,13 +352,7 @@ async fn an_episode_longer_than_max_audio_hours_fails_as_too_long() {
         short.max_audio_hours = 10.0 / 3600.0;
         let researcher = start(&config, &db, short, "researcher-too-long");
         let job = plan(&session, "e0000001", &url, &clips).await;
-        let done = wait_for(
-            &session,
-            &job.id,
-            &[JobState::Reported, JobState::Failed],
-            Duration::from_secs(60),
-        )
-        .await;
+        let done = settled(&session, &job.id).await;
         researcher.stop().await;
         assert_eq!(done.status, JobState::Failed, "{done:#?}");
         let message = done.message.clone().unwrap_or_default();

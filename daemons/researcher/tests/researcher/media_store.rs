@@ -27,7 +27,7 @@ async fn research(
     clips: &[String],
 ) -> (JobRecord, Vec<ReportRecord>) {
     let job = plan(session, episode, url, clips).await;
-    let done = finished(session, &job.id).await;
+    let done = settled(session, &job.id).await;
     assert_eq!(done.status, JobState::Reported, "{done:#?}");
     let reports = record_reports(session, db).await;
     close_reported(session, &job.id).await;
@@ -44,17 +44,6 @@ fn tagged(server: &Server, body: std::sync::Arc<Vec<u8>>, etag: &str) -> String 
             etag: etag.into(),
         },
     )
-}
-
-/// Waits for a job to be reported or failed.
-async fn finished(session: &Session, job: &str) -> JobRecord {
-    wait_for(
-        session,
-        job,
-        &[JobState::Reported, JobState::Failed],
-        Duration::from_secs(60),
-    )
-    .await
 }
 
 /// The `media decoded` event's text: what the operator reads in `archivist jobs show`.
@@ -340,7 +329,7 @@ async fn audio_that_fails_its_checks_is_neither_pinned_nor_stored() {
         let work = work_dir("media-incomplete");
         let researcher = start(&config, &db, settings(&work), "researcher-media-incomplete");
         let job = plan(&session, "e0000001", &url, &clips).await;
-        let failed = finished(&session, &job.id).await;
+        let failed = settled(&session, &job.id).await;
         assert_eq!(failed.status, JobState::Failed, "{failed:#?}");
         assert!(
             failed
@@ -373,7 +362,7 @@ async fn audio_that_fails_its_checks_is_neither_pinned_nor_stored() {
 
 /// Waits for a retried job of one clip to be reported.
 async fn reported_after_retry_one(session: &Session, job: &str) {
-    let done = finished(session, job).await;
+    let done = settled(session, job).await;
     assert_eq!(done.status, JobState::Reported, "{done:#?}");
 }
 
@@ -438,7 +427,7 @@ async fn an_object_changed_in_place_while_a_job_holds_its_audio_does_not_change_
         }
         // While the job holds its audio, other audio is written into the object in place.
         overwrite_in_place(&object, &other);
-        let done = finished(&session, &job.id).await;
+        let done = settled(&session, &job.id).await;
         assert_eq!(done.status, JobState::Reported, "{done:#?}");
         let reports = record_reports(&session, &db).await;
         close_reported(&session, &job.id).await;
@@ -685,7 +674,7 @@ async fn a_work_directory_that_cannot_take_the_copy_fails_the_job_without_downlo
         let served = server.bytes_served("/e1.wav");
         let job = plan(&session, "e0000001", &url, &clips[1..2]).await;
         assert_eq!(job.id, next);
-        let done = finished(&session, &job.id).await;
+        let done = settled(&session, &job.id).await;
         researcher.stop().await;
         assert_eq!(done.status, JobState::Failed, "{done:#?}");
         let message = done.message.clone().unwrap_or_default();
@@ -783,7 +772,7 @@ async fn a_job_planned_before_the_episode_moved_fetches_the_catalogs_url() {
             .expect("the episode moved");
         let work = work_dir("media-moved");
         let researcher = start(&config, &db, settings(&work), "researcher-media-moved");
-        let done = finished(&session, &job.id).await;
+        let done = settled(&session, &job.id).await;
         researcher.stop().await;
         assert_eq!(done.status, JobState::Reported, "{done:#?}");
         let note = decoded_note(&done);
@@ -895,7 +884,7 @@ async fn a_job_resumed_on_other_audio_after_a_result_on_its_pin_fails_and_its_ru
         archivist_admin::actions::release(&session, &admin, &job.id)
             .await
             .expect("release");
-        let done = finished(&session, &job.id).await;
+        let done = settled(&session, &job.id).await;
         researcher.stop().await;
         assert_eq!(done.status, JobState::Failed, "{done:#?}");
         let message = done.message.clone().unwrap_or_default();
@@ -961,7 +950,7 @@ async fn a_304_to_a_request_without_validators_says_so() {
             "researcher-media-304-unasked",
         );
         let job = plan(&session, "e0000001", &url, &clips).await;
-        let failed = finished(&session, &job.id).await;
+        let failed = settled(&session, &job.id).await;
         assert_eq!(failed.status, JobState::Failed, "{failed:#?}");
         let message = failed.message.unwrap_or_default();
         assert!(
@@ -1010,7 +999,7 @@ async fn a_stored_pin_that_no_longer_decodes_fails_naming_the_store() {
             "researcher-media-undecodable",
         );
         let job = plan(&session, "e0000001", &url, &clips).await;
-        let failed = finished(&session, &job.id).await;
+        let failed = settled(&session, &job.id).await;
         assert_eq!(failed.status, JobState::Failed, "{failed:#?}");
         let message = failed.message.unwrap_or_default();
         assert!(

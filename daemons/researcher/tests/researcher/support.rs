@@ -224,6 +224,17 @@ pub async fn plan_preferring(
     .expect("create job")
 }
 
+/// The job once reported or failed (within 60 s).
+pub async fn settled(session: &Session, id: &str) -> JobRecord {
+    wait_for(
+        session,
+        id,
+        &[JobState::Reported, JobState::Failed],
+        Duration::from_secs(60),
+    )
+    .await
+}
+
 pub async fn job(session: &Session, id: &str) -> JobRecord {
     jobs::read(session, id).await.expect("read job").0
 }
