@@ -437,6 +437,36 @@ impl Mp3Plan {
         }
     }
 
+    /// The decode's warning for joined files, the first join at `first_s`: each part's
+    /// delay and padding its Xing/LAME frame declares are removed; a part without one
+    /// (joined where a tag marks the join) has LAME's usual delay removed, and its end
+    /// padding, which nothing declares, stays (under one frame).
+    fn joined_note(&self, first_s: f64) -> String {
+        let untagged: Vec<String> = self.segments[..self.segments.len() - 1]
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.tag.is_none())
+            .map(|(k, s)| {
+                format!(
+                    "part {} (under {:.0} ms)",
+                    k + 1,
+                    s.frame_samples as f64 * 1e3 / f64::from(s.rate.max(1))
+                )
+            })
+            .collect();
+        let mut note = format!(
+            "{} MP3 files joined (at {first_s:.3} s first); each one's encoder delay and padding removed",
+            self.segments.len()
+        );
+        if !untagged.is_empty() {
+            note.push_str(&format!(
+                ", but the end padding of {}, which has no Xing/LAME frame to declare it, stays: offsets after it may be late by up to that much",
+                untagged.join(", ")
+            ));
+        }
+        note
+    }
+
     /// Audio frames the walk found in all segments.
     fn frames(&self) -> u64 {
         self.segments.iter().map(|s| s.frames).sum()
@@ -716,7 +746,7 @@ pub fn decode_source_with(
                 &mut source,
                 tail::Frames::Adts,
                 tail::trailer_len(t),
-                |_, _| {},
+                |_, _, _| {},
             )
         }
         _ => None,
@@ -1011,6 +1041,21 @@ pub fn decode_source_with(
     let mp3_plan = mp3_segments
         .filter(|_| is_mp3)
         .map(|(segments, walked, _)| Mp3Plan::new((segments, walked)));
+    // A tagless MP3 marks neither its length nor, if it is files joined without tags
+    // (a pre-roll ad encoded apart, `cat` of `lame -t` files), where they meet: the
+    // second file's encoder delay and the first's padding would stay in the middle.
+    if mp3_start == Some(mp3::Start::NoTag)
+        && mp3_plan.as_ref().is_none_or(|p| p.segments.len() < 2)
+    {
+        let (rate, frame) = mp3_plan
+            .as_ref()
+            .and_then(|p| p.segments.first())
+            .map_or((44_100, 1152), |s| (s.rate.max(1), s.frame_samples));
+        let late_ms = (mp3::LAME_DELAY + mp3::DECODER_DELAY + frame) as f64 * 1e3 / f64::from(rate);
+        notes.push(format!(
+            "the MP3 has no Xing/LAME frame: LAME's usual encoder delay removed; nothing in such a file marks where files were joined without tags, so if it is several files joined, offsets after a join are up to {late_ms:.0} ms late (the next file's encoder delay and this one's end padding)"
+        ));
+    }
     // Ogg pages and FLAC frames say where their audio starts: a jump is a lost stretch.
     // (A body that cannot be sniffed, not seekable, is known by its codec.)
     let unsniffed = head.is_empty();
@@ -1227,11 +1272,7 @@ pub fn decode_source_with(
                         seg_trim = Trim { skip, keep, pos: 0 };
                         if !past_declared_end {
                             past_declared_end = true;
-                            state.warnings.push(format!(
-                                "{} MP3 files joined (at {:.3} s first); each one's encoder delay and padding removed",
-                                plan.segments.len(),
-                                state.decoded_s
-                            ));
+                            state.warnings.push(plan.joined_note(state.decoded_s));
                         }
                     }
                 }

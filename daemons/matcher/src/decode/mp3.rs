@@ -149,7 +149,8 @@ fn lame_delay(buf: &[u8], tag: usize) -> Option<u64> {
 }
 
 /// One MP3 file inside a body: joined files (`cat a.mp3 b.mp3`) each start with their
-/// own Xing/Info frame, or at least with a change of sample rate.
+/// own Xing/Info frame, a tag between them (ffmpeg writes an ID3v2 tag at the start of
+/// every MP3, tagging tools an ID3v1 at the end), or at least a change of sample rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Segment {
     /// Audio frames walked (the tag frame not counted: the reader drops it).
@@ -202,7 +203,7 @@ pub(super) fn segments(
 ) -> Option<(Vec<Segment>, walk::Walk, Option<String>)> {
     let mut segs: Vec<Segment> = Vec::new();
     let mut reservoir = Reservoir::default();
-    let walked = walk::walk(source, Frames::Mpeg, trailer, |buf, len| {
+    let walked = walk::walk(source, Frames::Mpeg, trailer, |buf, len, after_tag| {
         let b1 = buf[1];
         let mpeg1 = (b1 >> 3) & 3 == 3;
         let layer3 = (b1 >> 1) & 3 == 1;
@@ -225,7 +226,12 @@ pub(super) fn segments(
         };
         let new_segment = match segs.last() {
             None => true,
-            Some(last) => tag.is_some() || last.rate != rate || last.frame_samples != frame_samples,
+            Some(last) => {
+                tag.is_some()
+                    || after_tag
+                    || last.rate != rate
+                    || last.frame_samples != frame_samples
+            }
         };
         if new_segment {
             reservoir.restart();

@@ -84,15 +84,17 @@ struct Pending {
 }
 
 /// Walks every `kind` frame of a seekable source up to its last `trailer` bytes (tags),
-/// from the end of a leading ID3v2 tag, handing each frame's position, first
-/// [`HEAD_BYTES`] and length to `visit`; resynchronises byte by byte over anything else,
+/// from the end of a leading ID3v2 tag, handing each frame's first [`HEAD_BYTES`], its
+/// length and whether a tag (ID3v2, ID3v1, APEv2) came between it and the frame before
+/// (where files were joined: `cat a.mp3 b.mp3` of files with tags) to `visit`;
+/// resynchronises byte by byte over anything else,
 /// as the readers do, and counts what it skipped midway. Rewinds the source. None when
 /// the walk cannot be made (not seekable, no frame).
 pub(super) fn walk(
     source: &mut Box<dyn MediaSource>,
     kind: Frames,
     trailer: u64,
-    mut visit: impl FnMut(&[u8], usize),
+    mut visit: impl FnMut(&[u8], usize, bool),
 ) -> Option<Walk> {
     let whole = source.byte_len()?;
     let len = whole.saturating_sub(trailer);
@@ -116,6 +118,8 @@ pub(super) fn walk(
     // false frame in junk before the audio is not the start).
     let mut run = 0u64;
     let mut started = false;
+    // A tag skipped since the last frame (none before the first frame counts).
+    let mut tag_between = false;
     while pos + 4 <= len {
         // The reader's position is `at`; a move within its buffer is cheap.
         r.seek_relative(pos as i64 - at as i64).ok()?;
@@ -136,6 +140,8 @@ pub(super) fn walk(
             });
             if tag.is_none() {
                 run = 0;
+            } else if frames > 0 {
+                tag_between = true;
             }
             if started && tag.is_none() {
                 let p = pending.get_or_insert(Pending {
@@ -150,7 +156,7 @@ pub(super) fn walk(
             pos += step;
             continue;
         };
-        visit(&buf[..n.min(flen)], flen);
+        visit(&buf[..n.min(flen)], flen, std::mem::take(&mut tag_between));
         frames += 1;
         frame_bytes += flen as u64;
         frame_s += seconds(kind, &buf[..n]);
@@ -288,7 +294,7 @@ mod tests {
 
     fn walked(body: Vec<u8>) -> Walk {
         let mut src: Box<dyn MediaSource> = Box::new(std::io::Cursor::new(body));
-        walk(&mut src, Frames::Mpeg, 0, |_, _| {}).unwrap()
+        walk(&mut src, Frames::Mpeg, 0, |_, _, _| {}).unwrap()
     }
 
     #[test]
