@@ -572,29 +572,46 @@ fn a_lame_file_with_binary_tags_at_its_end_decodes_whole() {
 }
 
 /// Truncated files whose container declares their length (WAV, FLAC, M4A with its index
-/// first, MP3 with a LAME tag) are refused as incomplete, with both durations in the
-/// reason. (Containers that declare nothing: `cut_media_that_declares_no_length_is_incomplete`.)
+/// first or last, MP3 with a LAME tag) are refused as incomplete, with both durations in
+/// the reason. A cut M4A is named cut short (outside 18l M3: it was refused as "not an
+/// audio file ... end of stream", cut at 60 %, 95 % or 700 bytes before its end).
+/// (Containers that declare nothing: `cut_media_that_declares_no_length_is_incomplete`.)
 #[test]
 fn truncated_media_is_incomplete_not_a_shorter_episode() {
     let _f = fixture();
-    for (label, ext, args) in [
-        ("wav", "wav", vec!["-c:a", "pcm_s16le"]),
-        ("flac", "flac", vec!["-c:a", "flac"]),
-        ("mp3", "mp3", vec!["-c:a", "libmp3lame", "-b:a", "64k"]),
-        ("aac", "m4a", vec!["-c:a", "aac", "-movflags", "+faststart"]),
+    let aac = ["-c:a", "aac"];
+    let aac_first = ["-c:a", "aac", "-movflags", "+faststart"];
+    for (label, ext, args, needle) in [
+        ("wav", "wav", &["-c:a", "pcm_s16le"][..], "incomplete"),
+        ("flac", "flac", &["-c:a", "flac"][..], "incomplete"),
+        (
+            "mp3",
+            "mp3",
+            &["-c:a", "libmp3lame", "-b:a", "64k"][..],
+            "incomplete",
+        ),
+        ("aac-index-first", "m4a", &aac_first[..], "cut short"),
+        ("aac-index-last", "m4a", &aac[..], "cut short"),
     ] {
-        let whole = encoded(&format!("whole-{label}.{ext}"), 44_100, 1, &args);
+        let whole = encoded(&format!("whole-{label}.{ext}"), 44_100, 1, args);
         let bytes = std::fs::read(&whole).unwrap();
-        let cut = written(
-            &format!("cut-{label}.{ext}"),
-            &bytes[..bytes.len() * 6 / 10],
-        );
-        match decode_file(&cut) {
-            // An MP4 whose media data is cut short is refused by the reader itself.
-            Err(e @ DecodeError::NotAudio { .. }) if label == "aac" => {
-                eprintln!("{label}: {e}");
-            }
-            _ => expect_incomplete(&cut, &format!("{label} truncated"), &["incomplete"]),
+        let cuts = if ext == "m4a" {
+            // ... and right where the index starts: whole boxes, no `moov` (its index
+            // first: a cut inside `mdat` again).
+            let index = bytes.windows(4).position(|w| w == b"moov").unwrap() - 4;
+            vec![
+                bytes.len() * 6 / 10,
+                bytes.len() * 95 / 100,
+                bytes.len() - 700,
+                index.max(bytes.len() / 2),
+            ]
+        } else {
+            vec![bytes.len() * 6 / 10]
+        };
+        for (k, at) in cuts.into_iter().enumerate() {
+            let cut = written(&format!("cut-{label}-{k}.{ext}"), &bytes[..at]);
+            let what = format!("{label} truncated at byte {at} of {}", bytes.len());
+            expect_incomplete(&cut, &what, &[needle]);
         }
     }
 }

@@ -654,6 +654,17 @@ pub fn decode_source_with(
     } else {
         None
     };
+    // An MP4 missing its end: named as cut short, not as "not an audio file".
+    if source.is_seekable() {
+        if let Some(reason) = mp4::cut_short(&mut source) {
+            return Err(DecodeError::Incomplete {
+                input,
+                decoded_s: 0.0,
+                expected_s: None,
+                reason,
+            });
+        }
+    }
     let mp4_statement =
         mp4::gapless_of(moov.as_deref()).map_err(|reason| DecodeError::Unsupported {
             input: input.clone(),

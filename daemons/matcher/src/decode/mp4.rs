@@ -225,6 +225,48 @@ fn walk_top_level<R: Read + Seek + ?Sized>(src: &mut R) -> Option<u64> {
     None
 }
 
+/// Why an MP4 file is cut short, if it is: a media or table box (`mdat`, `moov`, `moof`)
+/// declaring more bytes than the file holds after it, or top-level boxes that end
+/// cleanly without a `moov` (an encoder writing it last was stopped, or the file was cut
+/// before it). The reader refused both as "not an audio file ... end of stream" (outside
+/// 18l M3), which says the wrong thing: the file is an MP4 whose end is missing, and an
+/// operator should fetch or encode it again. `None` for a whole file, one with junk
+/// after its boxes ([`boxes_end`]), or one that is not MP4. Rewinds.
+pub fn cut_short<R: Read + Seek + ?Sized>(src: &mut R) -> Option<String> {
+    let found = (|| {
+        let len = src.seek(SeekFrom::End(0)).ok()?;
+        let mut pos = 0u64;
+        let mut moov = false;
+        while pos < len {
+            let (kind, size, is_box) = box_head(src, pos, len)?;
+            if pos == 0 && &kind != b"ftyp" {
+                return None;
+            }
+            let media = matches!(&kind, b"mdat" | b"moov" | b"moof");
+            if !is_box {
+                let past_end = size >= 8 && pos.checked_add(size).is_none_or(|end| end > len);
+                return (media && past_end).then(|| {
+                    format!(
+                        "its MP4 `{}` box at byte {pos} declares {size} bytes, but the file ends {} bytes into it ({} bytes missing): the file is cut short",
+                        String::from_utf8_lossy(&kind),
+                        len - pos,
+                        size - (len - pos)
+                    )
+                });
+            }
+            moov |= &kind == b"moov";
+            pos += size;
+        }
+        (pos > 0 && !moov).then(|| {
+            format!(
+                "its MP4 boxes end at byte {len} without a `moov` box (the sample tables an encoder writes last): the file is cut short, or its encoder never finished"
+            )
+        })
+    })();
+    let _ = src.seek(SeekFrom::Start(0));
+    found
+}
+
 /// The top-level box header at `pos` of a source `len` bytes long: its kind, its size,
 /// and whether it is a whole box (printable kind, at least its header, ending within the
 /// source).
