@@ -69,7 +69,7 @@ pub async fn episode_page(
                 @if let Some(d) = res.duration_s { ", " (clock(d)) " long" }
                 " · results: " (crate::export::links("episodes", &res.episode)) }
             @let playable = timeline::playable(&url);
-            audio #player controls preload="metadata" src=[playable] data-src=[playable] {}
+            audio #player controls preload="metadata" src=[playable] data-src=[timeline::media_base(&url)] {}
             @if let Some(now) = served_now.as_deref() {
                 @if !on_other_audio.is_empty() {
                     p.error #other-audio { (on_other_audio.len()) " of the " (found.len()) " marks were measured on audio the episode's host no longer serves (rendition "

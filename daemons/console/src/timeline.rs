@@ -34,11 +34,18 @@ pub fn playable(url: &str) -> Option<&str> {
     (web && rest.starts_with("//") && !url.chars().any(char::is_control)).then_some(url)
 }
 
+/// The [`playable`] media URL without its fragment, to which the player's script and
+/// [`media_at`] add `#t=SECONDS` (a catalog URL with a fragment of its own, `...mp3#x`,
+/// became `...mp3#x#t=12`, which no browser seeks by: outside try of #24, L7).
+pub fn media_base(url: &str) -> Option<&str> {
+    let url = playable(url)?;
+    Some(url.split('#').next().unwrap_or(url))
+}
+
 /// The media URL with a fragment starting playback at `at`, when it is
 /// [`playable`].
 pub fn media_at(url: &str, at: f64) -> Option<String> {
-    let url = playable(url)?;
-    let base = url.split('#').next().unwrap_or(url);
+    let base = media_base(url)?;
     Some(format!("{base}#t={}", fragment_seconds(at)))
 }
 
@@ -167,6 +174,7 @@ mod tests {
             Some("http://h/e.mp3#t=3")
         );
         assert_eq!(fragment_seconds(1.23456), "1.235");
+        assert_eq!(media_base("http://h/e.mp3#x"), Some("http://h/e.mp3"));
     }
 
     /// Outside try of #24, F3: `javascript:` media URLs became every mark's href.
