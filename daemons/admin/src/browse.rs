@@ -190,9 +190,7 @@ pub fn reason_of(message: Option<&str>) -> String {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
             {
-                let url_end = body
-                    .trim_end_matches([')', '>', '"', '\'', ']', ',', ';', ':', '.'])
-                    .len();
+                let url_end = url_end(body);
                 out.push_str(lead);
                 out.push_str("<url>");
                 out.push_str(&body[url_end..]);
@@ -221,6 +219,28 @@ pub fn reason_of(message: Option<&str>) -> String {
         out.push('…');
     }
     out
+}
+
+/// Where a URL at the start of `word` ends: before the punctuation that follows it in
+/// prose, except a closing bracket the URL itself opened (`http://h/ep(1)` keeps its
+/// `)`, which split one 404 into two groups: outside try 24d L1).
+fn url_end(word: &str) -> usize {
+    let mut end = word.len();
+    while let Some(c) = word[..end].chars().last() {
+        let opened =
+            |open: char| word[..end].matches(open).count() >= word[..end].matches(c).count();
+        let trailing = match c {
+            ')' => !opened('('),
+            ']' => !opened('['),
+            '>' | '"' | '\'' | ',' | ';' | ':' | '.' => true,
+            _ => false,
+        };
+        if !trailing {
+            break;
+        }
+        end -= c.len_utf8();
+    }
+    end
 }
 
 /// Writes a run of digits: `#` when it has four or more.
@@ -348,6 +368,15 @@ mod tests {
         assert_eq!(
             reason_of(Some("not audio after 123456 bytes (\"http://h/x.mp3\")")),
             "not audio after # bytes (\"<url>\")"
+        );
+        // A bracket the URL opened is part of it; one that closes prose is not (24d L1).
+        assert_eq!(
+            reason_of(Some("GET http://h/ep(1).mp3 returned 404")),
+            reason_of(Some("GET http://h/ep(1) returned 404"))
+        );
+        assert_eq!(
+            reason_of(Some("failed (GET http://h/x(2)) twice")),
+            "failed (GET <url>) twice"
         );
         assert_eq!(reason_of(None), "(no message)");
         assert_eq!(reason_of(Some("  HTTP 404 \n")), "HTTP 404");

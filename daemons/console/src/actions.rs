@@ -25,6 +25,7 @@ use archivist_admin::actions::{self, Action, ActionReport};
 use archivist_admin::browse;
 use archivist_admin::AdminSettings;
 use archivist_engine::schema::records::JobRecord;
+use archivist_engine::schema::JobState;
 use archivist_engine::Session;
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
@@ -215,7 +216,7 @@ pub async fn login_page(State(console): State<Console>) -> Result<Markup, PageEr
         html! {
             h1 { "Sign in to act on jobs" }
             form #login method="post" action="/login" {
-                label { "Your name (recorded in job events as console:NAME) " input type="text" name="name" required maxlength=(MAX_NAME) pattern="[A-Za-z0-9._-]+"; }
+                label { "Your name (recorded in job events as console:NAME) " input type="text" name="name" required maxlength=(MAX_NAME) pattern="[A-Za-z0-9._\\-]+"; }
                 br;
                 label { "Actions token " input type="password" name="token" required; }
                 br;
@@ -319,11 +320,17 @@ fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The form that posts `action` on one job at the version shown.
-fn one_form(id: &str, version: i32, action: &str, label: &str) -> Markup {
+/// What a form posts for one job: `id@version@state`, the version and state the page
+/// showed ([`parse_job`]).
+fn posted(id: &str, version: i32, status: JobState) -> String {
+    format!("{id}@{version}@{}", status.as_str())
+}
+
+/// The form that posts `action` on one job at the version and state shown.
+fn one_form(id: &str, version: i32, status: JobState, action: &str, label: &str) -> Markup {
     html! {
         form.action method="post" action={ "/jobs/" (id) "/" (action) } {
-            input type="hidden" name="jobs" value={ (id) "@" (version) };
+            input type="hidden" name="jobs" value=(posted(id, version, status));
             button type="submit" name="action" value=(action) { (label) }
         }
     }
@@ -346,7 +353,7 @@ pub fn job_forms(job: &JobRecord, version: i32) -> Markup {
                 @if *a == Action::Delete {
                     a.delete href={ "/jobs/" (id) "/delete" } { "delete…" }
                 } @else {
-                    (one_form(id, version, a.as_str(), a.as_str()))
+                    (one_form(id, version, job.status, a.as_str(), a.as_str()))
                 }
             }
             @if offered.is_empty() {
@@ -383,7 +390,7 @@ pub async fn confirm_one(
             } @else if !armed(&headers) {
                 (not_armed_note())
             } @else {
-                div #confirm { (one_form(&id, seen.version, "delete", "delete this job")) }
+                div #confirm { (one_form(&id, seen.version, seen.job.status, "delete", "delete this job")) }
             }
             p { a href={ "/jobs/" (id) } { "Back to the job" } }
         },
@@ -414,18 +421,49 @@ enum Result1 {
     Failed(String),
 }
 
-/// One posted job: `id@version`, or why not.
-fn parse_job(item: &str) -> Result<(String, i32), String> {
-    let Some((id, version)) = item.split_once('@') else {
+/// One job as a page showed it: its id, version, and state (when the form posted one).
+#[derive(Debug, Clone, PartialEq)]
+struct Shown {
+    id: String,
+    version: i32,
+    status: Option<JobState>,
+}
+
+/// One posted job: `id@version@state` ([`posted`]; `id@version` too), or why not.
+fn parse_job(item: &str) -> Result<Shown, String> {
+    let mut parts = item.splitn(3, '@');
+    let id = parts.next().unwrap_or_default();
+    let Some(version) = parts.next() else {
         return Err(format!(
-            "{item:.80}: no version (the page's form posts id@version): reload the page and act again"
+            "{item:.80}: no version (the page's form posts id@version@state): reload the page and act again"
         ));
     };
     let version = version
         .parse::<i32>()
         .map_err(|_| format!("{item:.80}: the version is not a number"))?;
+    let status = parts
+        .next()
+        .map(|s| {
+            s.parse::<JobState>()
+                .map_err(|e| format!("{item:.80}: {e}"))
+        })
+        .transpose()?;
     PageError::check_id("job", id).map_err(|e| e.to_string())?;
-    Ok((id.to_string(), version))
+    Ok(Shown {
+        id: id.to_string(),
+        version,
+        status,
+    })
+}
+
+/// Whether `seen` is still the job the page showed: at the version shown, or, for a job
+/// a researcher works on (leased, researching), in the state shown, since its heartbeat
+/// and progress move the version every few seconds without changing anything an
+/// operator decides by (outside try 24d M1: hold and cancel of a running job were
+/// refused unless clicked within 5 s of the page loading, where the CLI never is).
+fn still_as_shown(shown: &Shown, seen: &actions::Seen) -> bool {
+    let running = matches!(seen.job.status, JobState::Leased | JobState::Researching);
+    seen.version == shown.version || (running && shown.status == Some(seen.job.status))
 }
 
 /// Runs `action` on one job only if it is still at the version the operator saw, with
@@ -435,14 +473,19 @@ async fn run_one(
     session: &Session,
     settings: &AdminSettings,
     action: &str,
-    id: &str,
-    version: i32,
+    shown: &Shown,
 ) -> Result1 {
+    let (id, version) = (shown.id.as_str(), shown.version);
     let seen = match actions::look(session, id).await {
         Ok(seen) => seen,
-        Err(e) => return Result1::Failed(e.to_string()),
+        Err(e) => {
+            // Refused without a change all the same: the audit log names who asked
+            // (outside try 24d M3: a missing job left no trace).
+            tracing::warn!(target: "archivist::console::audit", actor = %settings.actor, job = id, action, error = %e, "console action refused");
+            return Result1::Failed(e.to_string());
+        }
     };
-    if seen.version != version {
+    if !still_as_shown(shown, &seen) {
         tracing::warn!(target: "archivist::console::audit", actor = %settings.actor, job = id, action, shown = version, now = seen.version, "console action refused: the job changed since the page showed it");
         return Result1::Moved(format!(
             "changed since the confirmation page (version {version} shown, now {} and {}): nothing done",
@@ -554,10 +597,10 @@ async fn run(
         ))
         .into_response();
     }
-    let mut jobs: Vec<(String, i32)> = Vec::new();
+    let mut jobs: Vec<Shown> = Vec::new();
     for item in form.jobs.split_whitespace() {
         match parse_job(item) {
-            Ok(job) if jobs.iter().all(|(id, _)| *id != job.0) => jobs.push(job),
+            Ok(job) if jobs.iter().all(|j| j.id != job.id) => jobs.push(job),
             Ok(_) => {}
             Err(e) => return PageError::Invalid(e).into_response(),
         }
@@ -566,7 +609,7 @@ async fn run(
         if let Err(e) = PageError::check_id("job", id) {
             return e.into_response();
         }
-        if jobs.len() != 1 || jobs[0].0 != id {
+        if jobs.len() != 1 || jobs[0].id != id {
             return PageError::Invalid(format!(
                 "the form must post exactly job {id} with the version shown (id@version)"
             ))
@@ -579,9 +622,9 @@ async fn run(
     };
     let settings = settings_for(console, &op);
     let mut results = Vec::with_capacity(jobs.len());
-    for (id, version) in jobs {
-        let result = run_one(&session, &settings, action, &id, version).await;
-        results.push((id, result));
+    for shown in jobs {
+        let result = run_one(&session, &settings, action, &shown).await;
+        results.push((shown.id, result));
     }
     results_page(action, &results).into_response()
 }
@@ -629,13 +672,13 @@ pub async fn confirm(
     let (jobs, more, unreadable) = (page.jobs, page.next.is_some(), page.unreadable);
     let posted: Vec<String> = jobs
         .iter()
-        .map(|j| format!("{}@{}", j.id, j.version))
+        .map(|j| posted(&j.id, j.version, j.status))
         .collect();
     Ok(layout::page(
         "Confirm",
         0,
         html! {
-            h1 { (params.action) " " span #count { (jobs.len()) } " jobs?" }
+            h1 { (params.action) " " span #count { (jobs.len()) } @if jobs.len() == 1 { " job?" } @else { " jobs?" } }
             p #bulk-filter { "Jobs matching " code { "/jobs?" (params.filter.filter_query()) } ", as read for this page; each is listed with its state." }
             @if more { p.error { "More jobs match: only the first " (MAX_BULK) " are acted on; act again for the rest." } }
             @if !unreadable.is_empty() {

@@ -76,10 +76,14 @@ impl PageError {
     /// Is this a record that does not decode (the service is fine; the record is
     /// damaged)? Such a page is a 500 saying to run fsck, not a 503 (outside try of
     /// #24, F7).
+    /// A database row that does not decode counts too (outside try 24d M2: it was a
+    /// 503, and kept `/healthz` failing for 30 s after every visit of its page).
     fn is_damaged_record(&self) -> bool {
         matches!(
             self,
             PageError::Admin(AdminError::Engine(archivist_engine::EngineError::Record(_)))
+                | PageError::Db(archivist_db::DbError::Corrupt { .. })
+                | PageError::Admin(AdminError::Db(archivist_db::DbError::Corrupt { .. }))
         )
     }
 

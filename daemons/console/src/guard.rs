@@ -23,27 +23,40 @@ use crate::Console;
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
 connect-src 'self'; media-src http: https:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// The host part of a `Host` header value (`name`, `1.2.3.4`, `[::1]`), without port.
-fn host_part(value: &str) -> &str {
-    if let Some(rest) = value.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    value.rsplit_once(':').map_or(value, |(h, _)| h)
+/// The host part of a `Host` header value (`name`, `1.2.3.4`, `[::1]`), without its
+/// port; `None` when what follows the host is not a port of digits
+/// (`localhost:7480@evil` passed as `localhost`: outside try 24d L3).
+fn host_part(value: &str) -> Option<&str> {
+    let (host, port) = match value.strip_prefix('[') {
+        Some(rest) => {
+            let (host, after) = rest.split_once(']')?;
+            match after {
+                "" => (host, None),
+                _ => (host, Some(after.strip_prefix(':')?)),
+            }
+        }
+        None => match value.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (value, None),
+        },
+    };
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    port_ok.then(|| host.trim_end_matches('.'))
 }
 
 /// Is this `Host` value one of the names in `console.hosts` (not an address or
 /// `localhost`)? Only those may be reached over `https://` through a proxy.
 pub fn named_host(value: &str, names: &[String]) -> bool {
-    let host = host_part(value.trim()).trim_end_matches('.');
-    names.iter().any(|n| n.eq_ignore_ascii_case(host))
+    host_part(value.trim()).is_some_and(|host| names.iter().any(|n| n.eq_ignore_ascii_case(host)))
 }
 
 /// May a request with this `Host` value be served? See the module's doc.
 pub fn host_allowed(value: &str, names: &[String]) -> bool {
-    let host = host_part(value.trim()).trim_end_matches('.');
-    host.parse::<std::net::IpAddr>().is_ok()
-        || host.eq_ignore_ascii_case("localhost")
-        || names.iter().any(|n| n.eq_ignore_ascii_case(host))
+    host_part(value.trim()).is_some_and(|host| {
+        host.parse::<std::net::IpAddr>().is_ok()
+            || host.eq_ignore_ascii_case("localhost")
+            || names.iter().any(|n| n.eq_ignore_ascii_case(host))
+    })
 }
 
 /// Refuses a request whose `Host` is not allowed (421), then adds the security
@@ -118,6 +131,9 @@ mod tests {
             "attacker.example:7480",
             "127.0.0.1.nip.io:7480",
             "localhost.attacker.example",
+            "localhost:7480@attacker.example",
+            "127.0.0.1:",
+            "[::1]x",
             "",
         ] {
             assert!(!host_allowed(bad, &names), "{bad}");

@@ -78,7 +78,7 @@ impl ListParams {
 
     /// The query string of the filter, without the cursor (`state=failed&reason=…&`).
     pub fn filter_query(&self) -> String {
-        let mut q = String::new();
+        let mut q: Vec<String> = Vec::new();
         for (k, v) in [
             ("state", &self.state),
             ("reason", &self.reason),
@@ -87,16 +87,25 @@ impl ListParams {
             ("clip", &self.clip),
         ] {
             if let Some(v) = given(v) {
-                q.push_str(&format!("{k}={}&", urlencode(&v)));
+                q.push(format!("{k}={}", urlencode(&v)));
             }
         }
-        q
+        q.join("&")
     }
 
     /// The query string of the next page, after `job`.
     fn next(&self, job: &str) -> String {
-        format!("/jobs?{}after={}", self.filter_query(), urlencode(job))
+        let filter = self.filter_query();
+        let and = if filter.is_empty() { "" } else { "&" };
+        format!("/jobs?{filter}{and}after={}", urlencode(job))
     }
+}
+
+/// The bulk confirmation's address for `action` on the jobs `params` filter.
+fn bulk_link(action: Action, params: &ListParams) -> String {
+    let filter = params.filter_query();
+    let and = if filter.is_empty() { "" } else { "&" };
+    format!("/jobs/bulk?action={}{and}{filter}", action.as_str())
 }
 
 /// The query string, or the console's 400 page saying what is wrong with it (a
@@ -144,7 +153,7 @@ pub async fn list_page(
             @if actions {
                 p #bulk { "On every job this filter matches: "
                     @for a in offered_on(&params) {
-                        a.bulk href={ "/jobs/bulk?action=" (a.as_str()) "&" (params.filter_query()) } { (a.as_str()) "…" } " "
+                        a.bulk href=(bulk_link(a, &params)) { (a.as_str()) "…" } " "
                     }
                 }
             }

@@ -187,7 +187,7 @@ pub async fn serve(
     if !addr.ip().is_loopback() {
         tracing::warn!(
             %addr,
-            "the console listens beyond loopback: anyone who can reach it reads the catalog, jobs and results (it has no login yet)"
+            "the console listens beyond loopback: anyone who can reach it reads the catalog, jobs and results (signing in guards only the actions; reading needs none)"
         );
     }
     let listener = tokio::net::TcpListener::bind(addr)

@@ -13,8 +13,8 @@ pub struct ConsoleSettings {
     /// `run --console ADDR` does. Defaults to false: `run --all` serves no web page
     /// unless asked. `archivist console` ignores it.
     pub enabled: bool,
-    /// Address to listen on. Defaults to `127.0.0.1:7480`: loopback only, since the
-    /// console has no login yet (docs/console.md, "Access").
+    /// Address to listen on. Defaults to `127.0.0.1:7480`: loopback only, since
+    /// reading needs no sign-in (docs/console.md, "Access").
     pub addr: SocketAddr,
     /// Host names the console answers to besides IP addresses and `localhost` (the
     /// `Host` check against DNS rebinding, docs/console.md "Access"): the names an

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use archivist_admin::AdminSettings;
 use archivist_console::{Console, ConsoleSettings};
-use archivist_engine::schema::paths;
+use archivist_engine::schema::{paths, JobState};
 use archivist_engine::{zk, Session};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -264,6 +264,31 @@ async fn a_damaged_job_record_is_a_500_that_says_to_run_fsck() {
     let a = get(served.addr, "/jobs/j0000000077").await;
     assert_eq!(a.status, 500, "{}", a.body);
     assert!(a.body.contains("archivist fsck"), "{}", a.body);
+}
+
+/// Outside try 24d M2: a results row that does not decode was a 503 on its episode's
+/// and its clip's pages, and kept `/healthz` failing for 30 s after every visit: a
+/// damaged record, not a failing service, is a 500 that says to run fsck.
+#[tokio::test]
+async fn a_damaged_results_row_is_a_500_and_leaves_healthz_alone() {
+    let served = serve("console-damaged-row").await;
+    let db = archivist_testkit::db::tree_database(served.session.chroot()).await;
+    let id = fixtures::episode(&served.session, 1, "Show").await;
+    fixtures::clip(&served.session, 1, "Jingle").await;
+    fixtures::research(&served.session, &id, "j0000000001", &[1], &[(1, 12.5, 0.9)]).await;
+    assert_eq!(
+        archivist_db::testing::damage_research_runs(&db, &id)
+            .await
+            .expect("damage"),
+        1
+    );
+    for page in [format!("/episodes/{id}"), "/clips/c000001".to_string()] {
+        let a = get(served.addr, &page).await;
+        assert_eq!(a.status, 500, "{page}: {}", a.body);
+        assert!(a.body.contains("archivist fsck"), "{}", a.body);
+    }
+    let a = get(served.addr, "/healthz").await;
+    assert_eq!(a.status, 200, "{}", a.body);
 }
 
 /// F9: a repeated parameter got a bare text/plain 400 from axum.
@@ -700,6 +725,72 @@ async fn sign_in(addr: SocketAddr, name: &str) -> String {
     let token = attr(&a.body, "data-session");
     assert_eq!(token.len(), 64, "{}", a.body);
     token
+}
+
+/// Outside try 24d M1: a running job's heartbeat moves its version every few seconds, so
+/// hold or cancel from its page was refused unless clicked within 5 s of loading. A job
+/// still in the state the page showed (leased, researching) is acted on; any other job
+/// whose version moved is not, nor a running job whose state moved.
+#[tokio::test]
+async fn a_running_jobs_heartbeat_does_not_void_the_page_it_was_shown_on() {
+    let (session, addr, stop) = serve_acting("console-heartbeat").await;
+    let origin = ("Origin", format!("http://{addr}"));
+    let token = sign_in(addr, "alice").await;
+    let act = |id: String, action: &'static str, posted: String| {
+        let origin = origin.clone();
+        let token = token.clone();
+        async move {
+            let body = format!("session={token}&jobs={posted}");
+            request(
+                addr,
+                "POST",
+                &format!("/jobs/{id}/{action}"),
+                &[origin],
+                &body,
+            )
+            .await
+        }
+    };
+    let running = fixtures::job(&session, "e0000001", &["c000001"]).await;
+    fixtures::drive(
+        &session,
+        &running.id,
+        &[JobState::Leased, JobState::Researching],
+        "",
+    )
+    .await;
+    let page = request(addr, "GET", &format!("/jobs/{}", running.id), &[], "").await;
+    let posted = field(&page.body, "jobs");
+    assert!(posted.ends_with("@researching"), "{posted}");
+    fixtures::touch(&session, &running.id).await;
+    fixtures::touch(&session, &running.id).await;
+    let a = act(running.id.clone(), "hold", posted.clone()).await;
+    assert!(a.body.contains("<span id=\"done\">1</span>"), "{}", a.body);
+    let held = fixtures::read(&session, &running.id).await.0;
+    assert!(
+        held.status == JobState::Held || format!("{:?}", held.request).contains("Hold"),
+        "{held:?}"
+    );
+
+    // A failed job retried and failed again meanwhile: the same state, another failure.
+    let failed =
+        fixtures::failed_job(&session, "e0000002", "GET http://h/2.mp3 returned 404").await;
+    let page = request(addr, "GET", &format!("/jobs/{}", failed.id), &[], "").await;
+    let posted = field(&page.body, "jobs");
+    fixtures::touch(&session, &failed.id).await;
+    let a = act(failed.id.clone(), "retry", posted).await;
+    assert!(a.body.contains("<span id=\"moved\">1</span>"), "{}", a.body);
+    assert_eq!(status_of(&session, &failed.id).await, "failed");
+
+    // A running job that moved on from the state shown: not acted on.
+    let leased = fixtures::job(&session, "e0000003", &["c000001"]).await;
+    fixtures::drive(&session, &leased.id, &[JobState::Leased], "").await;
+    let page = request(addr, "GET", &format!("/jobs/{}", leased.id), &[], "").await;
+    let posted = field(&page.body, "jobs");
+    fixtures::drive(&session, &leased.id, &[JobState::Researching], "").await;
+    let a = act(leased.id.clone(), "cancel", posted).await;
+    assert!(a.body.contains("<span id=\"moved\">1</span>"), "{}", a.body);
+    stop.cancel();
 }
 
 /// Part 2 of #24 and its second outside try: actions need the token (a signed-in
