@@ -108,6 +108,7 @@ pub async fn run(
         media,
         revalidate: settings.media.revalidate,
         hold_after_read: settings.media.hold_after_read,
+        first_fetch: Default::default(),
     });
     let loop_settings = serve::LoopSettings {
         concurrency: settings.concurrency.max(1),

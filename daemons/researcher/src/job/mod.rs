@@ -16,6 +16,7 @@
 
 mod ctx;
 mod episode;
+mod first_fetch;
 mod report;
 
 use std::path::PathBuf;
@@ -115,6 +116,8 @@ pub(crate) struct Worker {
     pub own_store: bool,
     /// Tests only: a pause between reading the audio from the store and decoding it.
     pub hold_after_read: Duration,
+    /// The episodes this process is downloading for the first time ([`first_fetch`]).
+    pub first_fetch: first_fetch::FirstFetch,
 }
 
 enum Decoded {
@@ -524,9 +527,26 @@ impl Worker {
             .join("episodes")
             .join(format!("{}.media", ctx.job_id));
         let started = Instant::now();
-        let pin = archivist_db::renditions::pin(&self.db, &ctx.episode)
+        let mut pin = archivist_db::renditions::pin(&self.db, &ctx.episode)
             .await
             .map_err(episode::db_error)?;
+        // An episode not pinned yet: one job of this process fetches it, the others wait
+        // and then read the pin again (lock, then re-check).
+        let fetching = match pin {
+            Some(_) => None,
+            None => {
+                let held = tokio::select! {
+                    held = self.first_fetch.hold(&ctx.episode) => held,
+                    _ = ctx.stop.cancelled() => return self.obey(ctx).await,
+                    _ = shutdown.cancelled() => return self.hand_back(ctx).await,
+                    _ = lost.cancelled() => return Err(EngineError::SessionLost("while another job fetched the episode".into())),
+                };
+                pin = archivist_db::renditions::pin(&self.db, &ctx.episode)
+                    .await
+                    .map_err(episode::db_error)?;
+                Some(held)
+            }
+        };
         // The pinned rendition from the store, and whether the server changed it.
         let stored = match &pin {
             Some(p) => {
@@ -654,6 +674,7 @@ impl Worker {
         // Recorded before any result is reported, so every stored result's run names the
         // audio it was measured on.
         let settled = self.settle_rendition(ctx, &url, &audio, episode_s).await;
+        drop(fetching);
         remove(&dest).await;
         let rendition = match settled {
             Err(e) if e.downcast_ref::<episode::RunOnOtherAudio>().is_some() => {

@@ -175,6 +175,42 @@ async fn an_episode_is_downloaded_once_and_a_new_clip_against_stored_episodes_do
     }
 }
 
+/// Outside try 23d F1: a researcher running two jobs of a new episode at once
+/// downloaded it once per job. One job fetches and pins it; the other waits, then reads
+/// it from the store: one download, one rendition, both jobs measured on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_jobs_of_a_new_episode_in_one_researcher_download_it_once() {
+    for (config, session, db) in stores("researcher-media-together").await {
+        let server = Server::start().await;
+        let audio = audio();
+        let clips = serve_clips(&db, &server, 2).await;
+        let len = audio.episode.len() as u64;
+        // Slow enough that both jobs are claimed while the first download runs.
+        let url = server.route(
+            "/e1.wav",
+            Route::slow_audio(&audio.episode, Duration::from_millis(1500)),
+        );
+        let work = work_dir("media-together");
+        let researcher = start(&config, &db, settings(&work), "researcher-media-together");
+        let first = plan(&session, "e0000001", &url, &clips[..1]).await;
+        let second = plan(&session, "e0000001", &url, &clips[1..]).await;
+        for job in [&first, &second] {
+            let done = settled(&session, &job.id).await;
+            assert_eq!(done.status, JobState::Reported, "{done:#?}");
+        }
+        record_reports(&session, &db).await;
+        assert_eq!(
+            server.bytes_served("/e1.wav"),
+            len,
+            "downloaded more than once"
+        );
+        let runs = renditions::of_runs(&db, "e0000001").await.unwrap();
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert!(runs.values().all(|s| *s == sha(&audio.episode)), "{runs:?}");
+        researcher.stop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_audio_at_the_same_url_is_a_new_rendition_and_results_stay_on_the_pinned_audio() {
     for (config, session, db) in stores("researcher-media-change").await {
