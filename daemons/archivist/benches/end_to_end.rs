@@ -18,9 +18,7 @@ mod support;
 use std::time::Instant;
 
 use archivist_testkit::{env_list, env_or, load_average};
-use support::{
-    check_verdict, generate_sample, served_media, spawn_researcher, start_coordinators, Daemon, Env,
-};
+use support::{bench_sample, check_verdict, spawn_researcher, start_coordinators, Daemon, Env};
 
 fn main() {
     let counts: Vec<usize> = env_list("BENCH_E2E_RESEARCHERS", "1,2,4");
@@ -30,22 +28,9 @@ fn main() {
     let zk = archivist_testkit::zk_connect();
     let load_before = load_average();
 
-    let files_env = Env {
-        zk: zk.clone(),
-        chroot: "/unused".into(),
-        database: archivist_testkit::db::fresh_binary_database_url("bench"),
-        extra: Vec::new(),
-    };
-    let (dir, media, _files, base) = served_media(&files_env, "bench-e2e");
     let generated = Instant::now();
-    generate_sample(
-        &files_env,
-        &media,
-        &base,
-        episodes,
-        &minutes.to_string(),
-        &[],
-    );
+    let (_files_env, dir, media, _files, _base) =
+        bench_sample("bench-e2e", episodes, minutes, &[], &[]);
     eprintln!(
         "end to end: {episodes} episodes of {minutes} min generated in {:.1} s; logs in {}",
         generated.elapsed().as_secs_f64(),

@@ -439,3 +439,32 @@ pub fn series(samples: &[(String, f64)], name: &str) -> f64 {
         .map(|(_, v)| v)
         .sum()
 }
+
+/// A benchmark's sample catalog: `archivist sample generate` (`episodes` of `minutes`,
+/// `generate_extra` flags) into a scratch directory `name` served by `serve-files`
+/// (`serve_extra` flags). Returns the environment the file server runs with (no chroot
+/// of its own), the scratch dir, the media dir, the file server and its base URL.
+pub fn bench_sample(
+    name: &str,
+    episodes: usize,
+    minutes: f64,
+    serve_extra: &[&str],
+    generate_extra: &[&str],
+) -> (Env, PathBuf, PathBuf, Daemon, String) {
+    let env = Env {
+        zk: archivist_testkit::zk_connect(),
+        chroot: "/unused".into(),
+        database: archivist_testkit::db::fresh_binary_database_url("bench"),
+        extra: Vec::new(),
+    };
+    let (dir, media, files, base) = served_media_with(&env, name, serve_extra);
+    generate_sample(
+        &env,
+        &media,
+        &base,
+        episodes,
+        &minutes.to_string(),
+        generate_extra,
+    );
+    (env, dir, media, files, base)
+}
