@@ -18,7 +18,7 @@ mod support;
 use std::time::Instant;
 
 use archivist_testkit::{env_list, env_or, load_average};
-use support::{generate_sample, served_media, Daemon, Env};
+use support::{bench_sample, check_verdict, spawn_researcher, start_coordinators, Daemon, Env};
 
 fn main() {
     let counts: Vec<usize> = env_list("BENCH_E2E_RESEARCHERS", "1,2,4");
@@ -28,22 +28,9 @@ fn main() {
     let zk = archivist_testkit::zk_connect();
     let load_before = load_average();
 
-    let files_env = Env {
-        zk: zk.clone(),
-        chroot: "/unused".into(),
-        database: archivist_testkit::db::fresh_binary_database_url("bench"),
-        extra: Vec::new(),
-    };
-    let (dir, media, _files, base) = served_media(&files_env, "bench-e2e");
     let generated = Instant::now();
-    generate_sample(
-        &files_env,
-        &media,
-        &base,
-        episodes,
-        &minutes.to_string(),
-        &[],
-    );
+    let (_files_env, dir, media, _files, _base) =
+        bench_sample("bench-e2e", episodes, minutes, &[], &[]);
     eprintln!(
         "end to end: {episodes} episodes of {minutes} min generated in {:.1} s; logs in {}",
         generated.elapsed().as_secs_f64(),
@@ -64,59 +51,16 @@ fn main() {
         env.ok(&["curate", "manifest", manifest.to_str().expect("utf-8 path")]);
         let logs = dir.join(format!("run-{n}"));
         std::fs::create_dir_all(&logs).expect("log dir");
-        let spawn = |name: &str, args: &[&str]| -> Daemon {
-            env.spawn(args, &logs.join(format!("{name}.log")))
-        };
-        let _planner = spawn(
-            "planner",
-            &[
-                "planner",
-                "--tick-ms",
-                "500",
-                "--lease-duration-ms",
-                "600000",
-                "--work-item-ttl-ms",
-                "300000",
-            ],
-        );
-        let _recorder = spawn("recorder", &["recorder", "--poll-ms", "300"]);
-        let _reaper = spawn("reaper", &["reaper", "--reaper-interval-ms", "2000"]);
+        let _coordinators = start_coordinators(&env, &logs, &[]);
         let started = Instant::now();
-        let concurrency = concurrency.to_string();
         let researchers: Vec<Daemon> = (0..n)
-            .map(|i| {
-                let name = format!("bench-r{i}");
-                let work = logs.join(format!("work-{i}"));
-                spawn(
-                    &name,
-                    &[
-                        "researcher",
-                        "--name",
-                        &name,
-                        "--concurrency",
-                        &concurrency,
-                        "--work-dir",
-                        work.to_str().expect("utf-8 path"),
-                        "--poll-ms",
-                        "500",
-                    ],
-                )
-            })
+            .map(|i| spawn_researcher(&env, &logs, &format!("bench-r{i}"), concurrency, &[]))
             .collect();
         let check = env.run(&["sample", "check", &media_arg, "--wait-s", "1800"]);
         let elapsed = started.elapsed().as_secs_f64();
         let load = load_average();
         drop(researchers);
-        let verdict = if check.status.success() {
-            "all pairs as expected".to_string()
-        } else {
-            let out = String::from_utf8_lossy(&check.stdout);
-            let err = String::from_utf8_lossy(&check.stderr);
-            format!(
-                "CHECK FAILED: {}",
-                out.lines().chain(err.lines()).last().unwrap_or("no output")
-            )
-        };
+        let verdict = check_verdict(&check);
         let per_minute = episodes as f64 / (elapsed / 60.0);
         eprintln!(
             "end to end: {n} researcher(s): {episodes} episodes in {elapsed:.1} s = {per_minute:.1} episodes/min (load {load}); {verdict}"

@@ -94,7 +94,8 @@ pub struct GlobalOpts {
     /// Log format.
     #[arg(long, global = true, env = "ARCHIVIST_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
     pub log_format: LogFormat,
-    /// Serve /metrics, /healthz and /readyz on this address (daemon commands only).
+    /// Serve /metrics, /healthz and /readyz on this address (daemon commands and
+    /// serve-files only).
     #[arg(long, global = true, env = "ARCHIVIST_METRICS_ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Output format of admin commands.

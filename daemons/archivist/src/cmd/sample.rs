@@ -2,6 +2,8 @@
 //! full-pipeline test: a few episodes of several minutes with known clips spliced in or
 //! mixed over speech and music, the clip files, a curation manifest pointing at a base
 //! URL, and `truth.yml` saying where every clip really is. Deterministic for a seed.
+//! `--clips N` adds synthetic clips placed in no episode (so every one of their pairs
+//! must come back "not found"), for benchmarks that need a large clip library.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -41,6 +43,22 @@ pub struct SampleArgs {
     /// Seed (the same seed writes the same files).
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
+    /// Clips in the manifest: the 4 placed in the episodes, then synthetic clips
+    /// (spoken drops and jingles of 2.5-8.5 s) placed in none of them, which must all
+    /// come back "not found". At least 4.
+    #[arg(long, default_value_t = CLIPS.len(), value_parser = parse_clip_count)]
+    pub clips: usize,
+}
+
+fn parse_clip_count(text: &str) -> Result<usize, String> {
+    let n: usize = text.parse().map_err(|e| format!("{e}"))?;
+    if n < CLIPS.len() {
+        return Err(format!(
+            "at least {} (the clips placed in the episodes)",
+            CLIPS.len()
+        ));
+    }
+    Ok(n)
 }
 
 /// Where every clip is in every episode (`truth.yml`).
@@ -79,21 +97,65 @@ const CLIPS: [(&str, ClipKind, f64); 4] = [
     ("theme", ClipKind::Theme, 15.0),
 ];
 
-/// Generates the sample into `dir`; returns the truth.
+/// A synthetic clip of the sample's library, placed in no episode.
+#[derive(Debug, Clone, PartialEq)]
+struct ExtraClip {
+    title: String,
+    kind: ClipKind,
+    len: f64,
+    seed: u64,
+}
+
+/// The synthetic clips that bring the library to `clips` (none when `clips` is at most
+/// the placed ones): spoken drops and jingles of 2.5 to 8.5 s, each with a seed of its
+/// own in the same series as the placed clips' seeds.
+fn extra_clips(clips: usize, seed: u64) -> Vec<ExtraClip> {
+    (CLIPS.len()..clips)
+        .map(|i| {
+            let n = i - CLIPS.len();
+            ExtraClip {
+                title: format!("extra-{:04}", n + 1),
+                kind: if n % 2 == 0 {
+                    ClipKind::SpokenDrop
+                } else {
+                    ClipKind::Jingle
+                },
+                len: 2.5 + (n % 7) as f64,
+                seed: clip_seed(seed, i),
+            }
+        })
+        .collect()
+}
+
+/// The synthesis seed of clip `index` of the library: it depends on the sample seed
+/// only, so the same clip sounds the same in every episode.
+fn clip_seed(seed: u64, index: usize) -> u64 {
+    seed.wrapping_mul(1_000_003)
+        .wrapping_add(index as u64 * 7919 + 17)
+}
+
+/// Generates the sample into `dir` with `clips` clips in the manifest (the placed ones,
+/// then [`extra_clips`]); returns the truth.
 pub fn generate(
     dir: &Path,
     base_url: &str,
     episodes: usize,
     minutes: f64,
     seed: u64,
+    clips: usize,
 ) -> Result<SampleTruth> {
     std::fs::create_dir_all(dir.join("clips"))
         .with_context(|| format!("creating {}", dir.display()))?;
     let base = base_url.trim_end_matches('/');
     let duration = (minutes * 60.0).max(60.0);
+    let extras = extra_clips(clips, seed);
     let mut truth = SampleTruth {
         episodes: Vec::new(),
-        clips: CLIPS.iter().map(|c| c.0.to_string()).collect(),
+        clips: CLIPS
+            .iter()
+            .map(|c| c.0.to_string())
+            .chain(extras.iter().map(|c| c.title.clone()))
+            .collect(),
     };
     let beds = [BedKind::Speech, BedKind::Music, BedKind::Mixed];
     let mut clip_files_written = false;
@@ -106,9 +168,7 @@ pub fn generate(
         for (i, (name, kind, len)) in CLIPS.iter().enumerate() {
             let index = scenario.add_clip(name, *kind, *len);
             // The same clip in every episode: its seed depends on the sample seed only.
-            scenario.clips[index].seed = seed
-                .wrapping_mul(1_000_003)
-                .wrapping_add(i as u64 * 7919 + 17);
+            scenario.clips[index].seed = clip_seed(seed, i);
         }
         // Spread placements over the episode: each clip once or twice, one clip left out
         // of each episode in turn, alternately spliced and mixed over the bed.
@@ -172,6 +232,12 @@ pub fn generate(
         });
     }
     let _ = std::fs::remove_dir(dir.join("work"));
+    for clip in &extras {
+        let audio = corpus::synth_clip(clip.kind, clip.len, clip.seed, 8000, false);
+        let path = dir.join("clips").join(format!("{}.wav", clip.title));
+        corpus::write_wav(&path, &audio, 8000, 1)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     let mut manifest = String::from("# Sample catalog written by `archivist sample`.\nepisodes:\n");
     for (e, episode) in truth.episodes.iter().enumerate() {
         manifest.push_str(&format!(
@@ -187,6 +253,12 @@ pub fn generate(
         manifest.push_str(&format!(
             "  - url: {base}/clips/{name}.wav\n    title: {name}\n    priority: {}\n",
             CLIPS.len() - i
+        ));
+    }
+    for clip in &extras {
+        manifest.push_str(&format!(
+            "  - url: {base}/clips/{title}.wav\n    title: {title}\n    priority: 0\n",
+            title = clip.title
         ));
     }
     std::fs::write(dir.join("manifest.yml"), manifest)?;
@@ -211,6 +283,7 @@ async fn generate_command(args: SampleArgs) -> Result<ExitCode> {
             args.episodes,
             args.minutes,
             args.seed,
+            args.clips,
         )
     })
     .await??;
@@ -242,7 +315,7 @@ fn sample_air_date(index: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::sample_air_date;
+    use super::*;
 
     #[test]
     fn sample_air_dates_are_real_days_one_apart() {
@@ -257,5 +330,67 @@ mod tests {
                 sample_air_date(i)
             );
         }
+    }
+
+    #[test]
+    fn the_default_library_is_the_placed_clips_and_fewer_is_refused() {
+        assert!(extra_clips(CLIPS.len(), 7).is_empty());
+        assert_eq!(parse_clip_count("4"), Ok(4));
+        assert!(parse_clip_count("3").unwrap_err().contains("at least 4"));
+        let extras = extra_clips(12, 7);
+        assert_eq!(extras.len(), 8);
+        assert_eq!(extras[0].title, "extra-0001");
+        let seeds: std::collections::BTreeSet<u64> = (0..12).map(|i| clip_seed(7, i)).collect();
+        assert_eq!(
+            seeds.len(),
+            12,
+            "every clip of the library has a seed of its own"
+        );
+    }
+
+    #[test]
+    fn extra_clips_are_in_the_manifest_and_the_truth_and_placed_nowhere() {
+        let dir =
+            std::env::temp_dir().join(format!("archivist-sample-clips-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let truth = generate(&dir, "http://127.0.0.1:1/", 2, 1.0, 7, 7).unwrap();
+        let names = [
+            "sting",
+            "drop",
+            "jingle",
+            "theme",
+            "extra-0001",
+            "extra-0002",
+            "extra-0003",
+        ];
+        assert_eq!(truth.clips, names);
+        assert!(truth
+            .episodes
+            .iter()
+            .flat_map(|e| &e.occurrences)
+            .all(|o| CLIPS.iter().any(|c| c.0 == o.clip)));
+        let written: SampleTruth =
+            serde_yaml::from_str(&std::fs::read_to_string(dir.join("truth.yml")).unwrap()).unwrap();
+        assert_eq!(written, truth);
+        let manifest: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(dir.join("manifest.yml")).unwrap())
+                .unwrap();
+        let titles: Vec<&str> = manifest["clips"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|c| c["title"].as_str().unwrap())
+            .collect();
+        assert_eq!(titles, names);
+        for name in names {
+            let clip =
+                archivist_matcher::decode::decode_file(&dir.join(format!("clips/{name}.wav")))
+                    .unwrap();
+            assert!(
+                clip.samples.len() >= 8000,
+                "{name} is at least a second long"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -336,9 +336,135 @@ pub fn sample_check(
 /// A scratch directory `name` with a `media/` folder served over HTTP on loopback (for
 /// sample episodes). Returns (scratch dir, media dir, the file server, its base URL).
 pub fn served_media(env: &Env, name: &str) -> (PathBuf, PathBuf, Daemon, String) {
+    served_media_with(env, name, &[])
+}
+
+/// [`served_media`] with more flags for `serve-files` (`extra`).
+pub fn served_media_with(
+    env: &Env,
+    name: &str,
+    extra: &[&str],
+) -> (PathBuf, PathBuf, Daemon, String) {
     let dir = scratch(name);
     let media = dir.join("media");
     std::fs::create_dir_all(&media).expect("media dir");
-    let (files, base) = serve_files(env, &media, &[]);
+    let (files, base) = serve_files(env, &media, extra);
     (dir, media, files, base)
+}
+
+/// The benchmarks' coordinators on `env`: a planner (500 ms tick, 10-minute leases,
+/// 5-minute work items; `planner_extra` are more of its flags), a recorder and a reaper,
+/// each logging into `logs`.
+pub fn start_coordinators(
+    env: &Env,
+    logs: &std::path::Path,
+    planner_extra: &[&str],
+) -> Vec<Daemon> {
+    let mut planner = vec![
+        "planner",
+        "--tick-ms",
+        "500",
+        "--lease-duration-ms",
+        "600000",
+        "--work-item-ttl-ms",
+        "300000",
+    ];
+    planner.extend_from_slice(planner_extra);
+    vec![
+        env.spawn(&planner, &logs.join("planner.log")),
+        env.spawn(
+            &["recorder", "--poll-ms", "300"],
+            &logs.join("recorder.log"),
+        ),
+        env.spawn(
+            &["reaper", "--reaper-interval-ms", "2000"],
+            &logs.join("reaper.log"),
+        ),
+    ]
+}
+
+/// A researcher named `name` running `concurrency` jobs, its work directory and log in
+/// `logs`, polling every 500 ms; `extra` are more of its flags.
+pub fn spawn_researcher(
+    env: &Env,
+    logs: &std::path::Path,
+    name: &str,
+    concurrency: usize,
+    extra: &[&str],
+) -> Daemon {
+    let work = logs.join(format!("work-{name}"));
+    let concurrency = concurrency.to_string();
+    let mut args = vec![
+        "researcher",
+        "--name",
+        name,
+        "--concurrency",
+        &concurrency,
+        "--work-dir",
+        work.to_str().expect("utf-8 path"),
+        "--poll-ms",
+        "500",
+    ];
+    args.extend_from_slice(extra);
+    env.spawn(&args, &logs.join(format!("{name}.log")))
+}
+
+/// `archivist sample check`'s verdict for a benchmark's table: "all pairs as expected",
+/// or "CHECK FAILED: " and the last line it printed.
+pub fn check_verdict(check: &Output) -> String {
+    if check.status.success() {
+        return "all pairs as expected".to_string();
+    }
+    let out = String::from_utf8_lossy(&check.stdout);
+    let err = String::from_utf8_lossy(&check.stderr);
+    format!(
+        "CHECK FAILED: {}",
+        out.lines().chain(err.lines()).last().unwrap_or("no output")
+    )
+}
+
+/// Every sample of `GET /metrics` on `port`.
+pub fn scrape(port: u16) -> Vec<(String, f64)> {
+    let (status, body) = http_get(port, "/metrics").expect("the metrics endpoint answers");
+    assert_eq!(status, 200, "GET /metrics on port {port}: {body}");
+    parse_metrics(&body)
+}
+
+/// The value of one series (`name` or `name{label="value"}`, exactly as the exporter
+/// writes it) among `samples`; 0 when it has none yet.
+pub fn series(samples: &[(String, f64)], name: &str) -> f64 {
+    samples
+        .iter()
+        .filter(|(s, _)| s == name)
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// A benchmark's sample catalog: `archivist sample generate` (`episodes` of `minutes`,
+/// `generate_extra` flags) into a scratch directory `name` served by `serve-files`
+/// (`serve_extra` flags). Returns the environment the file server runs with (no chroot
+/// of its own), the scratch dir, the media dir, the file server and its base URL.
+pub fn bench_sample(
+    name: &str,
+    episodes: usize,
+    minutes: f64,
+    serve_extra: &[&str],
+    generate_extra: &[&str],
+) -> (Env, PathBuf, PathBuf, Daemon, String) {
+    let env = Env {
+        zk: archivist_testkit::zk_connect(),
+        chroot: "/unused".into(),
+        database: archivist_testkit::db::fresh_binary_database_url("bench"),
+        extra: Vec::new(),
+    };
+    let (dir, media, files, base) = served_media_with(&env, name, serve_extra);
+    generate_sample(
+        &env,
+        &media,
+        &base,
+        episodes,
+        &minutes.to_string(),
+        generate_extra,
+    );
+    (env, dir, media, files, base)
 }
