@@ -238,6 +238,10 @@ async fn write_chunks(
     now: OffsetDateTime,
     round: &mut Round<'_>,
 ) -> Result<(), CatalogError> {
+    if !writes.is_empty() {
+        // A read-only identity writes nothing: refused before the database is touched.
+        signal::check_may_bump(session, signal::Signal::Catalog).await?;
+    }
     let mut writes = writes.into_iter().peekable();
     while writes.peek().is_some() {
         let chunk: Vec<Write> = writes

@@ -58,6 +58,30 @@ pub fn op(signal: Signal, by: &str) -> Result<Op> {
     })
 }
 
+/// Proves this session may bump `signal`, without bumping it: a write at a version the
+/// node cannot have, which ZooKeeper checks against the node's ACL before its version
+/// (`not authorized` for a read-only identity, a version mismatch for a writer). A
+/// command that writes the database first and signals after calls it before its first
+/// database write, so a read-only identity changes nothing (outside try 17p F1: the
+/// reader's `curate` committed its rows, then failed at the signal, and the daemons
+/// researched them).
+pub async fn check_may_bump(session: &Session, signal: Signal) -> Result<()> {
+    let probe = Op::SetData {
+        path: signal.path().to_string(),
+        data: Vec::new(),
+        version: Some(i32::MAX),
+    };
+    match ops::commit(session, &[probe]).await {
+        // Written at version 2^31-1: a node bumped two billion times (never).
+        Ok(_)
+        | Err(EngineError::Precondition {
+            source: crate::zk::Error::BadVersion | crate::zk::Error::NoNode,
+            ..
+        }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Bumps `signal` on its own. A tree made before signals existed gets the node (and
 /// `/signals`) created on the first bump.
 pub async fn bump(session: &Session, signal: Signal, by: &str) -> Result<()> {

@@ -340,3 +340,41 @@ async fn concurrent_curators_converge_on_one_record_per_url() {
         }
     }
 }
+
+/// Outside try 17p F1 (HIGH): `curate` as the read-only identity committed its records
+/// to the database, then failed at the planner's signal (`not authorized`), and the
+/// daemons researched what the reader "failed" to add. It is refused before the
+/// database is touched.
+#[tokio::test]
+async fn the_read_only_identity_curates_nothing() {
+    use archivist_engine::config::Credentials;
+    let base = archivist_testkit::config("catalog-reader");
+    let daemons = base
+        .clone()
+        .with_credentials(Credentials::parse("archivist:s3cret"))
+        .with_reader(Credentials::parse("ops:look"));
+    let admin = archivist_engine::Session::connect(&daemons).await.unwrap();
+    archivist_engine::tree::init(&admin, "test").await.unwrap();
+    let reader =
+        archivist_engine::Session::connect(&base.with_credentials(Credentials::parse("ops:look")))
+            .await
+            .unwrap();
+    let db = archivist_testkit::db::tree_database(reader.chroot()).await;
+    let items = vec![
+        episode("http://h/e1.mp3", "One"),
+        clip("http://h/c1.wav", "Jingle"),
+    ];
+    let err = curate(&reader, &db, items.clone(), &settings())
+        .await
+        .expect_err("a reader may not curate");
+    assert!(err.to_string().contains("not authorized"), "{err}");
+    assert!(episodes(&db).await.is_empty() && clips(&db).await.is_empty());
+    // The daemons' identity curates, and the probe left the signal alone.
+    let report = curate(&admin, &db, items, &settings()).await.unwrap();
+    assert_eq!(report.created(), 2, "{report:?}");
+    let signal = store::exists(&admin, paths::SIGNAL_CATALOG)
+        .await
+        .unwrap()
+        .expect("/signals/catalog");
+    assert_eq!(signal.version, 1, "one bump, for the one chunk written");
+}
