@@ -13,6 +13,7 @@ use archivist_admin::AdminSettings;
 use archivist_console::{Console, ConsoleSettings};
 use archivist_engine::schema::{paths, JobState};
 use archivist_engine::{zk, Session};
+use archivist_testkit::switch::Switch;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
@@ -1076,55 +1077,6 @@ async fn sign_in_names_are_short_and_https_origins_pass_for_configured_names() {
     .await;
     assert_eq!(a.status, 403, "https with an address: {}", a.body);
     stop.cancel();
-}
-
-/// A loopback TCP proxy in front of the real ZooKeeper that can be cut (every relayed
-/// connection dropped, new ones closed at once) and restored: an outage of ZooKeeper
-/// as the console sees it, without touching the shared server.
-struct Switch {
-    addr: String,
-    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    relays: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
-}
-
-impl Switch {
-    async fn start() -> Switch {
-        use std::sync::atomic::Ordering;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the proxy");
-        let addr = listener.local_addr().expect("address").to_string();
-        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let relays = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (is_up, held) = (up.clone(), relays.clone());
-        tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                if !is_up.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let upstream = archivist_testkit::zk_connect();
-                let upstream = upstream.split(',').next().unwrap_or("").to_string();
-                let relay = tokio::spawn(async move {
-                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
-                held.lock().expect("relays").push(relay.abort_handle());
-            }
-        });
-        Switch { addr, up, relays }
-    }
-
-    fn cut(&self) {
-        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
-        for r in self.relays.lock().expect("relays").drain(..) {
-            r.abort();
-        }
-    }
-
-    fn restore(&self) {
-        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
 }
 
 /// F1 as an operator saw it: ZooKeeper unreachable for longer than the session timeout,

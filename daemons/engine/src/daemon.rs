@@ -53,7 +53,12 @@ where
         crate::health::connected(name);
         metrics::counter!("archivist_zk_sessions_total", "daemon" => name.to_string()).increment(1);
         metrics::gauge!("archivist_zk_session_connected", "daemon" => name.to_string()).set(1.0);
+        let watch = tokio::spawn(watch_connection(
+            session.client().state_watcher(),
+            name.to_string(),
+        ));
         let outcome = role(session.clone()).await;
+        watch.abort();
         metrics::gauge!("archivist_zk_session_connected", "daemon" => name.to_string()).set(0.0);
         // Stopped or failed: close the session now, so its ephemeral nodes go at once (a
         // restart under the same name, or a successor, need not wait a session timeout).
@@ -88,6 +93,36 @@ where
     }
     crate::health::connected(name);
     Ok(())
+}
+
+/// Follows the session's connection while its role runs: disconnected, the daemon is
+/// not ready (`/readyz` 503 naming it) and `archivist_zk_session_connected` is 0 until
+/// the client reconnects within the session, or the session is lost and
+/// [`supervise`] makes a new one. (Outside try 17p F2: for the whole session timeout
+/// after ZooKeeper stopped, every daemon answered ready, the gauge stayed 1, and nothing
+/// was logged.)
+async fn watch_connection(mut watcher: crate::zk::StateWatcher, name: String) {
+    use crate::zk::SessionState;
+    let gauge = || metrics::gauge!("archivist_zk_session_connected", "daemon" => name.clone());
+    loop {
+        match watcher.changed().await {
+            SessionState::Disconnected => {
+                tracing::warn!(daemon = %name, "ZooKeeper connection lost; reconnecting (the session lives until its timeout)");
+                crate::health::disconnected(
+                    &name,
+                    "ZooKeeper connection lost; reconnecting within the session timeout",
+                );
+                gauge().set(0.0);
+            }
+            SessionState::SyncConnected => {
+                tracing::info!(daemon = %name, "ZooKeeper connection back within the session");
+                crate::health::connected(&name);
+                gauge().set(1.0);
+            }
+            state if state.is_terminated() => return,
+            _ => {}
+        }
+    }
 }
 
 /// A failed role's error in words: for a read or write the tree's ACLs refused, with

@@ -20,6 +20,7 @@ pub mod child;
 pub mod db;
 pub mod lost_reply;
 pub mod secured;
+pub mod switch;
 
 pub use child::{
     child_args, child_config, child_on, child_process, child_session, expect_args, number_arg,

@@ -149,3 +149,69 @@ async fn a_paused_state_claims_nothing() {
         .await
         .unwrap());
 }
+
+/// Outside try 17p F2: for the whole session timeout after ZooKeeper went away, every
+/// daemon answered `/readyz` ready and nothing was logged. While the connection is down
+/// the daemon is not ready, naming why; once the client reconnects within the session,
+/// it is ready again (the session, and the role's work, went on throughout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_is_not_ready_while_its_connection_is_down() {
+    use archivist_engine::health;
+    use archivist_testkit::switch::Switch;
+    let (_config, direct) = archivist_testkit::fresh_tree("engine-readyz").await;
+    let switch = Switch::start().await;
+    let through = archivist_engine::ZkConfig::new(switch.addr.clone())
+        .with_chroot(direct.chroot())
+        .with_session_timeout(Duration::from_secs(20))
+        .with_connect_timeout(Duration::from_secs(10));
+    let name = "readyz-connection-test";
+    let why = || health::report().get(name).cloned().flatten();
+    let shutdown = CancellationToken::new();
+    let sessions = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = sessions.clone();
+    let stop = shutdown.clone();
+    let daemon = tokio::spawn(async move {
+        archivist_engine::daemon::supervise(&through, name, stop.clone(), move |session| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let stop = stop.clone();
+            async move {
+                let lost = session.lost();
+                tokio::select! {
+                    _ = lost.cancelled() => Err(archivist_engine::EngineError::SessionLost("test".into())),
+                    _ = stop.cancelled() => Ok(()),
+                }
+            }
+        })
+        .await
+    });
+    assert!(
+        archivist_testkit::eventually(Duration::from_secs(10), || async {
+            sessions.load(std::sync::atomic::Ordering::SeqCst) == 1 && why().is_none()
+        })
+        .await,
+        "never connected: {:?}",
+        why()
+    );
+    switch.cut();
+    assert!(
+        archivist_testkit::eventually(Duration::from_secs(10), || async {
+            why().is_some_and(|w| w.contains("connection lost"))
+        })
+        .await,
+        "still ready with the connection down: {:?}",
+        why()
+    );
+    switch.restore();
+    assert!(
+        archivist_testkit::eventually(Duration::from_secs(15), || async { why().is_none() }).await,
+        "not ready again after reconnecting: {:?}",
+        why()
+    );
+    assert_eq!(
+        sessions.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the same session went on"
+    );
+    shutdown.cancel();
+    daemon.await.expect("task").expect("supervise");
+}
