@@ -151,20 +151,27 @@ pub fn renewal_due(mtime_ms: i64, duration_ms: i64, now_ms: i64) -> bool {
     duration_ms > 0 && mtime_ms.saturating_add(duration_ms / 2) <= now_ms
 }
 
-/// Since when a waiting work item has waited: the later of its job's and its lease's
-/// creation (an operator's `retry`/`release` replaces the lease, starting a new wait).
-pub fn waiting_since(job_ctime_ms: i64, lease_ctime_ms: Option<i64>) -> i64 {
-    lease_ctime_ms.map_or(job_ctime_ms, |l| l.max(job_ctime_ms))
+/// Since when a waiting work item has waited: the later of when it last entered
+/// `pending` (`entered_ms`: its queue entry's creation, made by every move into the
+/// queue; the job's own creation where the entry is not known) and its lease's creation
+/// (an operator's `retry`/`release` replaces the lease, starting a new wait). A
+/// researcher's hand-back on shutdown moves the job into `pending` again, a new wait
+/// too (outside try 17p F5: a job handed back with 40 s of lease left was expired
+/// 100 ms later, when its first claim was older than the TTL, and replaced by a new
+/// job, losing its history and retry count).
+pub fn waiting_since(entered_ms: i64, lease_ctime_ms: Option<i64>) -> i64 {
+    lease_ctime_ms.map_or(entered_ms, |l| l.max(entered_ms))
 }
 
-/// Has a waiting work item passed the work-item TTL at `now_ms`?
+/// Has a waiting work item passed the work-item TTL at `now_ms`? (`entered_ms` as in
+/// [`waiting_since`].)
 pub fn work_item_expired(
-    job_ctime_ms: i64,
+    entered_ms: i64,
     lease_ctime_ms: Option<i64>,
     ttl_ms: i64,
     now_ms: i64,
 ) -> bool {
-    waiting_since(job_ctime_ms, lease_ctime_ms).saturating_add(ttl_ms) <= now_ms
+    waiting_since(entered_ms, lease_ctime_ms).saturating_add(ttl_ms) <= now_ms
 }
 
 /// Until when a lease counts as leased for planning, unix ms: the one rule for a lease
@@ -299,6 +306,31 @@ pub async fn renew_ops(session: &Session, job: &JobRecord, duration_ms: i64) -> 
     Ok(ops)
 }
 
+/// The work-item TTL in force: the longest a running planner publishes in its
+/// `/daemons` registration (the planner's is the TTL the plan was made with) with words
+/// naming it, else `fallback_ms` (the caller's own setting) and `None`. One rule for the
+/// admin's `retry`/`release` (a fresh lease must outlast it) and the reaper's TTL step
+/// (outside try 17p F4: a reaper started with its own shorter TTL expired a job 3 s
+/// after `retry` promised a fresh 20 s lease).
+pub async fn ttl_in_force(session: &Session, fallback_ms: i64) -> Result<(i64, Option<String>)> {
+    let published = crate::member::list(session, paths::DAEMONS)
+        .await?
+        .into_iter()
+        .filter(|m| m.role == "planner")
+        .filter_map(|m| m.work_item_ttl_ms.map(|ttl| (ttl, m.name)))
+        .max_by_key(|(ttl, _)| *ttl);
+    Ok(match published {
+        Some((ttl, name)) => (
+            ttl,
+            Some(format!(
+                "the running planner {name}'s, published in {}",
+                paths::daemon(&name)
+            )),
+        ),
+        None => (fallback_ms, None),
+    })
+}
+
 /// The one TTL step: moves every `pending` job that has waited past `ttl_ms`
 /// ([`work_item_expired`]) to `expired` ("work-item TTL passed"), revoking its lease, in
 /// one multi under the job's lock. The planner runs it before counting and the reaper
@@ -334,10 +366,23 @@ pub async fn expire_waiting(
             .iter()
             .map(|e| session.client().check_stat(&paths::lease(&e.job)))
             .collect();
+        let entered: Vec<_> = chunk
+            .iter()
+            .map(|e| {
+                session
+                    .client()
+                    .check_stat(&paths::queue_entry(JobState::Pending, &e.name()))
+            })
+            .collect();
         let jobs = crate::ops::await_all(jobs).await;
         let leases = crate::ops::await_all(leases).await;
-        for ((entry, job), lease) in chunk.iter().zip(jobs).zip(leases) {
+        let entered = crate::ops::await_all(entered).await;
+        for (((entry, job), lease), entered) in chunk.iter().zip(jobs).zip(leases).zip(entered) {
             let (Ok(job), Ok(lease)) = (job, lease) else {
+                continue;
+            };
+            // The entry gone meanwhile (claimed): nothing waits.
+            let Ok(Some(entered)) = entered else {
                 continue;
             };
             let Some(job) = job else {
@@ -346,7 +391,8 @@ pub async fn expire_waiting(
                 crate::queue::remove_strays(session, &[stray(entry, StrayProof::NoJob)]).await?;
                 continue;
             };
-            if !work_item_expired(job.ctime, lease.map(|s| s.ctime), ttl_ms, now_ms) {
+            let since = entered.ctime.max(job.ctime);
+            if !work_item_expired(since, lease.map(|s| s.ctime), ttl_ms, now_ms) {
                 continue;
             }
             match expire_one(session, entry, ttl_ms, now_ms, role, by, step).await {
@@ -382,7 +428,16 @@ async fn expire_one(
             return Ok(false);
         };
         let lease = read(session, job_id).await?;
-        if !work_item_expired(stat.ctime, lease.as_ref().map(|(_, s)| s.ctime), ttl_ms, now_ms) {
+        let Some(entered) = session
+            .client()
+            .check_stat(&paths::queue_entry(JobState::Pending, &entry.name()))
+            .await
+            .map_err(|e| EngineError::zk("stat", entry.name(), e))?
+        else {
+            return Ok(false);
+        };
+        let since = entered.ctime.max(stat.ctime);
+        if !work_item_expired(since, lease.as_ref().map(|(_, s)| s.ctime), ttl_ms, now_ms) {
             return Ok(false);
         }
         let (job, message) = match records::decode::<JobRecord>(&path, &bytes) {

@@ -170,13 +170,20 @@ impl ReaperSettings {
         Ok(settings)
     }
 
-    /// Refuses a zero sweep interval.
+    /// Refuses a zero sweep interval, and a work-item TTL under a second (0 expired
+    /// every job as it was created, 1.4 a second for ever: outside try 17p F4).
     pub fn validate(&self) -> Result<(), SettingsError> {
+        let refuse = |reason: &str| SettingsError {
+            source_name: "reaper settings".into(),
+            reason: reason.into(),
+        };
         if self.interval.is_zero() {
-            return Err(SettingsError {
-                source_name: "reaper settings".into(),
-                reason: "interval must be positive".into(),
-            });
+            return Err(refuse("interval must be positive"));
+        }
+        if self.work_item_ttl < Duration::from_secs(1) {
+            return Err(refuse(
+                "work_item_ttl_ms must be at least 1000 (a work item must be able to wait for a researcher)",
+            ));
         }
         Ok(())
     }
@@ -207,6 +214,15 @@ mod tests {
         assert_eq!(p.work_item_ttl, Duration::from_secs(300));
         assert_eq!(p.retention, Duration::from_secs(86_400));
         assert!(p.validate().is_ok());
+        // Outside try 17p F4: a TTL of 0 expired every job as it was created.
+        for ms in [0, 500] {
+            let err = p
+                .clone()
+                .with_work_item_ttl(Duration::from_millis(ms))
+                .validate()
+                .unwrap_err();
+            assert!(err.to_string().contains("at least 1000"), "{err}");
+        }
     }
 
     #[test]

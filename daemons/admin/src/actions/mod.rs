@@ -419,25 +419,13 @@ struct FreshLease {
 /// planner configuration at all: outside 17g finding 2), else this CLI's
 /// `planner.work_item_ttl_ms`, saying so.
 async fn ttl_in_force(session: &Session, settings: &AdminSettings) -> Result<(i64, String)> {
-    let published = archivist_engine::member::list(session, paths::DAEMONS)
-        .await?
-        .into_iter()
-        .filter(|m| m.role == "planner")
-        .filter_map(|m| m.work_item_ttl_ms.map(|ttl| (ttl, m.name)))
-        .max_by_key(|(ttl, _)| *ttl);
-    Ok(match published {
-        Some((ttl, name)) => (
-            ttl,
-            format!(
-                "the running planner {name}'s, published in {}",
-                paths::daemon(&name)
-            ),
-        ),
-        None => (
-            settings.work_item_ttl_ms(),
-            "this CLI's planner.work_item_ttl_ms: no running planner publishes its TTL".to_string(),
-        ),
-    })
+    let (ttl, published) = lease::ttl_in_force(session, settings.work_item_ttl_ms()).await?;
+    Ok((
+        ttl,
+        published.unwrap_or_else(|| {
+            "this CLI's planner.work_item_ttl_ms: no running planner publishes its TTL".to_string()
+        }),
+    ))
 }
 
 /// Operations replacing any stale lease by a fresh, unclaimed one for the job (a fresh

@@ -351,3 +351,39 @@ async fn a_lease_whose_job_does_not_exist_counts_only_until_its_node_age_passes_
         );
     }
 }
+
+/// Moves `id` to `to` by the state table (queue entries with it), as a daemon would.
+async fn step(session: &archivist_engine::Session, id: &str, to: JobState) {
+    use archivist_engine::transition::{machine, Role, Transition};
+    let (job, version) = jobs::read(session, id).await.unwrap();
+    Transition::new(
+        Role::for_move(machine(), job.status, to).expect("a move of the table"),
+        &job,
+        version,
+        to,
+    )
+    .event("test", "step", "ok")
+    .commit(session)
+    .await
+    .unwrap_or_else(|e| panic!("{id} -> {to}: {e}"));
+}
+
+/// Outside try 17p F5: a job claimed longer ago than the TTL and handed back on a
+/// researcher's shutdown was expired about 100 ms later ("work-item TTL passed") with
+/// 40 s of lease left, and replaced by a new job (its history and retry count lost).
+/// Entering `pending` again starts a new wait.
+#[tokio::test]
+async fn a_job_handed_back_waits_a_whole_ttl_again() {
+    for (_config, session, db) in stores("expiry-handback").await {
+        let (mut planner, first) = one_waiting_item(&session, &db).await;
+        step(&session, &first.id, JobState::Leased).await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        step(&session, &first.id, JobState::Pending).await;
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert!(report.expired.is_empty(), "{:?}", report.expired);
+        assert!(report.created.is_empty(), "{:?}", report.created);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        assert_eq!(report.expired, std::slice::from_ref(&first.id));
+    }
+}

@@ -219,7 +219,9 @@ async fn expiry_message(db: &Database, job: &JobRecord) -> Result<String, Engine
 }
 
 /// `pending` jobs that waited past the work-item TTL: expired, lease revoked, by the
-/// engine's one TTL step ([`lease::expire_waiting`]), the same the planner runs.
+/// engine's one TTL step ([`lease::expire_waiting`]), the same the planner runs, with
+/// the TTL in force ([`lease::ttl_in_force`]: a running planner's, else the reaper's
+/// own setting).
 async fn stale_work_items(
     session: &Session,
     settings: &ReaperSettings,
@@ -227,15 +229,9 @@ async fn stale_work_items(
     now: i64,
     report: &mut SweepReport,
 ) -> Result<(), EngineError> {
-    report.ttl_jobs_expired = lease::expire_waiting(
-        session,
-        settings.work_item_ttl_ms(),
-        now,
-        Role::Reaper,
-        by,
-        "reap",
-    )
-    .await?;
+    let (ttl_ms, _) = lease::ttl_in_force(session, settings.work_item_ttl_ms()).await?;
+    report.ttl_jobs_expired =
+        lease::expire_waiting(session, ttl_ms, now, Role::Reaper, by, "reap").await?;
     Ok(())
 }
 
