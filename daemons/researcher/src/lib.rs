@@ -90,6 +90,7 @@ pub async fn run(
     prepare_work_dir(&settings)?;
     let downloader = Downloader::new(settings.download.clone())?;
     let media = media::open(&settings)?;
+    media::probe(&media, &settings).await?;
     let worker = Arc::new(job::Worker {
         me: identity.name.clone(),
         db: db.clone(),

@@ -35,6 +35,45 @@ pub fn open(settings: &ResearcherSettings) -> Result<MediaStore, MediaError> {
     }
 }
 
+/// Proves the store can be used before the researcher takes work: an S3 bucket is
+/// listed (a missing bucket, a wrong endpoint and refused credentials all fail here),
+/// three tries over about 10 s. Outside try 23d F2: such a store passed `config check`
+/// and `/readyz` said ready, and every job quietly downloaded its episode again, the
+/// cause seen only in job events and WARN lines. A local directory was checked when it
+/// was opened.
+///
+/// # Errors
+/// The store's error, naming the endpoint and bucket (never a secret).
+pub async fn probe(store: &MediaStore, settings: &ResearcherSettings) -> Result<(), MediaError> {
+    if settings.media.backend != MediaBackend::S3 {
+        return Ok(());
+    }
+    let mut last = None;
+    for attempt in 0..3u32 {
+        if attempt > 0 {
+            tokio::time::sleep(std::time::Duration::from_secs(2 * u64::from(attempt))).await;
+        }
+        match tokio::time::timeout(std::time::Duration::from_secs(20), store.stored_bytes()).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => last = Some(e.to_string()),
+            Err(_) => last = Some("no answer in 20 s".to_string()),
+        }
+        tracing::warn!(
+            attempt = attempt + 1,
+            error = last.as_deref().unwrap_or(""),
+            "the S3 media store cannot be listed"
+        );
+    }
+    let s3 = &settings.media.s3;
+    Err(MediaError::Config(format!(
+        "the S3 media store (endpoint {}, bucket {:?}, prefix {:?}) cannot be used: {}; fix researcher.media.s3 (or use the local backend) and start again",
+        s3.endpoint.as_deref().unwrap_or("AWS default"),
+        s3.bucket,
+        s3.prefix,
+        last.unwrap_or_default()
+    )))
+}
+
 /// The client options of `s3`, the credentials read from its file or from `env`.
 ///
 /// # Errors

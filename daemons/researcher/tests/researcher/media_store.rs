@@ -1050,13 +1050,9 @@ async fn a_stored_pin_that_no_longer_decodes_fails_naming_the_store() {
     }
 }
 
-/// `researcher.media.backend: s3` (issue 23): two researchers on different machines
-/// (work directories of their own, no local store) share an S3-compatible bucket
-/// (SeaweedFS, `scripts/s3.sh`; credentials from a file): the episode one of them
-/// downloaded is researched by the other without downloading it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn researchers_sharing_an_s3_bucket_download_an_episode_once() {
-    use archivist_researcher::settings::{MediaBackend, MediaSettings, S3Settings};
+/// The test S3 server (`scripts/s3.sh`: `ARCHIVIST_TEST_S3` and its keys) and a
+/// credentials file for it; `None` (the test skipped) when it is not set, never under CI.
+fn test_s3() -> Option<(String, std::path::PathBuf)> {
     let Some(endpoint) = std::env::var("ARCHIVIST_TEST_S3")
         .ok()
         .filter(|e| !e.is_empty())
@@ -1066,6 +1062,30 @@ async fn researchers_sharing_an_s3_bucket_download_an_episode_once() {
             "ARCHIVIST_TEST_S3 is not set under CI"
         );
         eprintln!("ARCHIVIST_TEST_S3 is not set (eval \"$(scripts/s3.sh env)\"): skipped");
+        return None;
+    };
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let creds = work_dir("media-s3-creds").join("s3.env");
+    std::fs::write(
+        &creds,
+        format!(
+            "AWS_ACCESS_KEY_ID={}\nAWS_SECRET_ACCESS_KEY={}\n",
+            var("ARCHIVIST_TEST_S3_ACCESS_KEY"),
+            var("ARCHIVIST_TEST_S3_SECRET_KEY")
+        ),
+    )
+    .expect("write the S3 credentials file");
+    Some((endpoint, creds))
+}
+
+/// `researcher.media.backend: s3` (issue 23): two researchers on different machines
+/// (work directories of their own, no local store) share an S3-compatible bucket
+/// (SeaweedFS, `scripts/s3.sh`; credentials from a file): the episode one of them
+/// downloaded is researched by the other without downloading it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn researchers_sharing_an_s3_bucket_download_an_episode_once() {
+    use archivist_researcher::settings::{MediaBackend, MediaSettings, S3Settings};
+    let Some((endpoint, creds)) = test_s3() else {
         return;
     };
     let var = |name: &str| std::env::var(name).unwrap_or_default();
@@ -1079,17 +1099,7 @@ async fn researchers_sharing_an_s3_bucket_download_an_episode_once() {
     let clips = serve_clips(&db, &server, 3).await;
     let len = audio.episode.len() as u64;
     let url = server.route("/e1.wav", Route::audio(&audio.episode));
-    let creds = work_dir("media-s3-creds").join("s3.env");
     let media_creds = creds.clone();
-    std::fs::write(
-        &creds,
-        format!(
-            "AWS_ACCESS_KEY_ID={}\nAWS_SECRET_ACCESS_KEY={}\n",
-            var("ARCHIVIST_TEST_S3_ACCESS_KEY"),
-            var("ARCHIVIST_TEST_S3_SECRET_KEY")
-        ),
-    )
-    .unwrap();
     let media = MediaSettings {
         backend: MediaBackend::S3,
         s3: S3Settings {
@@ -1132,4 +1142,58 @@ async fn researchers_sharing_an_s3_bucket_download_an_episode_once() {
     two.stop().await;
     // The test secret does not stay behind in the temporary directory.
     let _ = std::fs::remove_file(&media_creds);
+}
+
+/// Outside try 23d F2: an S3 store that cannot work (a bucket that does not exist, an
+/// endpoint where no S3 server listens) passed `config check` and `/readyz` said ready;
+/// every job then downloaded its episode again. The researcher refuses to start,
+/// naming the endpoint and bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_researcher_refuses_an_s3_store_it_cannot_list() {
+    use archivist_researcher::settings::{MediaBackend, MediaSettings, S3Settings};
+    let Some((endpoint, creds)) = test_s3() else {
+        return;
+    };
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let (config, _session, db) = stores("researcher-media-s3-bad")
+        .await
+        .into_iter()
+        .next()
+        .expect("a database");
+    // A port nothing listens on: bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    for (endpoint, bucket) in [
+        (endpoint, "no-such-bucket-archivist".to_string()),
+        (format!("http://{closed}"), var("ARCHIVIST_TEST_S3_BUCKET")),
+    ] {
+        let media = MediaSettings {
+            backend: MediaBackend::S3,
+            s3: S3Settings {
+                endpoint: Some(endpoint.clone()),
+                bucket: bucket.clone(),
+                credentials_file: Some(creds.clone()),
+                ..S3Settings::default()
+            },
+            ..MediaSettings::default()
+        };
+        let run = start(
+            &config,
+            &db,
+            settings(&work_dir("media-s3-bad")).with_media(media),
+            "researcher-s3-bad",
+        );
+        let err = tokio::time::timeout(Duration::from_secs(120), run.handle)
+            .await
+            .expect("refused within the probe's tries")
+            .expect("task")
+            .expect_err("an S3 store it cannot list");
+        let text = err.to_string();
+        assert!(
+            text.contains("cannot be used") && text.contains(&endpoint) && text.contains(&bucket),
+            "{text}"
+        );
+    }
 }
