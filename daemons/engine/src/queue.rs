@@ -204,7 +204,8 @@ pub const STRAY_CHECKED: [JobState; 7] = [
 
 /// Counts a queue's waiting work. The one rule: an entry is work when its name parses as
 /// a queue entry, its job exists, and it is the job's own entry in this state
-/// ([`is_its_entry`]), or the job's record does not decode, so its state is unknown
+/// ([`is_its_entry`]), or the job's record does not decode or names another job, so its
+/// state is unknown
 /// (`status` names such a job and `fsck` reports it). Anything else is a stray (made by hand, or left by a repair); counting it
 /// would make the planner wait for work no researcher can take (`stop=Surplus` until
 /// the stray's job is deleted, a day later for a recorded one) and `status` show
@@ -229,6 +230,14 @@ pub async fn count_work(session: &Session, state: JobState, enough: usize) -> Re
         for (entry, job) in chunk.iter().zip(found) {
             let name = entry.name();
             let proof = match &job {
+                // A record naming another job than its node (`id` edited by hand) is
+                // damaged like one that does not decode: its entry is not judged by it
+                // (outside try 17p F3: the job's only entry was removed as a duplicate,
+                // leaving it pending in no queue); `fsck` reports `job_id_mismatch`.
+                Some((Ok(record), _)) if record.id != entry.job => {
+                    work += 1;
+                    continue;
+                }
                 Some((Ok(record), stat)) if record.status != state => StrayProof::JobElsewhere {
                     version: stat.version,
                 },

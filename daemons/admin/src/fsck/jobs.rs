@@ -73,7 +73,10 @@ pub(super) fn check_queues(ix: &Index<'_>, faults: &mut Vec<Fault>) {
                     FaultKind::JobIdMismatch,
                     Severity::Error,
                     &node.path,
-                    format!("the record says id {}", job.id),
+                    format!(
+                        "the record says id {}: edited by hand? Its queue entries are kept and the daemons leave it alone; set its `id` back to {id} (zkCli `set`)",
+                        job.id
+                    ),
                 )
                 .job(id),
             );

@@ -273,3 +273,45 @@ async fn pending_entries_naming_jobs_in_other_states_are_not_waiting_work() {
         );
     }
 }
+
+/// Outside try 17p F3: a job whose record's `id` was edited by hand had its only
+/// `pending` entry removed by the planner as a duplicate, leaving it pending in no
+/// queue with its pairs blocked. A record naming another job is damaged (fsck:
+/// `job_id_mismatch`); its entry stays.
+#[tokio::test]
+async fn an_entry_of_a_job_whose_record_names_another_id_is_kept() {
+    use archivist_engine::schema::records::JobRecord;
+    use archivist_engine::schema::{paths, JobState};
+    for (_config, session, db) in stores("cap-id-edited").await {
+        catalog(&session, &db, 1, 1).await;
+        let mut planner = Planner::start(&session, &db, settings(), "p")
+            .await
+            .unwrap();
+        let report = planner.round(&CancellationToken::new()).await.unwrap();
+        let job = report.created[0].clone();
+        let entry = paths::queue_entry(JobState::Pending, &job.queue_entry().name());
+        let path = paths::job(&job.id);
+        let (mut record, _) = archivist_engine::store::read_required::<JobRecord>(&session, &path)
+            .await
+            .unwrap();
+        record.id = "j0000000777".into();
+        write(
+            &session,
+            &path,
+            &archivist_engine::store::encode(&path, &record).unwrap(),
+        )
+        .await;
+        planner.round(&CancellationToken::new()).await.unwrap();
+        let counted = archivist_planner::plan::count_pending(&session, u64::MAX)
+            .await
+            .unwrap();
+        assert!(counted.strays.is_empty(), "{:?}", counted.strays);
+        assert!(
+            archivist_engine::store::exists(&session, &entry)
+                .await
+                .unwrap()
+                .is_some(),
+            "the job's own entry was removed"
+        );
+    }
+}
