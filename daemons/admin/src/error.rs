@@ -53,6 +53,16 @@ pub enum AdminError {
         /// Who holds the lock, in words.
         holder: String,
     },
+    /// A write's reply was lost and the job could not be read back to tell whether it
+    /// applied: the action may have been done. Not "failed": `jobs show` tells (outside
+    /// try 17p F6: a bulk retry that applied unseen was reported as not retried).
+    #[error("job {job}: the write's reply was lost and the job could not be read back ({why}): it may have been done; `archivist jobs show {job}` tells")]
+    Unconfirmed {
+        /// Job id.
+        job: String,
+        /// Why it could not be read back.
+        why: String,
+    },
     /// The operator's input is unusable (the CLI exits 2, as for a usage error).
     #[error("invalid input: {0}")]
     Invalid(String),

@@ -21,6 +21,10 @@ pub struct BulkItem {
     pub error: Option<String>,
     /// Was it a refusal (the job moved or is in the wrong state)?
     pub refused: bool,
+    /// Was the reply lost with the job unreadable, so it may have been done
+    /// ([`AdminError::Unconfirmed`])?
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unconfirmed: bool,
 }
 
 /// Does `message` match the operator's pattern? A pattern with `*` is a glob over the
@@ -71,6 +75,7 @@ pub async fn retry_all_failed(
                     job: entry.job.clone(),
                     report: None,
                     refused: e.is_refusal() || matches!(e, AdminError::NotFound { .. }),
+                    unconfirmed: false,
                     error: Some(e.to_string()),
                 });
                 continue;
@@ -87,11 +92,13 @@ pub async fn retry_all_failed(
                 report: Some(r),
                 error: None,
                 refused: false,
+                unconfirmed: false,
             }),
             Err(e) => out.push(BulkItem {
                 job: entry.job,
                 report: None,
                 refused: e.is_refusal(),
+                unconfirmed: matches!(e, AdminError::Unconfirmed { .. }),
                 error: Some(e.to_string()),
             }),
         }

@@ -338,7 +338,8 @@ async fn lock_seen(
 
 /// Commits a transition built with the lock (its event by `by` with `step`); releases
 /// the lock if nothing was written. A commit whose reply was lost is judged by the job
-/// read again ([`applied_unseen`]): one that applied is reported done.
+/// read again ([`after_error`]): one that applied is reported done, one that cannot be
+/// read back is [`AdminError::Unconfirmed`].
 async fn commit_locked(
     session: &Session,
     seen: &Seen,
@@ -352,34 +353,52 @@ async fn commit_locked(
         .await
     {
         Ok(_) => Ok(()),
-        Err(e) => {
-            if applied_unseen(session, seen, &e, by, step).await {
-                return Ok(());
+        Err(e) => match after_error(session, seen, &e, by, step).await {
+            Unseen::Applied => Ok(()),
+            Unseen::Unknown(why) => Err(AdminError::Unconfirmed {
+                job: seen.job.id.clone(),
+                why,
+            }),
+            Unseen::NotApplied => {
+                let _ = lock.release(session).await;
+                Err(AdminError::from_commit(&paths::job(&seen.job.id), e))
             }
-            let _ = lock.release(session).await;
-            Err(AdminError::from_commit(&paths::job(&seen.job.id), e))
-        }
+        },
     }
+}
+
+/// What became of a write whose commit returned an error.
+enum Unseen {
+    /// It applied; its reply was lost.
+    Applied,
+    /// It did not (or the error was not a lost reply).
+    NotApplied,
+    /// Its reply may have been lost and the job could not be read back: why.
+    Unknown(String),
 }
 
 /// After `error` from a write of `seen`: was it a lost reply to a write that applied
 /// unseen (`archivist_engine::jobs::after_lost_reply`, the engine's one rule)? Then the
 /// action is done: before, `hold` exited 1 "write failed" for a job it had held
-/// (outside 17i G5).
-async fn applied_unseen(
+/// (outside 17i G5). When the job cannot be read back, nobody knows (17p F6).
+async fn after_error(
     session: &Session,
     seen: &Seen,
     error: &archivist_engine::EngineError,
     by: &str,
     step: &str,
-) -> bool {
-    if error.is_conflict() || !error.is_retryable() || session.is_lost() {
-        return false;
+) -> Unseen {
+    if error.is_conflict() || !error.is_retryable() {
+        return Unseen::NotApplied;
     }
-    matches!(
-        jobs::after_lost_reply(session, &seen.job, by, step).await,
-        Ok(jobs::LostReply::Applied(..))
-    )
+    if session.is_lost() {
+        return Unseen::Unknown(format!("{error}; the session is gone"));
+    }
+    match jobs::after_lost_reply(session, &seen.job, by, step).await {
+        Ok(jobs::LostReply::Applied(..)) => Unseen::Applied,
+        Ok(_) => Unseen::NotApplied,
+        Err(e) => Unseen::Unknown(format!("{error}; reading it back: {e}")),
+    }
 }
 
 /// Operations deleting the job's lease if there is one (version-checked).
@@ -488,7 +507,13 @@ async fn write_request(
     .await;
     match written {
         Ok(_) => Ok(()),
-        Err(e) if applied_unseen(session, seen, &e, &settings.actor, "request").await => Ok(()),
-        Err(e) => Err(AdminError::from_commit(&path, e)),
+        Err(e) => match after_error(session, seen, &e, &settings.actor, "request").await {
+            Unseen::Applied => Ok(()),
+            Unseen::Unknown(why) => Err(AdminError::Unconfirmed {
+                job: seen.job.id.clone(),
+                why,
+            }),
+            Unseen::NotApplied => Err(AdminError::from_commit(&path, e)),
+        },
     }
 }

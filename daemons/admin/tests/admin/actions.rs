@@ -188,13 +188,24 @@ async fn through_proxy(
     archivist_testkit::lost_reply::LostReply,
     archivist_engine::Session,
 ) {
+    through_proxy_timing_out(config, std::time::Duration::from_secs(30)).await
+}
+
+/// [`through_proxy`] with a session of `timeout`.
+async fn through_proxy_timing_out(
+    config: &archivist_engine::ZkConfig,
+    timeout: std::time::Duration,
+) -> (
+    archivist_testkit::lost_reply::LostReply,
+    archivist_engine::Session,
+) {
     let cut =
         archivist_testkit::lost_reply::LostReply::start(archivist_testkit::zk_connect()).await;
     let proxied = archivist_engine::ZkConfig {
         connect: cut.addr().to_string(),
         ..config.clone()
     }
-    .with_session_timeout(std::time::Duration::from_secs(30));
+    .with_session_timeout(timeout);
     let through = archivist_engine::Session::connect(&proxied)
         .await
         .expect("connect through the proxy");
@@ -758,4 +769,33 @@ async fn a_request_left_on_a_job_another_admin_command_holds_says_who_will_act()
         "{}",
         report.detail
     );
+}
+
+/// Outside 17p F6: with ZooKeeper unreachable after a retry's multi applied, the reply
+/// was lost and the job could not be read back; `retry --all-failed` reported "error:
+/// write failed" and counted it not retried, though it was. Now the outcome is said to
+/// be unknown, and `jobs show` named as what tells.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_whose_reply_was_lost_with_the_session_is_unconfirmed_not_failed() {
+    let (config, s) = archivist_testkit::fresh_tree("admin-retry-unconfirmed").await;
+    let job = fixtures::failed_job(&s, "e0000001", "not audio").await;
+    let (cut, through) = through_proxy_timing_out(&config, std::time::Duration::from_secs(4)).await;
+    cut.cut_next_multi();
+    cut.slow_reconnect(std::time::Duration::from_secs(10));
+    let items = archivist_admin::actions::retry_all_failed(&through, &settings(), None)
+        .await
+        .expect("the bulk action runs");
+    assert_eq!(items.len(), 1, "{items:?}");
+    let item = &items[0];
+    assert!(
+        item.unconfirmed && item.report.is_none() && !item.refused,
+        "{item:?}"
+    );
+    let text = item.error.clone().unwrap_or_default();
+    assert!(
+        text.contains("may have been done") && text.contains("jobs show"),
+        "{text}"
+    );
+    // It was done.
+    assert_eq!(read(&s, &job.id).await.0.retry_count, 1);
 }

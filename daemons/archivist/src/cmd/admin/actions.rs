@@ -141,6 +141,8 @@ fn render_bulk(items: &[BulkItem]) -> String {
                 i.job.clone(),
                 if i.refused {
                     "refused".into()
+                } else if i.unconfirmed {
+                    "unknown".into()
                 } else {
                     "error".into()
                 },
@@ -149,11 +151,21 @@ fn render_bulk(items: &[BulkItem]) -> String {
             ],
         }),
     );
+    let unknown = items.iter().filter(|i| i.unconfirmed).count();
     out.push_str(&format!(
-        "{} retried, {} not\n",
+        "{} retried, {} not",
         items.iter().filter(|i| i.report.is_some()).count(),
-        items.iter().filter(|i| i.report.is_none()).count()
+        items
+            .iter()
+            .filter(|i| i.report.is_none() && !i.unconfirmed)
+            .count()
     ));
+    if unknown > 0 {
+        out.push_str(&format!(
+            ", {unknown} unknown (the reply was lost and the job could not be read back: `archivist jobs show J` tells)"
+        ));
+    }
+    out.push('\n');
     out
 }
 
