@@ -69,7 +69,29 @@ fn prepare_work_dir(settings: &ResearcherSettings) -> Result<(), ResearcherError
             reason: e.to_string(),
         })?;
     }
+    clear_episode_files(&settings.work_dir.join("episodes"));
     Ok(())
+}
+
+/// Removes the episode files a killed process left (`episodes/<job>.media`, a
+/// re-validation's body): each job writes its own afresh, and one process owns its work
+/// directory (docs/researcher.md), so none is in use at start. Before, they stayed for
+/// ever and no bound counted them (outside try 23d F3: 264 MB after one kill -9).
+fn clear_episode_files(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let (mut files, mut bytes) = (0u64, 0u64);
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.is_file() && std::fs::remove_file(entry.path()).is_ok() {
+            files += 1;
+            bytes += meta.len();
+        }
+    }
+    if files > 0 {
+        tracing::warn!(dir = %dir.display(), files, bytes, "removed episode files an earlier process left (killed mid-job)");
+    }
 }
 
 /// Runs the researcher until `shutdown` fires: registers `/researchers/{name}` with

@@ -1197,3 +1197,25 @@ async fn a_researcher_refuses_an_s3_store_it_cannot_list() {
         );
     }
 }
+
+/// Outside try 23d F3: after kill -9 the episode files of the jobs in flight
+/// (`work_dir/episodes/<job>.media`) stayed for ever, counted by no bound. A researcher
+/// starting on its work directory removes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn episode_files_a_killed_researcher_left_are_removed_at_start() {
+    let (config, _session, db) = stores("researcher-media-leftovers")
+        .await
+        .into_iter()
+        .next()
+        .expect("a database");
+    let work = work_dir("media-leftovers");
+    let episodes = work.join("episodes");
+    std::fs::create_dir_all(&episodes).unwrap();
+    let left = episodes.join("j0000000042.media");
+    std::fs::write(&left, vec![7u8; 100_000]).unwrap();
+    let researcher = start(&config, &db, settings(&work), "researcher-leftovers");
+    let gone =
+        archivist_testkit::eventually(Duration::from_secs(20), || async { !left.exists() }).await;
+    researcher.stop().await;
+    assert!(gone, "{} is still there", left.display());
+}
