@@ -343,6 +343,12 @@ impl ResearcherSettings {
     /// # Errors
     /// A sentence naming the setting.
     pub fn validate(&self) -> Result<(), String> {
+        // 0 ran silently with 1 slot (outside try 17p F10), where the recorder refuses it.
+        if self.concurrency == 0 {
+            return Err(
+                "researcher: concurrency (--concurrency, concurrency) must be at least 1".into(),
+            );
+        }
         if self.poll.is_zero() {
             return Err("researcher: poll interval (--poll-ms, poll_ms) must be positive".into());
         }
@@ -369,7 +375,7 @@ impl ResearcherSettings {
 
     /// Sets the number of jobs run at once (at least 1). Defaults to 1.
     pub fn with_concurrency(mut self, n: u32) -> Self {
-        self.concurrency = n.max(1);
+        self.concurrency = n;
         self
     }
 
@@ -446,6 +452,9 @@ mod tests {
         let s: ResearcherSettings =
             serde_yaml::from_str("concurrency: 3\ndownload:\n  read_timeout_ms: 250\n").unwrap();
         assert_eq!(s.concurrency, 3);
+        // Outside try 17p F10: 0 ran with 1 slot, silently.
+        let zero: ResearcherSettings = serde_yaml::from_str("concurrency: 0\n").unwrap();
+        assert!(zero.validate().unwrap_err().contains("at least 1"));
         assert_eq!(s.download.read_timeout, Duration::from_millis(250));
         assert_eq!(s.download.connect_timeout, Duration::from_secs(10));
         assert!(!s.download.allow_file_urls);

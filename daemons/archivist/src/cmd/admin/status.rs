@@ -1,6 +1,7 @@
 //! `archivist status [--episodes] [--watch]`.
 
 use std::fmt::Write as _;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -57,7 +58,12 @@ pub async fn run(global: &GlobalOpts, args: StatusArgs) -> Result<ExitCode> {
         )
         .await?;
         match global.output {
-            OutputFormat::Table => out!("\x1b[2J\x1b[H{}", terminal_safe(&render(&report))),
+            // The screen is cleared on a terminal only: a file or pipe gets the tables
+            // one after another (outside try 17p F9: escape codes in a log file).
+            OutputFormat::Table if std::io::stdout().is_terminal() => {
+                out!("\x1b[2J\x1b[H{}", terminal_safe(&render(&report)))
+            }
+            OutputFormat::Table => outln!("{}", terminal_safe(&render(&report))),
             // One document per refresh, so a script can read them as a stream.
             OutputFormat::Json => outln!("{}", serde_json::to_string(&report)?),
             OutputFormat::Yaml => out!("---\n{}", serde_yaml::to_string(&report)?),
