@@ -19,9 +19,11 @@ use crate::settings::ReaperSettings;
 /// Message of a job expired because its lease ran out (followed by "; all N clips were
 /// recorded" when nothing is left to plan).
 pub const LEASE_EXPIRED: &str = "lease expired";
-/// Message of a job expired because the researcher holding it died (its lock went with
-/// its session).
-pub const HOLDER_LOST: &str = "researcher lost: its lock vanished with its session";
+/// Message of a job expired because its lock is gone while it was `leased` or
+/// `researching`: its researcher's session ended (it died), or the lock was deleted by
+/// hand (outside try 17p F11: "vanished with its session" was said of a live session).
+pub const HOLDER_LOST: &str =
+    "researcher lost: its lock is gone (its session ended, or the lock was deleted by hand)";
 /// Message of a job expired because it waited in `pending` past the work-item TTL (the
 /// engine's, shared with the planner).
 pub const TTL_PASSED: &str = lease::TTL_PASSED;
