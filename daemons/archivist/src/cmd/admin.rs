@@ -78,15 +78,18 @@ pub struct ActorOpts {
 }
 
 impl ActorOpts {
-    /// The admin identity.
+    /// The admin identity, its control characters (a newline in `$USER`) written as
+    /// escapes, as human output shows them, so it is one line in every event, lock and
+    /// report (outside try 17p F12: a newline split `paused now (by admin-evil` / `name@vm`).
     pub fn actor(&self) -> String {
-        self.actor.clone().unwrap_or_else(|| {
+        let actor = self.actor.clone().unwrap_or_else(|| {
             format!(
                 "admin-{}@{}",
                 user_name(),
                 archivist_engine::member::hostname()
             )
-        })
+        });
+        render::printable(&actor)
     }
 
     /// Settings for the library, with this identity.
@@ -187,5 +190,14 @@ mod tests {
         );
         assert_eq!(resolve_user(None, None, Some(0), passwd), "root");
         assert_eq!(resolve_user(None, None, Some(42), passwd), "uid42");
+    }
+
+    /// Outside try 17p F12: a newline in the actor split report lines.
+    #[test]
+    fn the_actor_is_one_printable_line() {
+        let opts = super::ActorOpts {
+            actor: Some("evil\nname\x1b[31m".into()),
+        };
+        assert_eq!(opts.actor(), "evil\\nname\\x1b[31m");
     }
 }
