@@ -158,7 +158,12 @@ pub async fn register_record(
                 return Ok(Some(keep(session, identity, path, data)));
             }
             Err(zk::Error::NodeExists) => {}
-            Err(e) => return Err(EngineError::zk("create", &path, e)),
+            // A tree never initialised (a mistyped chroot) or whose directory was
+            // deleted: "run `archivist init`", not "node not exists" (outside try 17p F8).
+            Err(e) => {
+                let e = EngineError::zk("create", &path, e);
+                return Err(crate::tree::explain_missing(session, e).await);
+            }
         }
         // Left by this name's previous session (a restart under the same `--name`),
         // which has not timed out yet: wait for ZooKeeper to remove it rather than take

@@ -505,3 +505,25 @@ async fn a_consumer_whose_queue_directory_is_missing_is_not_ready_and_says_why()
     shutdown.cancel();
     consumer.await.unwrap().unwrap();
 }
+
+/// Outside try 17p F8: a daemon on a chroot `init` never made (a typo) failed to
+/// register with "create /daemons/X: node not exists"; it says to run `archivist init`.
+#[tokio::test]
+async fn registering_in_a_tree_never_initialised_says_to_run_init() {
+    let config = archivist_testkit::config("engine-no-init");
+    let session = archivist_engine::Session::connect(&config).await.unwrap();
+    let err = member::register(
+        &session,
+        &Identity::named("reaper", "r-typo"),
+        0,
+        None,
+        &CancellationToken::new(),
+    )
+    .await
+    .expect_err("no /daemons in this tree");
+    assert!(
+        matches!(err, EngineError::NotInitialised { .. })
+            && err.to_string().contains("archivist init"),
+        "{err}"
+    );
+}
