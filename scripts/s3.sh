@@ -70,6 +70,12 @@ start() {
         echo "http://127.0.0.1:$port"
         return 0
     fi
+    # Another checkout's server (its own secret) on this port would answer every
+    # signed request with 403: say so instead of failing 60 tests obscurely.
+    if serving; then
+        log "another S3 server already answers on 127.0.0.1:$port (another checkout's scripts/s3.sh?); stop it there, or choose another port with S3_PORT"
+        return 1
+    fi
     local key
     key=$(secret)
     (
