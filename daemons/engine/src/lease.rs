@@ -366,23 +366,10 @@ pub async fn expire_waiting(
             .iter()
             .map(|e| session.client().check_stat(&paths::lease(&e.job)))
             .collect();
-        let entered: Vec<_> = chunk
-            .iter()
-            .map(|e| {
-                session
-                    .client()
-                    .check_stat(&paths::queue_entry(JobState::Pending, &e.name()))
-            })
-            .collect();
         let jobs = crate::ops::await_all(jobs).await;
         let leases = crate::ops::await_all(leases).await;
-        let entered = crate::ops::await_all(entered).await;
-        for (((entry, job), lease), entered) in chunk.iter().zip(jobs).zip(leases).zip(entered) {
+        for ((entry, job), lease) in chunk.iter().zip(jobs).zip(leases) {
             let (Ok(job), Ok(lease)) = (job, lease) else {
-                continue;
-            };
-            // The entry gone meanwhile (claimed): nothing waits.
-            let Ok(Some(entered)) = entered else {
                 continue;
             };
             let Some(job) = job else {
@@ -391,8 +378,22 @@ pub async fn expire_waiting(
                 crate::queue::remove_strays(session, &[stray(entry, StrayProof::NoJob)]).await?;
                 continue;
             };
-            let since = entered.ctime.max(job.ctime);
-            if !work_item_expired(since, lease.map(|s| s.ctime), ttl_ms, now_ms) {
+            // The job's creation bounds its entry's (an entry is made with the job or
+            // later), so a job not expired by it is not expired: only the candidates
+            // cost a read of their entry (and `expire_one` reads it again under the lock).
+            let lease_ctime = lease.map(|s| s.ctime);
+            if !work_item_expired(job.ctime, lease_ctime, ttl_ms, now_ms) {
+                continue;
+            }
+            let entered = session
+                .client()
+                .check_stat(&paths::queue_entry(JobState::Pending, &entry.name()))
+                .await;
+            // The entry gone meanwhile (claimed): nothing waits.
+            let Ok(Some(entered)) = entered else {
+                continue;
+            };
+            if !work_item_expired(entered.ctime.max(job.ctime), lease_ctime, ttl_ms, now_ms) {
                 continue;
             }
             match expire_one(session, entry, ttl_ms, now_ms, role, by, step).await {
